@@ -1,0 +1,288 @@
+"""One Settings object: flags > environment > config file > defaults, validated with clear errors."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from forensics.errors import ConfigError
+from forensics.timeutil import parse_duration
+
+CONFIG_NAME = "elastic-audit.toml"
+
+
+class Secret:
+    """A credential: usable through `.value`, never shown by str/repr/format."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    @property
+    def value(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class LokiSettings:
+    """Where Loki is, how to authenticate (logcli's conventions), and how streams are labelled."""
+
+    url: str = "http://localhost:3100"
+    org_id: str | None = None
+    bearer_token: Secret | None = None
+    username: str | None = None
+    password: Secret | None = None
+    namespace_label: str = "namespace"
+    pod_label: str = "pod"
+    container_label: str = "container"
+    task_selector: str = '{namespace=~".+"}'
+    propeller_selector: str = '{container="flytepropeller"}'
+    max_query_length: timedelta = timedelta(hours=721)
+    shard: timedelta = timedelta(hours=24)
+    grafana_explore_url: str | None = None  # e.g. https://grafana.example.com ; for report links
+    grafana_datasource: str = "loki"
+    timeout: float = 60.0
+
+
+@dataclass(frozen=True)
+class FlyteSettings:
+    """How to reach Flyte Admin (flytekit's own config) and how Flyte names namespaces."""
+
+    config_file: str | None = None  # flytekit/flytectl YAML; None = flytekit's own search
+    namespace_template: str = "{project}-{domain}"
+    domains: tuple[str, ...] = ("development", "staging", "production")
+    console_url: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """Where a task's checkpoints live: an execution input, a URI template, or Flyte's own."""
+
+    input: str | None = None
+    template: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a command needs to know about its environment."""
+
+    loki: LokiSettings = field(default_factory=LokiSettings)
+    flyte: FlyteSettings = field(default_factory=FlyteSettings)
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    workers: int = 8
+    config_path: Path | None = None
+
+
+# key -> (type description, converter); converters raise ValueError with a reason.
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError("must be a string")
+    return v
+
+
+def _nonempty(v: Any) -> str:
+    s = _str(v)
+    if not s.strip():
+        raise ValueError("must not be empty")
+    return s
+
+
+def _duration(v: Any) -> timedelta:
+    d = parse_duration(_str(v))
+    if d is None or d <= timedelta(0):
+        raise ValueError(f"must be a positive duration such as 24h or 30d, not {v!r}")
+    return d
+
+
+def _domains(v: Any) -> tuple[str, ...]:
+    if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
+        raise ValueError("must be a non-empty list of strings")
+    return tuple(v)
+
+
+def _workers(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 256:
+        raise ValueError("must be a whole number from 1 to 256")
+    return v
+
+
+def _float(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise ValueError("must be a positive number")
+    return float(v)
+
+
+def _template(v: Any) -> str:
+    s = _nonempty(v)
+    for needed in ("{project}", "{domain}"):
+        if needed not in s:
+            raise ValueError(f"must contain {needed}")
+    return s
+
+
+_SCHEMA: dict[str, dict[str, Any]] = {
+    "loki": {
+        "url": _nonempty,
+        "org_id": _nonempty,
+        "namespace_label": _nonempty,
+        "pod_label": _nonempty,
+        "container_label": _nonempty,
+        "task_selector": _nonempty,
+        "propeller_selector": _nonempty,
+        "max_query_length": _duration,
+        "shard": _duration,
+        "grafana_explore_url": _nonempty,
+        "grafana_datasource": _nonempty,
+        "timeout": _float,
+    },
+    "flyte": {
+        "config": _nonempty,
+        "namespace_template": _template,
+        "domains": _domains,
+        "console_url": _nonempty,
+    },
+    "checkpoints": {"input": _nonempty, "template": _nonempty},
+    "scan": {"workers": _workers},
+}
+
+
+def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    """`--config FILE`, else `./elastic-audit.toml`, else `$XDG_CONFIG_HOME/elastic-audit/config.toml`."""
+    if explicit:
+        p = Path(explicit)
+        if not p.is_file():
+            raise ConfigError(f"config file {explicit}: not found (or not a file)")
+        return p
+    local = Path(CONFIG_NAME)
+    if local.is_file():
+        return local
+    xdg = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    p = Path(xdg) / "elastic-audit" / "config.toml"
+    return p if p.is_file() else None
+
+
+def read_config_file(path: Path) -> dict[str, dict[str, Any]]:
+    """Parse and validate a config file; unknown sections/keys and bad types name key and file."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file {path}: TOML syntax error: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {path}: cannot read: {e}") from None
+    out: dict[str, dict[str, Any]] = {}
+    for section, table in raw.items():
+        if section not in _SCHEMA:
+            raise ConfigError(
+                f"config file {path}: unknown section [{section}] "
+                f"(known: {', '.join(sorted(_SCHEMA))})"
+            )
+        if not isinstance(table, dict):
+            raise ConfigError(f"config file {path}: {section} must be a table [{section}]")
+        out[section] = {}
+        for key, value in table.items():
+            conv = _SCHEMA[section].get(key)
+            if conv is None:
+                raise ConfigError(
+                    f"config file {path}: unknown key {section}.{key} "
+                    f"(known in [{section}]: {', '.join(sorted(_SCHEMA[section]))})"
+                )
+            try:
+                out[section][key] = conv(value)
+            except ValueError as e:
+                raise ConfigError(f"config file {path}: {section}.{key} {e}") from None
+    return out
+
+
+def _read_secret_file(path: str, what: str) -> Secret:
+    try:
+        return Secret(Path(path).read_text(encoding="utf-8").strip())
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {path}: {e.strerror}") from None
+
+
+def load_settings(
+    *,
+    config: str | None = None,
+    loki_url: str | None = None,
+    flyte_config: str | None = None,
+    checkpoint_input: str | None = None,
+    checkpoint_template: str | None = None,
+    workers: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build Settings with precedence flag > environment > config file > default."""
+    env = os.environ if env is None else env
+    path = find_config_file(config, env)
+    file = read_config_file(path) if path else {}
+    floki, fflyte, fck = file.get("loki", {}), file.get("flyte", {}), file.get("checkpoints", {})
+
+    bearer: Secret | None = None
+    if env.get("LOKI_BEARER_TOKEN"):
+        bearer = Secret(env["LOKI_BEARER_TOKEN"])
+    if env.get("LOKI_BEARER_TOKEN_FILE"):
+        if bearer is not None:
+            raise ConfigError("set LOKI_BEARER_TOKEN or LOKI_BEARER_TOKEN_FILE, not both")
+        bearer = _read_secret_file(env["LOKI_BEARER_TOKEN_FILE"], "LOKI_BEARER_TOKEN_FILE")
+    username = env.get("LOKI_USERNAME") or None
+    password = Secret(env["LOKI_PASSWORD"]) if env.get("LOKI_PASSWORD") else None
+    if bearer is not None and (username or password):
+        raise ConfigError(
+            "at most one of HTTP basic auth (LOKI_USERNAME/LOKI_PASSWORD) and bearer token "
+            "(LOKI_BEARER_TOKEN/LOKI_BEARER_TOKEN_FILE) may be configured"
+        )
+    if bool(username) != bool(password):
+        raise ConfigError("basic auth needs both LOKI_USERNAME and LOKI_PASSWORD")
+
+    url = loki_url or env.get("LOKI_ADDR") or floki.get("url") or LokiSettings.url
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"Loki URL {url!r} must start with http:// or https://")
+    loki_fields = {k: v for k, v in floki.items() if k != "url"}
+    org = env.get("LOKI_ORG_ID") or loki_fields.pop("org_id", None)
+    loki_fields.pop("org_id", None)
+    loki = replace(
+        LokiSettings(**loki_fields),
+        url=url.rstrip("/"),
+        org_id=org,
+        bearer_token=bearer,
+        username=username,
+        password=password,
+    )
+    if loki.shard > loki.max_query_length:
+        loki = replace(loki, shard=loki.max_query_length)
+
+    flyte_fields = {k: v for k, v in fflyte.items() if k != "config"}
+    flyte = FlyteSettings(
+        config_file=flyte_config or fflyte.get("config"),
+        **flyte_fields,
+    )
+    if flyte.config_file and not Path(flyte.config_file).is_file():
+        raise ConfigError(f"Flyte config file {flyte.config_file}: not found")
+
+    ck = CheckpointSettings(
+        input=checkpoint_input or fck.get("input"),
+        template=checkpoint_template or fck.get("template"),
+    )
+    n = workers if workers is not None else file.get("scan", {}).get("workers", Settings.workers)
+    if not 1 <= n <= 256:
+        raise ConfigError(f"--workers must be from 1 to 256, not {n}")
+    return Settings(loki=loki, flyte=flyte, checkpoints=ck, workers=n, config_path=path)

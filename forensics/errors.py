@@ -1,0 +1,69 @@
+"""Error types: each carries its meaning and exit code; the CLI turns them into one line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class ElasticAuditError(Exception):
+    """Base of every error the tool reports to a user (never as a traceback)."""
+
+    exit_code = 2
+
+
+class UsageError(ElasticAuditError):
+    """The command line asks for something malformed or contradictory."""
+
+    exit_code = 2
+
+
+class ConfigError(ElasticAuditError):
+    """A configuration file, environment variable or setting is invalid."""
+
+    exit_code = 2
+
+
+class SourceError(ElasticAuditError):
+    """An outside system (Loki, Flyte Admin, S3, GitHub) failed to answer.
+
+    `source` names the system, `window` (start, end) the part of the scan it costs when
+    known, `target` the object or request concerned; `cause` is a short human reason.
+    """
+
+    exit_code = 3
+
+    def __init__(
+        self,
+        source: str,
+        cause: str,
+        *,
+        window: tuple[datetime, datetime] | None = None,
+        target: str | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.source = source
+        self.cause = cause
+        self.window = window
+        self.target = target
+        self.retryable = retryable
+        where = f" ({target})" if target else ""
+        super().__init__(f"{source}{where}: {cause}")
+
+
+class NotFoundError(SourceError):
+    """The outside system answered that the object does not exist."""
+
+
+class LokiQueryError(SourceError):
+    """Loki rejected the query (HTTP 400): final, never retried; the text is Loki's own."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A reason not to act, with the exit code it maps to."""
+
+    reason: str
+    exit_code: int = 1

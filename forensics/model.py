@@ -1,0 +1,321 @@
+"""The domain's plain data: frozen dataclasses passed between sources, detection and formats."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+UTC = timezone.utc
+
+
+def rfc3339(t: datetime | None) -> str | None:
+    """RFC 3339 in UTC with a `Z` (never `+00:00`: flyteadmin splits filters on `+`)."""
+    if t is None:
+        return None
+    t = t.astimezone(UTC)
+    if t.microsecond:
+        return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def from_ns(ns: int) -> datetime:
+    """A datetime (UTC, microsecond precision) from nanoseconds since the epoch."""
+    return datetime.fromtimestamp(ns // 1000 / 1_000_000, tz=UTC)
+
+
+def to_ns(t: datetime) -> int:
+    """Nanoseconds since the epoch of an aware datetime, exactly (no float rounding)."""
+    delta = t - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+@dataclass(frozen=True, order=True)
+class ExecutionRef:
+    """One Flyte workflow execution, `project:domain:name`."""
+
+    project: str
+    domain: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.project}:{self.domain}:{self.name}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"project": self.project, "domain": self.domain, "name": self.name}
+
+
+@dataclass(frozen=True, order=True)
+class AttemptRef:
+    """One task attempt: execution, Admin's unique node id (`n0`, `n0-0-dn1`), retry attempt."""
+
+    execution: ExecutionRef
+    node_id: str
+    attempt: int
+
+    def __str__(self) -> str:
+        return f"{self.execution}/{self.node_id}/{self.attempt}"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A half-open time range `[start, end)` in UTC."""
+
+    start: datetime
+    end: datetime
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or self.end.tzinfo is None:
+            raise ValueError("Window times must be timezone-aware")
+
+    def __contains__(self, t: datetime) -> bool:
+        return self.start <= t < self.end
+
+    @property
+    def length(self) -> timedelta:
+        return self.end - self.start
+
+    def split(self, size: timedelta) -> list[Window]:
+        """Consecutive non-overlapping shards of at most `size`, covering the window exactly."""
+        if size <= timedelta(0):
+            raise ValueError("shard size must be positive")
+        shards: list[Window] = []
+        t = self.start
+        while t < self.end:
+            nxt = min(t + size, self.end)
+            shards.append(Window(t, nxt))
+            t = nxt
+        return shards
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {"start": rfc3339(self.start), "end": rfc3339(self.end)}
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One log line as Loki returned it: nanosecond timestamp, stream labels, the line."""
+
+    ts_ns: int
+    labels: tuple[tuple[str, str], ...]
+    line: str
+
+    @property
+    def at(self) -> datetime:
+        return from_ns(self.ts_ns)
+
+    def label(self, name: str) -> str | None:
+        for k, v in self.labels:
+            if k == name:
+                return v
+        return None
+
+    @staticmethod
+    def make(ts_ns: int, labels: Mapping[str, str], line: str) -> LogEntry:
+        return LogEntry(ts_ns, tuple(sorted(labels.items())), line)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A part of the window that a source could not read; the scan is incomplete there."""
+
+    source: str
+    start: datetime | None
+    end: datetime | None
+    error: str
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {
+            "source": self.source,
+            "start": rfc3339(self.start),
+            "end": rfc3339(self.end),
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class SignalHit:
+    """Evidence that a pod's elastic agent received a death signal (parsed from one log line)."""
+
+    signal: str  # "SIGTERM"
+    number: int  # 15
+    at: datetime
+    namespace: str
+    pod: str
+    container: str | None
+    kind: str  # "agent" | "exit_barrier" | "flytekit"
+    line: str
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One task attempt as Flyte Admin records it (plain data, no protobuf)."""
+
+    ref: AttemptRef
+    phase: str  # TaskExecution.Phase name: "SUCCEEDED", "FAILED", "RETRYABLE_FAILED", ...
+    task_type: str  # "python-task", "pytorch", ...
+    task_type_version: int | None
+    is_array: bool
+    started_at: datetime | None
+    ended_at: datetime | None  # started_at + duration; the attempt's end as Admin records it
+    output_dir: str | None  # `<node data dir>/<attempt>/`, ends with "/": outputs.pb, error.pb live here
+    pods: tuple[str, ...]  # generated name and any log_context pod names
+    namespace: str | None
+    checkpoint_uri: str | None  # node's task_node_metadata.checkpoint_uri
+    node_phase: str | None = None  # the node execution's phase
+    task_id: tuple[str, str, str, str] | None = None  # project, domain, name, version
+
+    @property
+    def is_elastic(self) -> bool:
+        """SPEC §5: `pytorch`, or `python-task` with task_type_version 1 outside an array node."""
+        if self.task_type == "pytorch":
+            return True
+        return self.task_type == "python-task" and self.task_type_version == 1 and not self.is_array
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One workflow execution as Flyte Admin records it (plain data, no protobuf)."""
+
+    ref: ExecutionRef
+    phase: str  # WorkflowExecution.Phase name
+    created_at: datetime | None
+    updated_at: datetime | None
+    mode: str  # "MANUAL", "SCHEDULED", "SYSTEM", "RELAUNCH", "CHILD_WORKFLOW", "RECOVERED"
+    reference_execution: ExecutionRef | None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ObjectCheck:
+    """Whether one object exists: `present`, `missing` or `unknown` (with the reason)."""
+
+    state: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class PrefixListing:
+    """What lies under an object-store prefix: count and newest LastModified, or why unknown."""
+
+    uri: str
+    state: str  # "empty" | "present" | "unknown"
+    objects: int = 0
+    latest: datetime | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The checkpoint location of a finding and what a relaunch will find there."""
+
+    uri: str | None
+    state: str  # "empty" | "present" | "unknown"
+    objects: int = 0
+    latest: datetime | None = None
+    reason: str | None = None
+    source: str | None = None  # "input:<name>" | "template" | "flyte-checkpoint"
+    written_after_signal: bool | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "uri": self.uri,
+            "state": self.state,
+            "objects": self.objects,
+            "latest": rfc3339(self.latest),
+            "reason": self.reason,
+            "source": self.source,
+            "written_after_signal": self.written_after_signal,
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One affected or suspected task attempt, with everything the report says about it."""
+
+    attempt: AttemptRef
+    verdict: str  # "affected" | "suspected"
+    execution_phase: str
+    signal: SignalHit | None
+    succeeded_at: datetime | None
+    outputs_written: bool
+    checkpoint: Checkpoint
+    relaunched_as: ExecutionRef | None = None
+    links: Mapping[str, str] = field(default_factory=dict)
+    evidence: tuple[str, ...] = ()  # corroborating lines (not in the §6 contract)
+
+    def as_dict(self) -> dict[str, object]:
+        sig = None
+        if self.signal is not None:
+            sig = {
+                "name": self.signal.signal,
+                "number": self.signal.number,
+                "at": rfc3339(self.signal.at),
+                "namespace": self.signal.namespace,
+                "pod": self.signal.pod,
+            }
+        return {
+            "execution": self.attempt.execution.as_dict(),
+            "node_id": self.attempt.node_id,
+            "attempt": self.attempt.attempt,
+            "verdict": self.verdict,
+            "execution_phase": self.execution_phase,
+            "signal": sig,
+            "succeeded_at": rfc3339(self.succeeded_at),
+            "outputs_written": self.outputs_written,
+            "checkpoint": self.checkpoint.as_dict(),
+            "relaunched_as": self.relaunched_as.as_dict() if self.relaunched_as else None,
+            "links": dict(self.links),
+        }
+
+
+@dataclass
+class Summary:
+    """Counts over every attempt examined; `cleared` says why each non-finding was cleared."""
+
+    attempts_examined: int = 0
+    affected: int = 0
+    suspected: int = 0
+    not_affected: int = 0
+    cleared: dict[str, int] = field(default_factory=dict)
+
+    def clear(self, reason: str) -> None:
+        self.not_affected += 1
+        self.cleared[reason] = self.cleared.get(reason, 0) + 1
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "attempts_examined": self.attempts_examined,
+            "affected": self.affected,
+            "suspected": self.suspected,
+            "not_affected": self.not_affected,
+            "cleared": dict(sorted(self.cleared.items())),
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of a scan (SPEC §6)."""
+
+    tool: str
+    window: Window
+    gaps: tuple[Gap, ...]
+    summary: Summary
+    findings: tuple[Finding, ...]
+
+    @property
+    def complete(self) -> bool:
+        return not self.gaps
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "schema_version": 1,
+            "tool": self.tool,
+            "window": self.window.as_dict(),
+            "complete": self.complete,
+            "gaps": [g.as_dict() for g in self.gaps],
+            "summary": self.summary.as_dict(),
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+    def __iter__(self) -> Iterator[Finding]:
+        return iter(self.findings)

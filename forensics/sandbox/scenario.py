@@ -1,0 +1,113 @@
+"""Scenario model: plain dataclasses from which the sandbox's Loki, Admin and S3 are seeded.
+
+The protocol servers only translate requests against this state (as moto's models/responses
+split does); what a scenario contains — the reference incident and its neighbours — is built by
+`forensics.sandbox.incident`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass
+class SandboxLogLine:
+    """One log line in one Loki stream."""
+
+    ts_ns: int
+    labels: dict[str, str]
+    line: str
+
+
+@dataclass
+class SandboxTask:
+    """A registered task template (what GetTask returns)."""
+
+    project: str
+    domain: str
+    name: str
+    version: str
+    task_type: str = "python-task"  # "pytorch" for multi-node elastic
+    task_type_version: int = 1  # 1: single-node Elastic (and map tasks); 0: plain python task
+    has_outputs: bool = False  # whether the interface declares outputs
+
+
+@dataclass
+class SandboxAttempt:
+    """One task execution (retry attempt) of a node."""
+
+    attempt: int
+    phase: str  # TaskExecution.Phase name: SUCCEEDED, FAILED, RETRYABLE_FAILED, RUNNING, ...
+    started_at: datetime
+    ended_at: datetime | None
+    pods: list[str]  # first is the generated name / primary pod
+    task: SandboxTask
+    write_outputs: bool = False  # seed <output_dir>/outputs.pb in S3
+    write_error: bool = False  # seed <output_dir>/error.pb in S3
+    reason: str = ""
+
+
+@dataclass
+class SandboxNode:
+    """One node execution; `node_id` is Admin's unique id (e.g. `n0`, `n0-0-dn1`)."""
+
+    node_id: str
+    phase: str  # NodeExecution.Phase name
+    attempts: list[SandboxAttempt] = field(default_factory=list)
+    spec_node_id: str | None = None  # defaults to node_id
+    parent_unique_id: str | None = None  # unique id of the parent node for nested nodes
+    is_parent: bool = False
+    is_dynamic: bool = False
+    is_array: bool = False
+    checkpoint_uri: str | None = None
+
+
+@dataclass
+class SandboxExecution:
+    """One workflow execution with its nodes."""
+
+    project: str
+    domain: str
+    name: str
+    phase: str  # WorkflowExecution.Phase name
+    created_at: datetime
+    updated_at: datetime
+    nodes: list[SandboxNode] = field(default_factory=list)
+    mode: str = "MANUAL"
+    reference_execution: tuple[str, str, str] | None = None  # (project, domain, name)
+    inputs: dict[str, str] = field(default_factory=dict)  # string literals only
+    labels: dict[str, str] = field(default_factory=dict)
+    launch_plan: tuple[str, str, str, str] = ("", "", "wf.train", "v1")  # project, domain, name, version
+    metadata_bucket: str = "flyte-metadata"
+
+    def node_data_dir(self, node_id: str) -> str:
+        """`s3://<bucket>/metadata/propeller/<project>-<domain>-<name>/<node>/data` (no slash)."""
+        return (
+            f"s3://{self.metadata_bucket}/metadata/propeller/"
+            f"{self.project}-{self.domain}-{self.name}/{node_id}/data"
+        )
+
+
+@dataclass
+class SandboxObject:
+    """One S3 object to seed; `last_modified` backdates it (None: seeding time)."""
+
+    bucket: str
+    key: str
+    body: bytes = b""
+    last_modified: datetime | None = None
+
+
+@dataclass
+class Scenario:
+    """Everything the sandbox serves."""
+
+    executions: list[SandboxExecution] = field(default_factory=list)
+    log_lines: list[SandboxLogLine] = field(default_factory=list)
+    objects: list[SandboxObject] = field(default_factory=list)
+    buckets: set[str] = field(default_factory=set)
+    tasks: list[SandboxTask] = field(default_factory=list)
+
+    def output_dir(self, execution: SandboxExecution, node: SandboxNode, attempt: int) -> str:
+        return f"{execution.node_data_dir(node.node_id)}/{attempt}/"

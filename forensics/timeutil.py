@@ -1,0 +1,66 @@
+"""Parsing of the times and durations users type: `7d`, `36h`, RFC 3339, bare dates."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from pytimeparse import parse as parse_duration_seconds
+
+from forensics.errors import UsageError
+from forensics.model import UTC, Window
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """`90m`, `36h`, `7d`, `2w`, `1d12h` → timedelta; None when it is not a duration."""
+    text = text.strip()
+    if not text or text.startswith("-"):
+        return None
+    seconds = parse_duration_seconds(text)
+    if seconds is None:
+        return None
+    return timedelta(seconds=seconds)
+
+
+def parse_time(text: str, *, flag: str) -> datetime:
+    """RFC 3339 (with `Z` or an offset) or a bare date (midnight UTC) → aware UTC datetime."""
+    raw = text.strip()
+    if _DATE.match(raw):
+        try:
+            return datetime.strptime(raw, "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError as e:
+            raise UsageError(f"{flag}: {raw!r} is not a valid date ({e})") from None
+    candidate = raw.replace("z", "Z")
+    if candidate.endswith("Z"):
+        candidate = candidate[:-1] + "+00:00"
+    try:
+        t = datetime.fromisoformat(candidate)
+    except ValueError:
+        raise UsageError(
+            f"{flag}: {raw!r} is neither a duration (90m, 36h, 7d, 2w) nor a time "
+            "(RFC 3339 such as 2026-09-10T19:45:00Z, or a date such as 2026-09-10)"
+        ) from None
+    if "T" not in candidate.upper() and " " not in candidate:
+        raise UsageError(f"{flag}: {raw!r} is not RFC 3339")
+    if t.tzinfo is None:
+        raise UsageError(f"{flag}: {raw!r} has no time zone; add Z for UTC (e.g. {raw}Z)")
+    return t.astimezone(UTC)
+
+
+def parse_window(since: str, until: str | None, *, now: datetime | None = None) -> Window:
+    """The scan window from `--since` (duration back from `--until`, or a time) and `--until`."""
+    end = parse_time(until, flag="--until") if until else (now or datetime.now(UTC))
+    duration = parse_duration(since)
+    if duration is not None:
+        if duration <= timedelta(0):
+            raise UsageError(f"--since: {since!r} must be a positive duration")
+        start = end - duration
+    else:
+        start = parse_time(since, flag="--since")
+    if start >= end:
+        raise UsageError(
+            f"--since ({start.isoformat()}) must be before --until ({end.isoformat()})"
+        )
+    return Window(start, end)
