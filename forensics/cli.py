@@ -65,7 +65,13 @@ def _root(
 
 def _register() -> None:
     # Each command module adds itself to `app`; only commands that work are listed here.
-    from forensics.commands import fix  # noqa: F401
+    from forensics.commands import (  # noqa: F401
+        demo,
+        fix,
+        pin_bump,  # noqa: F401
+        scan,
+        show,
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

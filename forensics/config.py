@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from forensics.errors import ConfigError
 from forensics.timeutil import parse_duration
@@ -167,7 +168,9 @@ _SCHEMA: dict[str, dict[str, Any]] = {
 
 
 def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | None:
-    """`--config FILE`, else `./elastic-audit.toml`, else `$XDG_CONFIG_HOME/elastic-audit/config.toml`."""
+    """`--config FILE`, else `$ELASTIC_AUDIT_CONFIG`, else `./elastic-audit.toml`, else
+    `$XDG_CONFIG_HOME/elastic-audit/config.toml`."""
+    explicit = explicit or env.get("ELASTIC_AUDIT_CONFIG") or None
     if explicit:
         p = Path(explicit)
         if not p.is_file():

@@ -1,0 +1,112 @@
+"""Settings: flag > environment > config file > default; bad config names key and file."""
+
+from datetime import timedelta
+
+import pytest
+
+from forensics.config import Secret, load_settings
+from forensics.errors import ConfigError
+
+
+def write(tmp_path, text, name="elastic-audit.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_defaults_without_any_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = load_settings(env={"XDG_CONFIG_HOME": str(tmp_path)})
+    assert s.loki.url == "http://localhost:3100"
+    assert s.loki.max_query_length == timedelta(hours=721) and s.loki.shard == timedelta(hours=24)
+    assert s.flyte.domains == ("development", "staging", "production")
+    assert s.config_path is None
+
+
+def test_precedence_flag_over_env_over_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = write(tmp_path, '[loki]\nurl = "http://file:3100"\norg_id = "file-org"\n')
+    env = {"LOKI_ADDR": "http://env:3100", "LOKI_ORG_ID": "env-org"}
+    assert load_settings(config=cfg, env={}).loki.url == "http://file:3100"
+    assert load_settings(config=cfg, env=env).loki.url == "http://env:3100"
+    assert load_settings(config=cfg, env=env).loki.org_id == "env-org"
+    assert (
+        load_settings(config=cfg, env=env, loki_url="http://flag:3100").loki.url
+        == "http://flag:3100"
+    )
+
+
+def test_local_file_then_xdg(tmp_path, monkeypatch):
+    xdg = tmp_path / "xdg"
+    (xdg / "elastic-audit").mkdir(parents=True)
+    (xdg / "elastic-audit" / "config.toml").write_text("[scan]\nworkers = 3\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert load_settings(env={"XDG_CONFIG_HOME": str(xdg)}).workers == 3
+    (work / "elastic-audit.toml").write_text("[scan]\nworkers = 5\n")
+    assert load_settings(env={"XDG_CONFIG_HOME": str(xdg)}).workers == 5
+
+
+def test_otel_label_names_and_checkpoint_settings(tmp_path):
+    cfg = write(
+        tmp_path,
+        """
+[loki]
+namespace_label = "k8s_namespace_name"
+pod_label = "k8s_pod_name"
+container_label = "k8s_container_name"
+shard = "6h"
+[checkpoints]
+template = "s3://bucket/checkpoints/{project}/{name}/"
+""",
+    )
+    s = load_settings(config=cfg, env={})
+    assert s.loki.pod_label == "k8s_pod_name" and s.loki.shard == timedelta(hours=6)
+    assert s.checkpoints.template.endswith("{name}/")
+
+
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("[loki]\nnamespace_lable = 'ns'\n", "unknown key loki.namespace_lable"),
+        ("[lokki]\nurl = 'x'\n", "unknown section [lokki]"),
+        ("[loki]\nshard = 'soon'\n", "loki.shard must be a positive duration"),
+        ("[scan]\nworkers = 0\n", "scan.workers must be a whole number"),
+        ("[flyte]\ndomains = []\n", "flyte.domains must be a non-empty list"),
+        ("[flyte]\nnamespace_template = '{project}'\n", "must contain {domain}"),
+        ("[loki\nurl = 'x'\n", "TOML syntax error"),
+    ],
+)
+def test_bad_config_names_key_and_file(tmp_path, text, fragment):
+    cfg = write(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        load_settings(config=cfg, env={})
+    assert fragment in str(e.value) and cfg in str(e.value)
+
+
+def test_missing_config_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(config=str(tmp_path / "nope.toml"), env={})
+
+
+def test_bearer_and_basic_together_is_a_config_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    env = {"LOKI_BEARER_TOKEN": "tok-SENTINEL", "LOKI_USERNAME": "u", "LOKI_PASSWORD": "p-SENTINEL"}
+    with pytest.raises(ConfigError) as e:
+        load_settings(env=env)
+    assert "at most one of" in str(e.value)
+    assert "SENTINEL" not in str(e.value)
+
+
+def test_bearer_token_file_is_read_and_never_shown(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tok").write_text("sekrit-SENTINEL\n")
+    s = load_settings(env={"LOKI_BEARER_TOKEN_FILE": str(tmp_path / "tok")})
+    assert s.loki.bearer_token.value == "sekrit-SENTINEL"
+    assert "SENTINEL" not in repr(s) and "SENTINEL" not in str(s.loki)
+
+
+def test_secret_never_renders():
+    s = Secret("hunter2")
+    assert "hunter2" not in f"{s} {s!r} {[s]}"
