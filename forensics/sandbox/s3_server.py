@@ -1,0 +1,328 @@
+"""A loopback S3 for the sandbox: moto's server, seeded from a Scenario, with injectable faults."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+from forensics.sandbox.scenario import Scenario
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+log = logging.getLogger(__name__)
+
+OUTPUTS_FILE = "outputs.pb"
+ERROR_FILE = "error.pb"
+
+
+@dataclass
+class S3Rule:
+    """Which requests a fault hits: bucket, key prefix (a listing's `prefix`), method, how often.
+
+    `times=None` hits every matching request; `times=N` only the first N, then the request
+    reaches moto (the "503 twice, then success" shape of a throttled S3 prefix).
+    """
+
+    bucket: str | None = None
+    prefix: str = ""
+    method: str | None = None
+    times: int | None = None
+
+    def matches(self, method: str, bucket: str, target: str) -> bool:
+        return (
+            (self.bucket is None or self.bucket == bucket)
+            and target.startswith(self.prefix)
+            and (self.method is None or self.method == method)
+        )
+
+
+@dataclass
+class S3Faults:
+    """Faults the sandbox S3 injects in front of moto (a bucket not seeded is NoSuchBucket)."""
+
+    latency: float = 0.0  # seconds added to every request
+    slow_down: list[S3Rule] = field(default_factory=list)  # 503 SlowDown
+    access_denied: list[S3Rule] = field(default_factory=list)  # 403 AccessDenied
+
+
+@dataclass(frozen=True)
+class S3Request:
+    """One request the sandbox S3 answered (faults included)."""
+
+    method: str
+    path: str
+    query: str
+    status: int
+
+    @property
+    def is_listing(self) -> bool:
+        return self.method == "GET" and "list-type=2" in self.query
+
+
+def _error_document(code: str, message: str, resource: str, request_id: str) -> bytes:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{code}</Code><Message>{message}</Message>"
+        f"<Resource>{resource}</Resource><RequestId>{request_id}</RequestId></Error>"
+    ).encode()
+
+
+class _FaultMiddleware:
+    """WSGI middleware in front of moto's app: latency, 503 SlowDown, 403 AccessDenied, a record.
+
+    Requests are path-style (`/bucket/key`): botocore uses path-style for an IP-address
+    endpoint, and the sandbox always serves on 127.0.0.1.
+    """
+
+    def __init__(self, app: Callable[..., Any], server: S3Server) -> None:
+        self._app = app
+        self._server = server
+        self._lock = threading.Lock()
+        self._hits: dict[int, int] = {}  # id(rule) -> requests it has answered
+
+    def _hit(self, rules: list[S3Rule], method: str, bucket: str, target: str) -> bool:
+        with self._lock:
+            for rule in rules:
+                if not rule.matches(method, bucket, target):
+                    continue
+                used = self._hits.get(id(rule), 0)
+                if rule.times is None or used < rule.times:
+                    self._hits[id(rule)] = used + 1
+                    return True
+        return False
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        method = environ["REQUEST_METHOD"]
+        # WSGI hands PATH_INFO over as latin-1-decoded bytes; keys are UTF-8.
+        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
+        query = environ.get("QUERY_STRING", "")
+        bucket, _, key = path.lstrip("/").partition("/")
+        target = key or parse_qs(query).get("prefix", [""])[0]
+        faults = self._server.faults
+
+        def record(status: str, headers: list[tuple[str, str]], *args: Any) -> Any:
+            self._server.requests.append(S3Request(method, path, query, int(status.split()[0])))
+            return start_response(status, headers, *args)
+
+        if faults.latency > 0:
+            time.sleep(faults.latency)
+        if bucket and self._hit(faults.access_denied, method, bucket, target):
+            return self._error(record, method, 403, "AccessDenied", "Access Denied", path)
+        if bucket and self._hit(faults.slow_down, method, bucket, target):
+            message = "Please reduce your request rate."
+            return self._error(record, method, 503, "SlowDown", message, path)
+        return self._app(environ, record)
+
+    @staticmethod
+    def _error(
+        start_response: Callable[..., Any],
+        method: str,
+        status: int,
+        code: str,
+        message: str,
+        resource: str,
+    ) -> list[bytes]:
+        request_id = uuid.uuid4().hex[:16].upper()
+        # Like S3, a HEAD error has no body: clients see only the status.
+        body = b"" if method == "HEAD" else _error_document(code, message, resource, request_id)
+        reason = {403: "Forbidden", 503: "Service Unavailable"}[status]
+        headers = [
+            ("Content-Type", "application/xml"),
+            ("Content-Length", str(len(body))),
+            ("x-amz-request-id", request_id),
+        ]
+        start_response(f"{status} {reason}", headers)
+        return [body]
+
+
+def _naive_utc(t: datetime) -> datetime:
+    # moto keeps LastModified as naive UTC (its utcnow()) and formats it with strftime.
+    if t.tzinfo is None:
+        raise ValueError("SandboxObject.last_modified must be timezone-aware")
+    return t.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+def _split(uri: str) -> tuple[str, str]:
+    rest = uri.removeprefix("s3://")
+    bucket, _, key = rest.partition("/")
+    return bucket, key
+
+
+class S3Server:
+    """moto's S3 on a free loopback port, seeded from `scenario`, faults in front of it.
+
+    moto keeps S3 state in process-wide backends, so one S3Server may run per process at a
+    time; its state is reset when it starts and when it stops. Built from the same pieces as
+    moto's ThreadedMotoServer (werkzeug's threaded server, moto's DomainDispatcherApplication
+    and request handler): ThreadedMotoServer builds its WSGI app internally, so it cannot take
+    the fault middleware, and its stop() leaves the listening socket open.
+    """
+
+    _running: S3Server | None = None
+    _running_lock = threading.Lock()
+
+    def __init__(self, scenario: Scenario, faults: S3Faults | None = None) -> None:
+        self.scenario = scenario
+        self.faults = faults if faults is not None else S3Faults()
+        self.requests: list[S3Request] = []
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            raise RuntimeError("S3Server is not started")
+        return self._url
+
+    def start(self) -> str:
+        """Seed, start serving, and return the endpoint URL `http://127.0.0.1:<port>`."""
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        class QuietHandler(MotoRequestHandler):
+            def log(self, type: str, message: str, *args: Any) -> None:
+                log.debug("s3 sandbox: " + message, *args)
+
+        with S3Server._running_lock:
+            if S3Server._running is not None:
+                raise RuntimeError(
+                    "another S3Server is running in this process (moto state is global)"
+                )
+            S3Server._running = self
+        try:
+            _reset_moto_s3()
+            self.seed()
+            app = _FaultMiddleware(DomainDispatcherApplication(create_backend_app), self)
+            self._server = make_server(
+                "127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler
+            )
+            self._thread = threading.Thread(
+                target=self._server.serve_forever, name="sandbox-s3", daemon=True
+            )
+            self._thread.start()
+        except BaseException:
+            self.stop()
+            raise
+        self._url = f"http://127.0.0.1:{self._server.server_port}"
+        return self._url
+
+    def stop(self) -> None:
+        """Stop serving, close the port, and drop the seeded state. Safe to call twice."""
+        if self._server is not None:
+            if self._thread is not None:
+                self._server.shutdown()
+                self._thread.join(timeout=10)
+            self._server.server_close()
+            self._server = None
+            self._thread = None
+        with S3Server._running_lock:
+            if S3Server._running is self:
+                _reset_moto_s3()
+                S3Server._running = None
+        self._url = None
+
+    def __enter__(self) -> S3Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def seed(self) -> None:
+        """Put the scenario's buckets, objects and per-attempt files into moto's backend.
+
+        Seeded in process rather than over HTTP: faults do not apply, tens of thousands of
+        objects take seconds, and LastModified can be backdated (moto stamps it on PUT).
+        """
+        backend = _moto_s3_backend()
+        scenario = self.scenario
+        files = list(_attempt_files(scenario))
+        buckets = set(scenario.buckets)
+        buckets.update(o.bucket for o in scenario.objects)
+        buckets.update(bucket for bucket, _, _, _ in files)
+        for bucket in sorted(buckets):
+            if bucket not in backend.buckets:
+                backend.create_bucket(bucket, region_name="us-east-1")
+        objects = ((o.bucket, o.key, o.body, o.last_modified) for o in scenario.objects)
+        for bucket, key, body, modified in (*objects, *files):
+            stored = backend.put_object(bucket, key, body)
+            if modified is not None:
+                stored.last_modified = _naive_utc(modified)
+
+
+def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, datetime | None]]:
+    """(bucket, key, body, last_modified) of each attempt's outputs.pb / error.pb."""
+    for execution in scenario.executions:
+        for node in execution.nodes:
+            for attempt in node.attempts:
+                if not (attempt.write_outputs or attempt.write_error):
+                    continue
+                bucket, prefix = _split(scenario.output_dir(execution, node, attempt.attempt))
+                when = attempt.ended_at
+                if attempt.write_outputs:
+                    yield bucket, prefix + OUTPUTS_FILE, _outputs_pb(), when
+                if attempt.write_error:
+                    yield (
+                        bucket,
+                        prefix + ERROR_FILE,
+                        _error_pb(attempt.phase, attempt.reason, when),
+                        when,
+                    )
+
+
+def _outputs_pb() -> bytes:
+    # What flytekit writes for a task that returns nothing: an empty LiteralMap (zero bytes).
+    from flyteidl.core.literals_pb2 import LiteralMap
+
+    return LiteralMap().SerializeToString()
+
+
+def _error_pb(phase: str, reason: str, when: datetime | None) -> bytes:
+    """An ErrorDocument as flytekit's entrypoint writes it (FACTS §2.3)."""
+    from flyteidl.core.errors_pb2 import ContainerError, ErrorDocument
+    from flyteidl.core.execution_pb2 import ExecutionError
+
+    recoverable = phase != "FAILED"
+    error = ContainerError(
+        code="USER:Recoverable" if recoverable else "USER:RuntimeError",
+        message=reason or "task failed",
+        kind=ContainerError.RECOVERABLE if recoverable else ContainerError.NON_RECOVERABLE,
+        origin=ExecutionError.USER,
+    )
+    if when is not None:
+        error.timestamp.FromDatetime(when.astimezone(timezone.utc))
+    return ErrorDocument(error=error).SerializeToString()
+
+
+def _moto_s3_backend() -> Any:
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    # moto's server answers for MOTO_ACCOUNT_ID if set, else maps an access key it does not
+    # know to DEFAULT_ACCOUNT_ID (moto.core.responses.get_current_account); S3 is global, one
+    # backend per partition.
+    account = os.environ.get("MOTO_ACCOUNT_ID", DEFAULT_ACCOUNT_ID)
+    return s3_backends[account]["aws"]
+
+
+def _reset_moto_s3() -> None:
+    from moto.s3.models import s3_backends
+
+    for account in list(s3_backends.values()):
+        account.reset()
+    s3_backends.bucket_accounts.clear()

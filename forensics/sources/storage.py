@@ -1,0 +1,281 @@
+"""S3 through boto3: does an attempt's `outputs.pb` exist, and what lies under a checkpoint prefix."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import boto3
+from botocore.client import BaseClient
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ParamValidationError,
+    PartialCredentialsError,
+    ProfileNotFound,
+    ReadTimeoutError,
+)
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from forensics.errors import ConfigError
+from forensics.model import UTC, ObjectCheck, PrefixListing
+
+OUTPUTS_FILE = "outputs.pb"
+
+# Error codes S3 (and botocore for body-less HEAD answers: the status as a string) uses for
+# "slow down"; botocore's standard retry mode retries these before we ever see them.
+_THROTTLE_CODES = frozenset(
+    {"SlowDown", "503", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
+)
+
+
+class UnreadableURI(ValueError):
+    """A location this store cannot read: not `s3://`, or no bucket (or key) in it."""
+
+
+def split_s3_uri(uri: str, *, need_key: bool) -> tuple[str, str]:
+    """`s3://bucket/key` -> (bucket, key), raising UnreadableURI with a one-line reason.
+
+    Parsed by hand rather than with urlsplit: S3 keys may contain `?` and `#`.
+    """
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        raise UnreadableURI(f"unsupported location {uri!r}: not an s3:// URI")
+    if scheme.lower() != "s3":
+        raise UnreadableURI(f"unsupported scheme {scheme}://: only s3:// is read")
+    bucket, _, key = rest.partition("/")
+    if not bucket:
+        raise UnreadableURI(f"malformed URI {uri!r}: no bucket")
+    if need_key and not key:
+        raise UnreadableURI(f"malformed URI {uri!r}: no object key")
+    return bucket, key
+
+
+def _status(err: ClientError) -> int | None:
+    return err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+def _code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", "") or _status(err) or "")
+
+
+def _safe_endpoint(url: str) -> str:
+    """The endpoint without any user:password part, for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def describe_error(err: BaseException) -> str:
+    """A short reason for an S3 failure that never carries credentials or signatures."""
+    if isinstance(err, ClientError):
+        code, status = _code(err), _status(err)
+        meta = err.response.get("ResponseMetadata", {})
+        # HEAD answers have no error document: botocore then uses the status as the code.
+        what = f"{status} {code}" if code != str(status) else str(status)
+        if status == 403 or code in ("AccessDenied", "AllAccessDisabled"):
+            return f"forbidden ({what})"
+        if code == "NoSuchBucket":
+            return "no such bucket"
+        if status == 503 or code in _THROTTLE_CODES:
+            attempts = meta.get("RetryAttempts", 0) + 1
+            return f"throttled ({what}, gave up after {attempts} attempts)"
+        if status == 301 or code in ("PermanentRedirect", "AuthorizationHeaderMalformed"):
+            return f"bucket is in another region ({what})"
+        return f"S3 error ({what})"
+    if isinstance(err, (NoCredentialsError, PartialCredentialsError)):
+        return "no usable AWS credentials (standard chain: env, profile, instance role)"
+    if isinstance(err, ParamValidationError):
+        return "malformed URI: S3 rejects the bucket or key name"
+    if isinstance(err, ReadTimeoutError):
+        return "S3 read timed out"
+    if isinstance(err, (EndpointConnectionError, BotoConnectionError, ConnectionClosedError)):
+        endpoint = getattr(err, "kwargs", {}).get("endpoint_url")
+        where = f" {_safe_endpoint(endpoint)}" if endpoint else ""
+        return f"cannot reach S3{where} ({type(err).__name__})"
+    return f"S3 client error ({type(err).__name__})"
+
+
+def _is_folder_marker(obj: dict[str, Any]) -> bool:
+    # The S3 console's "create folder" and some tools write a zero-byte `name/` object; it holds
+    # no checkpoint, so a prefix with only markers is empty for the people restoring a run.
+    return obj["Key"].endswith("/") and obj.get("Size", 0) == 0
+
+
+class ObjectStore:
+    """Read-only S3 answers for a scan: one object's existence, one prefix's contents.
+
+    Every answer is plain data; an error becomes `unknown` with a reason (never `missing` or
+    `empty`), so a scan can report what it could not see. Thread-safe: a boto3 client may be
+    shared between threads, and the call counters are locked.
+    """
+
+    def __init__(self, client: BaseClient | None = None) -> None:
+        self._client = client if client is not None else _make_client()
+        self._lock = threading.Lock()
+        self.calls: Counter[str] = Counter()  # API calls by operation (each listing page is one)
+        self.attempts = 0  # HTTP requests, retries included
+        # Buckets proven to exist: a 404 from HeadObject there is a missing key, not a bucket.
+        self._buckets_seen: set[str] = set()
+        events = self._client.meta.events
+        events.register("before-call.s3", self._count_call)
+        events.register("before-send.s3", self._count_attempt)
+
+    @classmethod
+    def default(
+        cls,
+        *,
+        workers: int = 8,
+        retries: int = 4,
+        retry_mode: str = "standard",
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+    ) -> ObjectStore:
+        """A store on boto3's standard chain (AWS_PROFILE, AWS_ENDPOINT_URL_S3, ...).
+
+        `retries` is the number of retries after the first attempt (botocore's `max_attempts`);
+        503 SlowDown is retried with backoff by botocore's `retry_mode`. The connection pool
+        holds at least `workers` connections so concurrent checks do not queue for a socket.
+        """
+        return cls(
+            _make_client(
+                workers=workers,
+                retries=retries,
+                retry_mode=retry_mode,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+            )
+        )
+
+    @property
+    def endpoint(self) -> str:
+        return _safe_endpoint(self._client.meta.endpoint_url)
+
+    @property
+    def call_count(self) -> int:
+        with self._lock:
+            return sum(self.calls.values())
+
+    def __repr__(self) -> str:
+        return f"ObjectStore(endpoint={self.endpoint!r})"
+
+    def _count_call(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls[model.name] += 1
+
+    def _count_attempt(self, **_: Any) -> None:
+        # A before-send handler that returned a value would replace the HTTP response.
+        with self._lock:
+            self.attempts += 1
+
+    def check_object(self, uri: str) -> ObjectCheck:
+        """`present`, `missing` (404 / NoSuchKey) or `unknown` with the reason."""
+        try:
+            bucket, key = split_s3_uri(uri, need_key=True)
+        except UnreadableURI as e:
+            return ObjectCheck("unknown", str(e))
+        try:
+            self._client.head_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            if _status(e) != 404:
+                return ObjectCheck("unknown", describe_error(e))
+        except BotoCoreError as e:
+            return ObjectCheck("unknown", describe_error(e))
+        else:
+            self._buckets_seen.add(bucket)
+            return ObjectCheck("present")
+        if bucket in self._buckets_seen:
+            return ObjectCheck("missing")
+        return self._confirm_missing(bucket, key)
+
+    def _confirm_missing(self, bucket: str, key: str) -> ObjectCheck:
+        # HEAD answers carry no body, so its 404 cannot say whether the key or the whole bucket
+        # is missing; a GET's error document names NoSuchKey or NoSuchBucket.
+        try:
+            found = self._client.get_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            if _code(e) == "NoSuchKey":
+                self._buckets_seen.add(bucket)
+                return ObjectCheck("missing")
+            return ObjectCheck("unknown", describe_error(e))
+        except BotoCoreError as e:
+            return ObjectCheck("unknown", describe_error(e))
+        found["Body"].close()  # written between the two calls; the body itself is not needed
+        self._buckets_seen.add(bucket)
+        return ObjectCheck("present")
+
+    def outputs_check(self, output_dir: str) -> ObjectCheck:
+        """Whether the attempt wrote `<output_dir>outputs.pb` (the dir ends with `/`)."""
+        if not output_dir.endswith("/"):
+            output_dir += "/"
+        return self.check_object(output_dir + OUTPUTS_FILE)
+
+    def list_prefix(self, uri: str) -> PrefixListing:
+        """Count and newest LastModified under a prefix (`s3://b/p` lists `p/`), or why unknown.
+
+        Pages through ListObjectsV2 keeping only the count and the maximum, so memory stays
+        flat however many objects there are; S3 has no server-side sort by time.
+        """
+        try:
+            bucket, key = split_s3_uri(uri, need_key=False)
+        except UnreadableURI as e:
+            return PrefixListing(uri, "unknown", reason=str(e))
+        prefix = key if not key or key.endswith("/") else key + "/"
+        listed = f"s3://{bucket}/{prefix}"
+        count = 0
+        latest: datetime | None = None
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix
+            )
+            for page in pages:
+                for obj in page.get("Contents", ()):
+                    if _is_folder_marker(obj):
+                        continue
+                    count += 1
+                    modified = obj["LastModified"]
+                    if latest is None or modified > latest:
+                        latest = modified
+        except (ClientError, BotoCoreError) as e:
+            return PrefixListing(listed, "unknown", reason=describe_error(e))
+        self._buckets_seen.add(bucket)
+        if latest is None:
+            return PrefixListing(listed, "empty")
+        return PrefixListing(listed, "present", objects=count, latest=latest.astimezone(UTC))
+
+
+def _make_client(
+    *,
+    workers: int = 8,
+    retries: int = 4,
+    retry_mode: str = "standard",
+    connect_timeout: float = 5.0,
+    read_timeout: float = 30.0,
+) -> BaseClient:
+    config = Config(
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        retries={"mode": retry_mode, "max_attempts": retries},
+        max_pool_connections=max(10, workers),
+        user_agent_extra="elastic-audit",
+    )
+    # botocore reads only AWS_DEFAULT_REGION; the AWS CLI v2 and the other SDKs let AWS_REGION
+    # win over it, and SPEC §4.3 promises the standard settings.
+    region = os.environ.get("AWS_REGION") or None
+    try:
+        return boto3.session.Session(region_name=region).client("s3", config=config)
+    except ProfileNotFound as e:
+        raise ConfigError(f"AWS profile {e.kwargs.get('profile')!r} is not configured") from None
+    except BotoCoreError as e:
+        # botocore's own messages name settings and providers, never secret values
+        raise ConfigError(f"cannot set up the S3 client: {e}") from None
