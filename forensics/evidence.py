@@ -95,8 +95,8 @@ SIGNAL_LINE_REGEX: str = (
     rf"|Elastic launch agent process terminating: Process [0-9]+ got signal: {_SIG_LOOSE}"
 )
 """One RE2 regex (no lookarounds, no backreferences) for Loki's `|~`: every line `parse_signal`
-accepts matches it, raw or wrapped (the phrases hold no character JSON escapes). It contains
-backslashes, so put it in LogQL between backticks."""
+accepts matches it, raw or wrapped (JSON encoders escape no character of these phrases). It
+contains backslashes, so put it in LogQL between backticks."""
 
 # The prefixes torch's loggers put before a message:
 # - torch._logging's glog style: `[rank0]:W1130 05:57:21.199000 10814 torch/.../api.py:753] `,
@@ -106,7 +106,7 @@ _GLOG_PREFIX = (
     r"(?:\[rank[0-9]+\]:)?[VIWEC][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} [0-9]+ "
     r"[^\s\]]+:[0-9]+\](?: \[[^\]\n]*\])* "
 )
-_BASIC_PREFIX = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[A-Za-z_][\w.]*:"
+_BASIC_PREFIX = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):torch(?:\.\w+)*:"
 _TORCH_PREFIX = rf"(?:{_GLOG_PREFIX}|{_BASIC_PREFIX})?"
 
 _AGENT_RE = re.compile(rf"^{_TORCH_PREFIX}{_AGENT_MSG}[ \t\r]*$", re.MULTILINE)

@@ -273,6 +273,9 @@ NOT_SIGNALS = [
     ),
     pytest.param(flytekit_json(FLYTEKIT_MSG, name="user_space"), id="user-space-flytekit-phrase"),
     pytest.param("[user_space] " + FLYTEKIT_MSG, id="user-space-text-format"),
+    pytest.param(
+        "WARNING:root:Received 15 death signal, shutting down workers", id="not-a-torch-logger"
+    ),
     pytest.param("Got termination signal: 15 again", id="barrier-trailing-text"),
     pytest.param("main: Got termination signal: 15", id="barrier-foreign-prefix"),
     pytest.param(
