@@ -1,0 +1,351 @@
+"""GitHub REST client for pin-bump: is a commit on one of the fork's branches, and its source.
+
+A commit pushed to *any* fork of a network resolves under every fork of it (objects are shared),
+so "GET /repos/{owner}/{repo}/commits/{sha} answers 200" proves nothing about the fork. The
+commit is accepted only when it is reachable from one of the repository's own branches:
+for each branch tip, `GET /repos/{owner}/{repo}/compare/{tip}...{sha}` reports `ahead_by` = the
+commits in `sha` that the tip lacks (`git log tip..sha`); 0 (status `identical` or `behind`)
+means the branch contains the commit. `branches-where-head` is not used: it only lists branches
+whose tip *is* the commit.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import tarfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from forensics import __version__
+from forensics.config import Secret
+from forensics.errors import SourceError
+
+DEFAULT_API_URL = "https://api.github.com"
+ARCHIVE_LIMIT = 256 * 1024**2  # bytes downloaded; flytekit's tarball is a few MB
+EXTRACT_LIMIT = 1024**3  # bytes unpacked (decompression bombs)
+MEMBER_LIMIT = 100_000
+MAX_BRANCHES = 200  # compare calls are one request each; unauthenticated quota is 60/hour
+
+
+class GitHubError(SourceError):
+    """GitHub could not confirm or deliver what pin-bump needs; it refuses (exit 2)."""
+
+    exit_code = 2
+
+    def __init__(self, cause: str, *, target: str | None = None, retryable: bool = False) -> None:
+        super().__init__("github", cause, target=target, retryable=retryable)
+
+
+class UnverifiedCommitError(GitHubError):
+    """The commit does not exist in the repository, or is on none of its branches."""
+
+
+class UnsafeArchiveError(GitHubError):
+    """The source archive is too large or holds a member that could escape its directory."""
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A branch of the repository and the commit at its tip."""
+
+    name: str
+    sha: str
+
+
+@dataclass(frozen=True)
+class CommitVerification:
+    """Proof that `sha` is on `branch` of `repo`."""
+
+    repo: str
+    sha: str
+    branch: str
+    branches_checked: int
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
+
+
+def _network_reason(e: requests.RequestException) -> str:
+    if isinstance(e, requests.Timeout):
+        return "timed out"
+    m = _ERRNO.search(str(e))
+    if m:
+        return m.group(1).strip().lower()
+    return type(e).__name__
+
+
+class GitHubClient:
+    """A small GitHub REST v3 client bound to one repository (`owner/name`).
+
+    The token is sent as `Authorization: Bearer ...` and is never part of a message or repr.
+    GETs are retried on connection errors and 5xx answers (urllib3 Retry, short backoff).
+    """
+
+    def __init__(
+        self,
+        repo: str,
+        *,
+        api_url: str = DEFAULT_API_URL,
+        token: Secret | None = None,
+        timeout: float = 30.0,
+        retries: int = 2,
+    ) -> None:
+        self.repo = repo
+        self.api_url = api_url.rstrip("/")
+        self.timeout = timeout
+        self._token = token if token else None
+        self.session = requests.Session()
+        retry = Retry(
+            total=retries,
+            connect=retries,
+            read=retries,
+            status=retries,
+            backoff_factor=0.2,
+            status_forcelist=(500, 502, 503, 504),
+            allowed_methods=frozenset({"GET"}),
+            raise_on_status=False,
+            respect_retry_after_header=False,
+        )
+        adapter = HTTPAdapter(max_retries=retry)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        self.session.headers.update(
+            {
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28",
+                "User-Agent": f"elastic-audit/{__version__}",
+            }
+        )
+        if self._token:
+            self.session.headers["Authorization"] = f"Bearer {self._token.value}"
+
+    @classmethod
+    def from_env(
+        cls, repo: str, env: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> GitHubClient:
+        """Client configured from GITHUB_API_URL and GITHUB_TOKEN (gh/Actions conventions)."""
+        env = os.environ if env is None else env
+        api_url = env.get("GITHUB_API_URL") or DEFAULT_API_URL
+        token = env.get("GITHUB_TOKEN")
+        return cls(repo, api_url=api_url, token=Secret(token) if token else None, **kwargs)
+
+    def __repr__(self) -> str:
+        auth = "token" if self._token else "anonymous"
+        return f"GitHubClient({self.repo!r}, api_url={self.api_url!r}, {auth})"
+
+    def close(self) -> None:
+        self.session.close()
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _request(self, path: str, *, params: dict[str, Any] | None = None, stream: bool = False):
+        url = path if path.startswith(("http://", "https://")) else f"{self.api_url}{path}"
+        try:
+            resp = self.session.get(url, params=params, timeout=self.timeout, stream=stream)
+        except requests.RequestException as e:
+            raise GitHubError(
+                f"cannot reach {self.api_url}: {_network_reason(e)}", target=path, retryable=True
+            ) from None
+        return resp
+
+    def _raise_for(self, resp: requests.Response, path: str) -> None:
+        if resp.status_code < 400:
+            return
+        message = ""
+        try:
+            body = resp.json()
+            if isinstance(body, dict):
+                message = str(body.get("message", ""))
+        except ValueError:
+            pass
+        detail = f": {message}" if message else ""
+        if resp.status_code == 401:
+            if self._token:
+                raise GitHubError(f"GitHub rejected the token (401{detail}); check GITHUB_TOKEN")
+            raise GitHubError(f"GitHub requires authentication (401{detail}); set GITHUB_TOKEN")
+        if resp.status_code in (403, 429) and (
+            resp.headers.get("X-RateLimit-Remaining") == "0" or "rate limit" in message.lower()
+        ):
+            hint = "" if self._token else "; set GITHUB_TOKEN for a higher quota"
+            raise GitHubError(f"GitHub API rate limit exceeded{hint}", retryable=True)
+        raise GitHubError(
+            f"GitHub answered HTTP {resp.status_code}{detail}",
+            target=path,
+            retryable=resp.status_code >= 500,
+        )
+
+    def _get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        resp = self._request(path, params=params)
+        self._raise_for(resp, path)
+        try:
+            return resp.json()
+        except ValueError:
+            raise GitHubError("GitHub answered with invalid JSON", target=path) from None
+
+    # ------------------------------------------------------------------ API
+
+    def get_commit(self, sha: str) -> str:
+        """The full SHA of `sha` as resolved in the repository's network (`commits/{ref}`)."""
+        path = f"/repos/{self.repo}/commits/{sha}"
+        resp = self._request(path)
+        if resp.status_code in (404, 422):
+            if resp.status_code == 404 and not self._repo_exists():
+                raise GitHubError(
+                    f"repository {self.repo} not found (private? set GITHUB_TOKEN)", target=path
+                )
+            raise UnverifiedCommitError(f"commit {sha} does not exist in {self.repo}")
+        self._raise_for(resp, path)
+        try:
+            full = str(resp.json()["sha"])
+        except (ValueError, KeyError, TypeError):
+            raise GitHubError(
+                "GitHub answered with an unexpected commit body", target=path
+            ) from None
+        return full
+
+    def _repo_exists(self) -> bool:
+        resp = self._request(f"/repos/{self.repo}")
+        return resp.status_code == 200
+
+    def default_branch(self) -> str:
+        body = self._get_json(f"/repos/{self.repo}")
+        return str(body.get("default_branch") or "")
+
+    def branches(self) -> Iterator[Branch]:
+        """Every branch, following the `Link: rel="next"` pagination."""
+        url: str | None = f"/repos/{self.repo}/branches"
+        params: dict[str, Any] | None = {"per_page": 100}
+        while url:
+            resp = self._request(url, params=params)
+            self._raise_for(resp, url)
+            try:
+                page = resp.json()
+            except ValueError:
+                raise GitHubError("GitHub answered with invalid JSON", target=url) from None
+            for item in page:
+                yield Branch(str(item["name"]), str(item["commit"]["sha"]))
+            url = resp.links.get("next", {}).get("url")
+            params = None  # the next link carries them
+
+    def contains(self, tip: str, sha: str) -> bool:
+        """Whether `sha` is reachable from commit `tip` (an ancestor of it, or it).
+
+        `compare/{tip}...{sha}`: status `identical` or `behind` (ahead_by 0) means contained;
+        404 means the two share no history (zizmor's impostor-commit audit reads it the same).
+        """
+        path = f"/repos/{self.repo}/compare/{tip}...{sha}"
+        resp = self._request(path, params={"per_page": 1})
+        if resp.status_code == 404:
+            return False
+        self._raise_for(resp, path)
+        try:
+            body = resp.json()
+            status, ahead_by = body["status"], int(body["ahead_by"])
+        except (ValueError, KeyError, TypeError):
+            raise GitHubError(
+                "GitHub answered with an unexpected comparison", target=path
+            ) from None
+        return status in ("identical", "behind") and ahead_by == 0
+
+    def verify_commit(self, sha: str) -> CommitVerification:
+        """Refuse unless `sha` exists in the repository and is on one of its branches."""
+        full = self.get_commit(sha)
+        if full.lower() != sha.lower():
+            raise UnverifiedCommitError(f"{sha} resolves to {full} in {self.repo}")
+        default = self.default_branch()
+        branches = sorted(self.branches(), key=lambda b: (b.name != default, b.name))
+        for b in branches:
+            if b.sha.lower() == sha.lower():
+                return CommitVerification(self.repo, full, b.name, 0)
+        for checked, b in enumerate(branches[:MAX_BRANCHES], start=1):
+            if self.contains(b.sha, full):
+                return CommitVerification(self.repo, full, b.name, checked)
+        more = (
+            f" (only the first {MAX_BRANCHES} were checked)" if len(branches) > MAX_BRANCHES else ""
+        )
+        raise UnverifiedCommitError(
+            f"commit {sha} resolves in the fork network but is on none of the {len(branches)} "
+            f"branches of {self.repo}{more}; it may come from another fork — refusing"
+        )
+
+    def download_tarball(self, sha: str, dest: Path, *, limit: int = ARCHIVE_LIMIT) -> Path:
+        """Download `tarball/{sha}` (following the redirect) into `dest` and unpack it safely.
+
+        Returns the unpacked source tree (the archive's single top directory).
+        """
+        path = f"/repos/{self.repo}/tarball/{sha}"
+        resp = self._request(path, stream=True)
+        with resp:
+            if resp.status_code in (404, 422):
+                raise UnverifiedCommitError(f"no source archive for {sha} in {self.repo}")
+            self._raise_for(resp, path)
+            declared = resp.headers.get("Content-Length")
+            if declared and declared.isdigit() and int(declared) > limit:
+                raise UnsafeArchiveError(f"source archive is {declared} bytes (limit {limit})")
+            archive = dest / "source.tar.gz"
+            size = 0
+            try:
+                with archive.open("wb") as f:
+                    for chunk in resp.iter_content(chunk_size=1 << 16):
+                        size += len(chunk)
+                        if size > limit:
+                            raise UnsafeArchiveError(f"source archive exceeds {limit} bytes")
+                        f.write(chunk)
+            except requests.RequestException as e:
+                raise GitHubError(
+                    f"downloading the source archive failed: {_network_reason(e)}", target=path
+                ) from None
+        return extract_tarball(archive, dest / "src")
+
+
+def _unsafe_member(m: tarfile.TarInfo) -> str | None:
+    name = m.name
+    if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
+        return "absolute path"
+    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
+        return "path with '..'"
+    if m.ischr() or m.isblk() or m.isfifo():
+        return "device or fifo"
+    if m.issym() or m.islnk():
+        if m.linkname.startswith("/"):
+            return "link to an absolute path"
+        base = posixpath.dirname(name) if m.issym() else ""
+        target = posixpath.normpath(posixpath.join(base, m.linkname))
+        if target == ".." or target.startswith("../"):
+            return "link out of the archive"
+    elif not (m.isfile() or m.isdir()):
+        return "unsupported member type"
+    return None
+
+
+def extract_tarball(
+    archive: Path, into: Path, *, max_bytes: int = EXTRACT_LIMIT, max_members: int = MEMBER_LIMIT
+) -> Path:
+    """Unpack a .tar.gz refusing absolute paths, '..', escaping links, devices and bombs."""
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = []
+            total = 0
+            for m in tar:
+                why = _unsafe_member(m)
+                if why:
+                    raise UnsafeArchiveError(f"source archive member {m.name!r}: {why}")
+                total += max(m.size, 0)
+                if total > max_bytes or len(members) >= max_members:
+                    raise UnsafeArchiveError("source archive unpacks to more than the limit")
+                members.append(m)
+            into.mkdir(parents=True, exist_ok=True)
+            extra: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(into, members=members, **extra)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise UnsafeArchiveError(f"source archive cannot be unpacked: {e}") from None
+    entries = list(into.iterdir())
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else into
