@@ -1,0 +1,729 @@
+"""Loki client: query_range over HTTP with time shards, boundary-safe paging, retries, safe LogQL.
+
+Paging follows logcli's forward rules (FACTS §6.2) with a safer de-duplication key: the next page
+starts at the last timestamp seen (inclusive) and entries at that boundary are dropped when their
+(timestamp, stream labels, line) was already yielded. When a whole page shares one nanosecond
+(more than `page_limit` matches at one timestamp, where logcli gives up), the client lists the
+streams that have entries at that nanosecond (`/loki/api/v1/series`) and reads each stream on its
+own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
+nanosecond does the shard fail, loudly, naming the stream and the time.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from operator import attrgetter
+from typing import Any
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import MaxRetryError, ResponseError
+from urllib3.util.retry import Retry
+
+from forensics import __version__
+from forensics.config import LokiSettings
+from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageError
+from forensics.model import LogEntry, Window, from_ns, rfc3339, to_ns
+
+SOURCE = "loki"
+MAX_PAGE_LIMIT = 5000  # Loki's default max_entries_limit_per_query
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+LINE_FILTER_OPS = ("|=", "!=", "|~", "!~")
+MATCHER_OPS = ("=", "!=", "=~", "!~")
+QUERY_RANGE = "/loki/api/v1/query_range"
+SERIES = "/loki/api/v1/series"
+
+# ---------------------------------------------------------------------------------------------
+# LogQL building
+# ---------------------------------------------------------------------------------------------
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
+_GO_ESCAPES = {
+    "\a": r"\a",
+    "\b": r"\b",
+    "\f": r"\f",
+    "\n": r"\n",
+    "\r": r"\r",
+    "\t": r"\t",
+    "\v": r"\v",
+    "\\": "\\\\",
+    '"': '\\"',
+}
+_RE2_META = frozenset("\\.+*?()|[]{}^$")  # exactly what Go's regexp.QuoteMeta escapes
+_STRING = r'"(?:[^"\\\n]|\\.)*"|`[^`]*`'
+_MATCHER = rf"\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*(?:{_STRING})\s*"
+_SELECTOR = re.compile(rf"\{{{_MATCHER}(?:,{_MATCHER})*\}}", re.S)
+
+
+def quote_string(value: str) -> str:
+    """`value` as a double-quoted LogQL (Go) string literal that Loki reads back as exactly `value`.
+
+    Backslash, double quote and control characters are escaped, so no user-supplied value can end
+    the string early and inject LogQL.
+    """
+    out = ['"']
+    for ch in value:
+        esc = _GO_ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ch.isprintable():
+            out.append(ch)
+        elif 0xD800 <= ord(ch) <= 0xDFFF:
+            raise UsageError(f"{value!r} contains a lone surrogate and cannot be sent to Loki")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def regex_escape(literal: str) -> str:
+    """Escape RE2 metacharacters so `literal` matches itself inside `=~`, `!~`, `|~` or `!~`."""
+    return "".join("\\" + c if c in _RE2_META else c for c in literal)
+
+
+def matcher(name: str, op: str, value: str) -> str:
+    """One label matcher, `name="value"` / `name=~"regex"`, with the value safely quoted."""
+    if not _LABEL_NAME.match(name):
+        raise UsageError(f"{name!r} is not a valid Loki label name")
+    if op not in MATCHER_OPS:
+        raise UsageError(
+            f"label matcher operator must be one of {', '.join(MATCHER_OPS)}, not {op!r}"
+        )
+    return f"{name}{op}{quote_string(value)}"
+
+
+def selector(
+    matchers: Mapping[str, tuple[str, str]] | Iterable[tuple[str, str, str]],
+) -> str:
+    """A stream selector `{a="x", b=~"y"}` from `{name: (op, value)}` or `(name, op, value)` triples.
+
+    Triples allow two matchers on one label (`namespace=~".+", namespace!~"kube-.*"`).
+    """
+    items = (
+        [(name, op, value) for name, (op, value) in matchers.items()]
+        if isinstance(matchers, Mapping)
+        else list(matchers)
+    )
+    if not items:
+        raise UsageError("a Loki stream selector needs at least one label matcher")
+    return "{" + ", ".join(matcher(name, op, value) for name, op, value in items) + "}"
+
+
+def _filter_literal(op: str, value: str) -> str:
+    # Regexes read better raw (`Signals\.SIGTERM` rather than "Signals\\.SIGTERM"); a raw string
+    # cannot hold a backtick, and Go drops carriage returns from raw strings.
+    raw_ok = "`" not in value and all(c.isprintable() for c in value)
+    if op in ("|~", "!~") and "\\" in value and raw_ok:
+        return f"`{value}`"
+    return quote_string(value)
+
+
+def line_filter(op: str, value: str) -> str:
+    """One line filter stage: `|= "text"`, `!= "text"`, `|~ `regex``, `!~ `regex``."""
+    if op not in LINE_FILTER_OPS:
+        raise UsageError(
+            f"line filter operator must be one of {', '.join(LINE_FILTER_OPS)}, not {op!r}"
+        )
+    return f"{op} {_filter_literal(op, value)}"
+
+
+def split_query(query: str) -> tuple[str, str]:
+    """Split a log query into its stream selector `{...}` and the (possibly empty) pipeline."""
+    q = query.strip()
+    m = _SELECTOR.match(q)
+    if m is None:
+        raise ConfigError(
+            f"Loki stream selector {query!r} does not look like "
+            '{label="value", ...} (operators =, !=, =~, !~; values in double quotes or backticks)'
+        )
+    return q[: m.end()], q[m.end() :].strip()
+
+
+def validate_selector(text: str) -> str:
+    """Check that a configured selector is exactly one `{...}` stream selector; return it trimmed."""
+    sel, rest = split_query(text)
+    if rest:
+        raise ConfigError(
+            f"Loki stream selector {text!r} has text after the closing '}}': {rest!r}"
+        )
+    return sel
+
+
+def build_query(selector: str, line_filters: Sequence[tuple[str, str]] = ()) -> str:
+    """A log query: a validated stream selector followed by line filters (`|=`, `!=`, `|~`, `!~`)."""
+    parts = [validate_selector(selector)]
+    parts.extend(line_filter(op, value) for op, value in line_filters)
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Results and errors
+# ---------------------------------------------------------------------------------------------
+
+
+class LokiAuthError(SourceError):
+    """Loki (or the gateway in front of it) refused the credentials or tenant: HTTP 401/403."""
+
+
+@dataclass(frozen=True)
+class ShardOutcome:
+    """How one time shard ended: read completely (`error` is None) or failed, with why."""
+
+    window: Window
+    error: str | None
+    requests: int
+    entries: int
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard one HTTP call is retried on 429/5xx/connection failures before it is given up.
+
+    `retries` bounds the attempts (1 + retries), `total_time` the seconds spent retrying one call,
+    `retry_after_max` caps a server's `Retry-After`; backoff is `backoff_factor * 2**(n-1)` seconds
+    (urllib3's formula, first retry immediate), at most `backoff_max`.
+    """
+
+    retries: int = 5
+    backoff_factor: float = 0.5
+    backoff_max: float = 30.0
+    retry_after_max: float = 60.0
+    total_time: float = 300.0
+
+
+class _Cancelled(Exception):
+    """A scan was closed while this worker waited to retry."""
+
+
+_cancel = threading.local()  # .event: set by scan() workers so backoff sleeps end on close
+
+
+class _BoundedRetry(Retry):
+    """urllib3's Retry plus a deadline over all attempts and sleeps that a closed scan interrupts."""
+
+    def __init__(
+        self,
+        *args: Any,
+        total_time: float = 300.0,
+        deadline: float | None = None,
+        on_retry: Callable[[], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.total_time = total_time
+        self.deadline = deadline
+        self.on_retry = on_retry
+
+    def new(self, **kw: Any) -> _BoundedRetry:
+        kw.setdefault("total_time", self.total_time)
+        kw.setdefault("deadline", self.deadline)
+        kw.setdefault("on_retry", self.on_retry)
+        return super().new(**kw)
+
+    def increment(  # type: ignore[override]
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> _BoundedRetry:
+        deadline = self.deadline
+        if deadline is None:
+            deadline = time.monotonic() + self.total_time
+        new = super().increment(method, url, response, error, _pool, _stacktrace)
+        new.deadline = deadline
+        if self.on_retry is not None:
+            self.on_retry()
+        if time.monotonic() >= deadline:
+            reason = error or ResponseError(f"gave up retrying after {self.total_time:g}s")
+            raise MaxRetryError(_pool, url, reason)  # type: ignore[arg-type]
+        return new
+
+    def _wait(self, seconds: float) -> None:
+        if self.deadline is not None:
+            seconds = min(seconds, max(0.0, self.deadline - time.monotonic()))
+        if seconds <= 0:
+            return
+        event: threading.Event | None = getattr(_cancel, "event", None)
+        if event is None:
+            time.sleep(seconds)
+        elif event.wait(seconds):
+            raise _Cancelled()
+
+    def sleep_for_retry(self, response: Any) -> bool:
+        retry_after = self.get_retry_after(response)
+        if retry_after:
+            self._wait(retry_after)
+            return True
+        return False
+
+    def _sleep_backoff(self) -> None:
+        self._wait(self.get_backoff_time())
+
+
+class _SecretAuth(requests.auth.AuthBase):
+    """Sets Authorization from a Secret at send time; never shows the credential in a repr."""
+
+    def __init__(self, header: Callable[[], str]) -> None:
+        self._header = header
+
+    def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
+        r.headers["Authorization"] = self._header()
+        return r
+
+    def __repr__(self) -> str:
+        return "_SecretAuth(***)"
+
+
+@dataclass
+class _ShardCounts:
+    requests: int = 0
+    entries: int = 0
+
+
+def _key(e: LogEntry) -> tuple[int, tuple[tuple[str, str], ...], str]:
+    return (e.ts_ns, e.labels, e.line)
+
+
+def _when(ns: int) -> str:
+    return rfc3339(from_ns(ns)) or str(ns)
+
+
+def _ts_param(ns: int) -> str:
+    # Loki reads an integer of up to 10 digits as seconds; only instants before 1970-01-01T00:00:10Z
+    # are that small, and for them RFC 3339 with nanoseconds is unambiguous.
+    if ns > 10_000_000_000:
+        return str(ns)
+    secs, frac = divmod(ns, 1_000_000_000)
+    return from_ns(secs * 1_000_000_000).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+
+
+# ---------------------------------------------------------------------------------------------
+# The client
+# ---------------------------------------------------------------------------------------------
+
+
+class LokiClient:
+    """Reads log lines from Loki's query_range API: one shard at a time or a whole window in shards.
+
+    Built from `LokiSettings` (logcli's conventions: URL, `X-Scope-OrgID`, bearer or basic auth,
+    timeout). Thread-safe: `scan` runs up to `workers` shards at once over one connection pool.
+    """
+
+    def __init__(
+        self,
+        settings: LokiSettings,
+        *,
+        workers: int = 8,
+        session: requests.Session | None = None,
+        page_limit: int = MAX_PAGE_LIMIT,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if settings.bearer_token and (settings.username or settings.password):
+            raise ConfigError("Loki: configure a bearer token or basic auth, not both")
+        if bool(settings.username) != bool(settings.password):
+            raise ConfigError("Loki: basic auth needs both a username and a password")
+        if not 1 <= page_limit <= MAX_PAGE_LIMIT:
+            raise ConfigError(
+                f"Loki page limit must be from 1 to {MAX_PAGE_LIMIT}, not {page_limit}"
+            )
+        if workers < 1:
+            raise ConfigError(f"workers must be at least 1, not {workers}")
+        self.settings = settings
+        self.workers = workers
+        self.page_limit = page_limit
+        self.retry = retry or RetryPolicy()
+        self._base = settings.url.rstrip("/")
+        self._timeout = (min(10.0, settings.timeout), settings.timeout)
+        self._secrets = [
+            s.value for s in (settings.bearer_token, settings.password) if s is not None and s.value
+        ]
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._bytes = 0
+        self._retries = 0
+
+        self._owns_session = session is None
+        self._session = session if session is not None else requests.Session()
+        adapter = HTTPAdapter(
+            max_retries=self._retry_config(),
+            pool_connections=1,
+            pool_maxsize=max(10, workers),
+        )
+        self._session.mount(self._base + "/", adapter)
+        self._headers = {"User-Agent": f"elastic-audit/{__version__}", "Accept": "application/json"}
+        if settings.org_id:
+            self._headers["X-Scope-OrgID"] = settings.org_id
+        self._auth: requests.auth.AuthBase | None = None
+        if settings.bearer_token:
+            token = settings.bearer_token
+            self._auth = _SecretAuth(lambda: f"Bearer {token.value}")
+        elif settings.username and settings.password:
+            user, password = settings.username, settings.password
+            self._auth = _SecretAuth(lambda: requests.auth._basic_auth_str(user, password.value))
+
+    def _retry_config(self) -> _BoundedRetry:
+        p = self.retry
+        return _BoundedRetry(
+            total=p.retries,
+            connect=p.retries,
+            read=p.retries,
+            status=p.retries,
+            other=0,
+            redirect=0,
+            allowed_methods=frozenset({"GET"}),
+            status_forcelist=RETRY_STATUSES,
+            backoff_factor=p.backoff_factor,
+            backoff_max=p.backoff_max,
+            retry_after_max=p.retry_after_max,  # type: ignore[arg-type]
+            respect_retry_after_header=True,
+            raise_on_status=False,  # hand back the last 5xx so its body can be shown
+            total_time=p.total_time,
+            on_retry=self._count_retry,
+        )
+
+    # -- counters (for benchmarks and --verbose) ---------------------------------------------
+
+    @property
+    def requests(self) -> int:
+        """HTTP calls made (retries of one call not included; see `retries`)."""
+        return self._requests
+
+    @property
+    def bytes_received(self) -> int:
+        """Response body bytes received over all calls."""
+        return self._bytes
+
+    @property
+    def retries(self) -> int:
+        """Retries performed by the retry policy over all calls."""
+        return self._retries
+
+    def _count_retry(self) -> None:
+        with self._lock:
+            self._retries += 1
+
+    def close(self) -> None:
+        """Release pooled connections (only of a session this client created)."""
+        if self._owns_session:
+            self._session.close()
+
+    def __enter__(self) -> LokiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _describe(self, e: requests.RequestException) -> str:
+        read_timeout = self._timeout[1]
+        if isinstance(e, requests.exceptions.ChunkedEncodingError):
+            return "Loki's response was cut off before its end (truncated body)"
+        if isinstance(e, requests.exceptions.ConnectTimeout):
+            return f"could not connect to Loki at {self._base} (timed out)"
+        if isinstance(e, requests.exceptions.ReadTimeout):
+            return f"Loki did not answer within {read_timeout:g}s"
+        reason: object = e
+        if e.args and isinstance(e.args[0], MaxRetryError):
+            reason = e.args[0].reason
+            if "Read timed out" in str(reason):
+                return f"Loki did not answer within {read_timeout:g}s (gave up after retries)"
+            if "NewConnectionError" in type(reason).__name__ or "refused" in str(reason):
+                return f"cannot connect to Loki at {self._base}: connection refused (gave up after retries)"
+            return f"connection to Loki at {self._base} failed (gave up after retries): {reason}"
+        return f"connection to Loki at {self._base} failed: {reason}"
+
+    def _get(self, path: str, params: dict[str, str], window: Window | None) -> Any:
+        where = (window.start, window.end) if window is not None else None
+        with self._lock:
+            self._requests += 1
+        try:
+            resp = self._session.get(
+                self._base + path,
+                params=params,
+                headers=self._headers,
+                auth=self._auth,
+                timeout=self._timeout,
+            )
+            body = resp.content
+        except requests.RequestException as e:
+            raise SourceError(
+                SOURCE, self._scrub(self._describe(e)), window=where, retryable=True
+            ) from None
+        with self._lock:
+            self._bytes += len(body)
+        status = resp.status_code
+        if status == 200:
+            try:
+                doc = resp.json()
+            except ValueError:
+                raise SourceError(
+                    SOURCE,
+                    f"Loki answered 200 but the body is not JSON ({len(body)} bytes: "
+                    f"{self._snippet(body)!r}); truncated, or not Loki behind {self._base}?",
+                    window=where,
+                    retryable=True,
+                ) from None
+            if not isinstance(doc, dict) or doc.get("status") != "success":
+                got = doc.get("status") if isinstance(doc, dict) else type(doc).__name__
+                raise SourceError(
+                    SOURCE, f"Loki answered status {got!r}, not 'success'", window=where
+                )
+            return doc.get("data")
+        text = self._scrub(self._snippet(body))
+        history = getattr(getattr(resp.raw, "retries", None), "history", ())
+        attempts = f" after {len(history) + 1} attempts" if history else ""
+        if status == 400:
+            raise LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
+        if status in (401, 403):
+            hint = (
+                "check LOKI_ORG_ID (X-Scope-OrgID)"
+                if "org id" in text.lower()
+                else "check LOKI_BEARER_TOKEN / LOKI_USERNAME + LOKI_PASSWORD"
+            )
+            raise LokiAuthError(
+                SOURCE, f"HTTP {status}, access refused ({hint}): {text}", window=where
+            )
+        raise SourceError(
+            SOURCE,
+            f"HTTP {status} from Loki{attempts}: {text}",
+            window=where,
+            retryable=status in RETRY_STATUSES,
+        )
+
+    @staticmethod
+    def _snippet(body: bytes, limit: int = 500) -> str:
+        text = body.decode("utf-8", errors="replace").strip()
+        return text if len(text) <= limit else text[:limit] + "…"
+
+    # -- pages -----------------------------------------------------------------------------------
+
+    def _page(
+        self, query: str, start: int, end: int, window: Window | None, counts: _ShardCounts
+    ) -> list[LogEntry]:
+        """One query_range call, flattened across streams and sorted by time (stable)."""
+        counts.requests += 1
+        params = {
+            "query": query,
+            "start": _ts_param(start),
+            "end": _ts_param(end),
+            "limit": str(self.page_limit),
+            "direction": "forward",
+        }
+        data = self._get(QUERY_RANGE, params, window)
+        where = (window.start, window.end) if window is not None else None
+        if not isinstance(data, dict) or data.get("resultType") != "streams":
+            got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+            raise SourceError(
+                SOURCE, f"expected a log query result (streams), got {got!r}", window=where
+            )
+        out: list[LogEntry] = []
+        try:
+            for stream in data.get("result") or ():
+                labels = tuple(sorted((stream.get("stream") or {}).items()))
+                for value in stream.get("values") or ():
+                    # A third element (categorize-labels metadata) may follow; it is not needed.
+                    ts = int(value[0])
+                    if start <= ts < end:
+                        out.append(LogEntry(ts, labels, value[1]))
+        except (AttributeError, IndexError, TypeError, ValueError) as e:
+            raise SourceError(
+                SOURCE, f"unexpected query_range result shape: {e}", window=where
+            ) from None
+        # Loki orders entries within a stream only; merge across streams by time.
+        out.sort(key=attrgetter("ts_ns"))
+        return out
+
+    def _series(
+        self,
+        stream_selector: str,
+        start: int,
+        end: int,
+        window: Window | None,
+        counts: _ShardCounts,
+    ) -> list[dict[str, str]]:
+        counts.requests += 1
+        params = {"match[]": stream_selector, "start": _ts_param(start), "end": _ts_param(end)}
+        data = self._get(SERIES, params, window)
+        if not isinstance(data, list) or not all(isinstance(s, dict) for s in data):
+            where = (window.start, window.end) if window is not None else None
+            raise SourceError(SOURCE, "unexpected series result shape", window=where)
+        return data
+
+    def _pages(self, query: str, window: Window, counts: _ShardCounts) -> Iterator[list[LogEntry]]:
+        """The new entries of one shard, page by page, in time order."""
+        start, end = to_ns(window.start), to_ns(window.end)
+        limit = self.page_limit
+        boundary: set[tuple[int, tuple[tuple[str, str], ...], str]] = set()
+        while start < end:
+            entries = self._page(query, start, end, window, counts)
+            fresh = [e for e in entries if _key(e) not in boundary]
+            if fresh:
+                counts.entries += len(fresh)
+                yield fresh
+            if len(entries) < limit:
+                return
+            last = entries[-1].ts_ns
+            if entries[0].ts_ns == last:
+                # `limit` or more entries share one nanosecond: paging from `last` again would
+                # return the same page forever. Read that nanosecond stream by stream instead.
+                seen = boundary | {_key(e) for e in entries}
+                for page in self._one_nanosecond(query, last, seen, window, counts):
+                    counts.entries += len(page)
+                    yield page
+                start, boundary = last + 1, set()
+            else:
+                start, boundary = last, {_key(e) for e in entries if e.ts_ns == last}
+
+    def _one_nanosecond(
+        self,
+        query: str,
+        ts: int,
+        seen: set[tuple[int, tuple[tuple[str, str], ...], str]],
+        window: Window,
+        counts: _ShardCounts,
+    ) -> Iterator[list[LogEntry]]:
+        stream_selector, pipeline = split_query(query)
+        for labels in self._series(stream_selector, ts, ts + 1, window, counts):
+            exact = selector([(k, "=", v) for k, v in sorted(labels.items())])
+            entries = self._page(f"{exact} {pipeline}".strip(), ts, ts + 1, window, counts)
+            if len(entries) >= self.page_limit:
+                raise SourceError(
+                    SOURCE,
+                    f"{len(entries)} or more matching lines of stream {exact} share the timestamp "
+                    f"{_when(ts)} ({ts} ns), as many as one page holds ({self.page_limit}); "
+                    "Loki offers no way to page past them, so this shard cannot be read completely",
+                    window=(window.start, window.end),
+                )
+            fresh = [e for e in entries if _key(e) not in seen]
+            if fresh:
+                yield fresh
+
+    # -- public reads ----------------------------------------------------------------------------
+
+    def query_range(self, query: str, window: Window) -> Iterator[LogEntry]:
+        """Every entry matching `query` in `window` (one shard: `[start, end)`), in time order.
+
+        Streams entries page by page (never more than one page in memory). Raises
+        LokiQueryError on HTTP 400 (Loki's own text), LokiAuthError on 401/403, SourceError when
+        Loki cannot be read after retries or answers something that is not a Loki result.
+        """
+        counts = _ShardCounts()
+        for page in self._pages(query, window, counts):
+            yield from page
+
+    def scan(
+        self,
+        query: str,
+        window: Window,
+        *,
+        shard: timedelta,
+        max_query_length: timedelta,
+    ) -> Iterator[LogEntry | ShardOutcome]:
+        """Read `window` in shards of at most min(shard, max_query_length), `workers` at a time.
+
+        Yields entries as pages arrive (time-ordered within a shard, interleaved across shards)
+        and one ShardOutcome per shard when it ends, read or failed. A failing shard does not stop
+        the others; a rejected query (400) or refused credentials (401/403) would fail every
+        shard alike, so they stop the scan and are raised. Closing the generator stops the workers.
+        """
+        split_query(query)  # a malformed selector is a configuration mistake: say so up front
+        size = min(shard, max_query_length)
+        shards = window.split(size)
+        if not shards:
+            return
+        todo: queue.SimpleQueue[Window] = queue.SimpleQueue()
+        for w in shards:
+            todo.put(w)
+        out: queue.Queue[object] = queue.Queue(maxsize=2 * self.workers)
+        stop = threading.Event()
+        done = object()
+
+        def put(item: object) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def work() -> None:
+            _cancel.event = stop
+            try:
+                while not stop.is_set():
+                    try:
+                        w = todo.get_nowait()
+                    except queue.Empty:
+                        break
+                    counts = _ShardCounts()
+                    error: str | None = None
+                    try:
+                        for page in self._pages(query, w, counts):
+                            if not put(page):
+                                return
+                    except (LokiQueryError, LokiAuthError) as e:
+                        put(_Fatal(e))
+                        return
+                    except SourceError as e:
+                        error = e.cause
+                    if not put(ShardOutcome(w, error, counts.requests, counts.entries)):
+                        return
+            except _Cancelled:
+                return
+            except BaseException as e:  # a bug must surface in the caller, not vanish in a thread
+                put(_Fatal(e))
+                return
+            finally:
+                put(done)
+
+        threads = [
+            threading.Thread(target=work, name=f"loki-shard-{i}", daemon=True)
+            for i in range(min(self.workers, len(shards)))
+        ]
+        for t in threads:
+            t.start()
+        try:
+            finished = 0
+            while finished < len(threads):
+                try:
+                    item = out.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+                if item is done:
+                    finished += 1
+                elif isinstance(item, list):
+                    yield from item
+                elif isinstance(item, _Fatal):
+                    raise item.error
+                else:
+                    yield item  # type: ignore[misc]
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=0.05)
+
+
+@dataclass(frozen=True)
+class _Fatal:
+    error: BaseException
