@@ -885,6 +885,14 @@ class LockRun:
     output: str
 
 
+def _uv_error(output: str) -> str:
+    """uv's `error:` line and its causes on one line (uv prints progress before them)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if line.startswith("error:")), 0)
+    text = " ".join(lines[start:]) or "no output"
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
 def lock_projects(
     locks: Sequence[Path], applied: FileSet, *, uv: str, timeout: float = 600.0
 ) -> list[LockRun]:
@@ -908,8 +916,9 @@ def lock_projects(
         runs.append(run)
         if run.returncode != 0:
             failed = snapshot.restore() + applied.restore()
-            tail = run.output.splitlines()[-1] if run.output else "no output"
-            msg = f"uv lock failed in {lock.parent} (exit {run.returncode}): {tail}"
+            msg = (
+                f"uv lock failed in {lock.parent} (exit {run.returncode}): {_uv_error(run.output)}"
+            )
             if failed:
                 raise LockError(f"{msg}; COULD NOT RESTORE: {', '.join(map(str, failed))}")
             raise LockError(f"{msg}; every file was rolled back")

@@ -125,8 +125,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
 
     out, err = io.StringIO(newline=""), io.StringIO(newline="")
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
+    run_env = _cli_env(env)
     os.environ.clear()
-    os.environ.update(_cli_env(env))
+    os.environ.update(run_env)
     try:
         if cwd is not None:
             os.chdir(cwd)

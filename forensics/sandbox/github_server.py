@@ -296,7 +296,10 @@ class GitHubSandbox:
 def serve_github(state: GitHubState) -> Iterator[GitHubSandbox]:
     """Serve `state` on 127.0.0.1 (a free port) for the duration of the block."""
     server = _Server(state)
-    thread = threading.Thread(target=server.serve_forever, name="github-sandbox", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="github-sandbox"
+    )
+    thread.daemon = True
     thread.start()
     try:
         host, port = server.server_address[:2]

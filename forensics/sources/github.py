@@ -74,7 +74,7 @@ _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
 
 
 def _network_reason(e: requests.RequestException) -> str:
-    if isinstance(e, requests.Timeout):
+    if isinstance(e, requests.Timeout) or "timed out" in str(e).lower():
         return "timed out"
     m = _ERRNO.search(str(e))
     if m:
