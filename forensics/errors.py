@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from forensics.model import ExecutionRef
 
 
 class ElasticAuditError(Exception):
@@ -53,6 +57,22 @@ class SourceError(ElasticAuditError):
 
 class NotFoundError(SourceError):
     """The outside system answered that the object does not exist."""
+
+
+class AlreadyRelaunched(SourceError):
+    """Admin already holds the relaunch of `original`, named as requested: `existing`.
+
+    Raised instead of creating a second execution (SPEC §3.3, exactly once). `after_retry` says
+    the first attempt's response was lost and the execution found is that attempt's own work.
+    """
+
+    def __init__(
+        self, existing: ExecutionRef, *, original: ExecutionRef, after_retry: bool = False
+    ) -> None:
+        self.existing = existing
+        self.original = original
+        self.after_retry = after_retry
+        super().__init__("admin", f"already relaunched as {existing}", target=str(original))
 
 
 class LokiQueryError(SourceError):

@@ -1,0 +1,776 @@
+"""Flyte Admin through flytekit's own gRPC client: executions, attempts, inputs, relaunch, as plain data.
+
+What Admin and propeller put where (checked against flyteorg/flyte v1 sources):
+
+- `NodeExecution.id.node_id` is propeller's *unique* node id: `GenerateUniqueID(parentInfo, specID)`
+  (`nodes/transformers.go::ToNodeExecutionEvent` sets `nev.Id.NodeId = currentNodeUniqueID`), so a
+  node inside a dynamic parent `n0` (attempt 0) reads `n0-0-dn1`; the spec id is in
+  `metadata.spec_node_id`. Without `unique_parent_id` ListNodeExecutions returns only top-level
+  nodes (`parent_id IS NULL`), `start-node` and `end-node` included; with it, the parent's children.
+- `TaskExecutionClosure.output_uri` is set by propeller only on success and names the outputs
+  *file*: `OutputWriter.GetOutputPath()` = `<node data dir>/<attempt>/outputs.pb`
+  (`ioutils.RemoteFileOutputPaths`). The attempt's output dir is `<node data dir>/<attempt>`
+  (`NodeStatus.GetOutputDir`), and the task execution's `input_uri` is the node's
+  `<node data dir>/inputs.pb` — so failed attempts (no `output_uri`) still get their directory.
+- `task_type_version` lives only in the task template (GetTask); tasks launched by a `@dynamic`
+  need not be registered, in which case the template comes from the dynamic parent's compiled
+  workflow (GetNodeExecutionData `dynamic_workflow`).
+
+Admin calls per question (counted in `AdminClient.call_count`; the scale benchmark reads them):
+`get_execution` 1 · `get_inputs` 1 · `list_executions` one per page · `list_attempts` one
+ListNodeExecutions per level (per page), one ListTaskExecutions per task node, one GetTask per
+distinct task for the client's lifetime (plus one GetNodeExecutionData per dynamic parent whose
+tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
+confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` one per page.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import logging
+import random
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import grpc
+from flyteidl.admin import (
+    common_pb2,
+    execution_pb2,
+    node_execution_pb2,
+    project_pb2,
+    task_execution_pb2,
+)
+from flyteidl.core import execution_pb2 as core_execution_pb2
+from flyteidl.core import identifier_pb2, literals_pb2
+from flytekit.clients.friendly import SynchronousFlyteClient
+from flytekit.clients.grpc_utils.deadline_interceptor import scoped_grpc_deadline
+from flytekit.clients.raw import RawSynchronousFlyteClient as Raw
+from flytekit.configuration import PlatformConfig
+from flytekit.configuration.file import get_config_file
+from flytekit.exceptions.base import FlyteException
+from google.protobuf import json_format
+
+from forensics.config import FlyteSettings
+from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
+from forensics.model import UTC, AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef, rfc3339
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Status = grpc.StatusCode
+
+# Idempotent reads may be repeated; these statuses say "try again", nothing else does. NOT_FOUND,
+# INVALID_ARGUMENT and ALREADY_EXISTS are answers, and repeating them only costs round trips.
+RETRYABLE = frozenset({Status.UNAVAILABLE, Status.RESOURCE_EXHAUSTED, Status.DEADLINE_EXCEEDED})
+
+# flyteadmin `common/filters.go::filterNameMappings`.
+FILTER_FUNCTIONS = frozenset(
+    {"eq", "ne", "gt", "gte", "lt", "lte", "contains", "not_like", "value_in", "value_not_in"}
+)
+# flyteadmin `validation.CheckValidExecutionID`: the name is lower-cased, then must match this and
+# be at most 63 characters (20 before flyteadmin raised it to the Kubernetes label limit).
+EXECUTION_NAME_RE = re.compile(r"^[a-z][a-z\-0-9]*$")
+EXECUTION_NAME_MAX = 63
+
+# `id` is the executions table's own key: unique (stable pages) and increasing, so executions
+# created during a scan land after the pages already read instead of shifting them.
+DEFAULT_EXECUTION_SORT = "asc(id)"
+# Node and task lists join the executions table, where a bare `id` would be ambiguous; these
+# columns exist only on their own table and are unique within one node / one execution.
+_NODE_SORT = common_pb2.Sort(key="node_id", direction=common_pb2.Sort.ASCENDING)
+_TASK_SORT = common_pb2.Sort(key="retry_attempt", direction=common_pb2.Sort.ASCENDING)
+
+_START_END = frozenset({"start-node", "end-node"})
+_TERMINAL_TASK_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
+_REDACT = re.compile(r"(?i)(bearer|basic)\s+\S+|(authorization|token|secret)([=:]\s*)\S+")
+
+
+# -- filters ----------------------------------------------------------------------------------
+
+
+def admin_filter(function: str, field: str, value: object) -> str:
+    """One flyteadmin filter `func(field,value)`; lists join with `;`, datetimes render with `Z`."""
+    if function not in FILTER_FUNCTIONS:
+        raise ValueError(f"unknown flyteadmin filter function {function!r}")
+    if isinstance(value, (list, tuple, set, frozenset)):
+        rendered = ";".join(_filter_value(v) for v in value)
+    else:
+        rendered = _filter_value(value)
+    return f"{function}({field},{rendered})"
+
+
+def _filter_value(value: object) -> str:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("filter times must be timezone-aware")
+        text = rfc3339(value) or ""
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = str(value)
+    # flyteadmin splits the filter string on `+` before parsing (FACTS §12).
+    if "+" in text or ";" in text or not text:
+        raise ValueError(f"filter value {text!r} cannot be expressed in flyteadmin's filter syntax")
+    return text
+
+
+def updated_since(t: datetime) -> str:
+    """Executions whose closure was last updated at or after `t`."""
+    return admin_filter("gte", "execution_updated_at", t)
+
+
+def created_before(t: datetime) -> str:
+    """Executions created strictly before `t` (`idx_executions_created_at` serves it)."""
+    return admin_filter("lt", "execution_created_at", t)
+
+
+def created_since(t: datetime) -> str:
+    """Executions created at or after `t`."""
+    return admin_filter("gte", "execution_created_at", t)
+
+
+def live_during(start: datetime, end: datetime) -> str:
+    """Executions that existed and changed within `[start, end)`: updated ≥ start, created < end."""
+    return join_filters([updated_since(start), created_before(end)])
+
+
+def phase_in(*phases: str) -> str:
+    """Executions in any of the given WorkflowExecution phases (enum names: `SUCCEEDED`)."""
+    return admin_filter("value_in", "phase", list(phases))
+
+
+def mode_is(mode: str) -> str:
+    """Executions launched in `mode` (MANUAL, RELAUNCH, ...); the column holds the enum number."""
+    return admin_filter("eq", "mode", execution_pb2.ExecutionMetadata.ExecutionMode.Value(mode))
+
+
+def join_filters(filters: str | Iterable[Any] | None) -> str:
+    """A filter string, a list of filter strings or flytekit `Filter` objects, joined with `+`."""
+    if filters is None:
+        return ""
+    if isinstance(filters, str):
+        return filters
+    parts = [f if isinstance(f, str) else f.to_flyte_idl() for f in filters]
+    return "+".join(p for p in parts if p)
+
+
+def relaunch_name(original: ExecutionRef, salt: str = "") -> str:
+    """The relaunch name every operator and every rerun derives alike for `original`.
+
+    `r` + 19 base32 characters of a hash: 20 characters, valid for every flyteadmin version
+    (older ones capped names at 20). A fixed name is what makes a relaunch exactly-once across
+    retries, reruns and people; `salt` starts a deliberate second relaunch.
+    """
+    digest = hashlib.sha256(f"{original}|{salt}".encode()).digest()
+    return "r" + base64.b32encode(digest).decode().lower()[:19]
+
+
+def _sort(sort_by: str | None) -> common_pb2.Sort | None:
+    if not sort_by:
+        return None
+    m = re.fullmatch(r"(asc|desc)\((\w+)\)", sort_by)
+    if m is None:
+        raise ValueError(f"sort_by must look like asc(column) or desc(column), not {sort_by!r}")
+    direction = common_pb2.Sort.ASCENDING if m.group(1) == "asc" else common_pb2.Sort.DESCENDING
+    return common_pb2.Sort(key=m.group(2), direction=direction)
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+
+def load_platform_config(config_file: str | None) -> PlatformConfig:
+    """flytekit's own loading (as pyflyte): `config_file`, else its search; FLYTE_* env wins."""
+    try:
+        # flytekit's own search, minus its process-wide lru_cache: a FLYTECTL_CONFIG or file
+        # that changed since the first lookup (tests, the sandbox, `demo`) is still honoured.
+        found = get_config_file.__wrapped__(config_file)
+    except Exception as e:  # configparser / OS errors from a legacy INI file
+        raise ConfigError(f"Flyte config {config_file}: {_one_line(str(e))}") from None
+    if found is not None and found.yaml_config is None and found.legacy_config is None:
+        # flytekit only logs a warning for unparsable YAML and falls back to localhost:30080;
+        # a forensics run against the wrong Admin must not start silently.
+        raise ConfigError(f"Flyte config {found._location}: empty or not valid YAML")
+    try:
+        return PlatformConfig.auto(found)
+    except Exception as e:
+        where = found._location if found is not None else "(environment)"
+        raise ConfigError(f"Flyte config {where}: {_one_line(str(e))}") from None
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = _REDACT.sub(lambda m: (m.group(1) or m.group(2)) + " ***", " ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def rpc_status(exc: BaseException) -> tuple[grpc.StatusCode | None, str]:
+    """The gRPC status behind a flytekit exception (raised `from` the grpc.RpcError) or an RpcError."""
+    for e in (exc, exc.__cause__, exc.__context__):
+        if isinstance(e, grpc.RpcError) and callable(getattr(e, "code", None)):
+            try:
+                return e.code(), e.details() or ""
+            except Exception:  # an RpcError without a status: fall through to the next link
+                continue
+    return None, ""
+
+
+def _source_error(rpc: str, target: str | None, exc: BaseException) -> SourceError:
+    code, details = rpc_status(exc)
+    if code is None:
+        return SourceError(
+            "admin", f"{rpc}: {_one_line(f'{type(exc).__name__}: {exc}')}", target=target
+        )
+    cause = f"{rpc}: {code.name}" + (f": {_one_line(details)}" if details else "")
+    if code is Status.NOT_FOUND:
+        return NotFoundError("admin", cause, target=target)
+    if code is Status.UNAUTHENTICATED:
+        cause += " (check flytekit's credentials settings: FLYTE_CREDENTIALS_* or admin.authType)"
+    return SourceError("admin", cause, target=target, retryable=code in RETRYABLE)
+
+
+class _Answered(Exception):
+    """A status the caller asked to see as an answer rather than an error (e.g. ALREADY_EXISTS)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(code.name)
+        self.code = code
+        self.details = details
+
+
+# -- proto -> plain data ----------------------------------------------------------------------
+
+
+def _enum_name(enum: Any, value: int) -> str:
+    try:
+        return str(enum.Name(value))
+    except ValueError:
+        return str(value)
+
+
+def _time(msg: Any, field: str) -> datetime | None:
+    if not msg.HasField(field):
+        return None
+    ts = getattr(msg, field)
+    if ts.seconds == 0 and ts.nanos == 0:
+        return None
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+def _wf_id(ref: ExecutionRef) -> identifier_pb2.WorkflowExecutionIdentifier:
+    return identifier_pb2.WorkflowExecutionIdentifier(
+        project=ref.project, domain=ref.domain, name=ref.name
+    )
+
+
+def _ref(wf: identifier_pb2.WorkflowExecutionIdentifier) -> ExecutionRef:
+    return ExecutionRef(wf.project, wf.domain, wf.name)
+
+
+def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
+    """Plain data from an `admin.Execution`."""
+    meta = ex.spec.metadata
+    reference = None
+    if meta.HasField("reference_execution") and meta.reference_execution.name:
+        reference = _ref(meta.reference_execution)
+    return ExecutionRecord(
+        ref=_ref(ex.id),
+        phase=_enum_name(core_execution_pb2.WorkflowExecution.Phase, ex.closure.phase),
+        created_at=_time(ex.closure, "created_at"),
+        updated_at=_time(ex.closure, "updated_at"),
+        mode=_enum_name(execution_pb2.ExecutionMetadata.ExecutionMode, meta.mode),
+        reference_execution=reference,
+        labels=dict(ex.spec.labels.values),
+    )
+
+
+def output_dir(te: task_execution_pb2.TaskExecution, node_input_uri: str = "") -> str | None:
+    """`<node data dir>/<attempt>/`: from `output_uri` (…/outputs.pb), else beside `inputs.pb`."""
+    out = te.closure.output_uri
+    if out:
+        return out if out.endswith("/") else out.rsplit("/", 1)[0] + "/"
+    for inputs in (te.input_uri, node_input_uri):
+        if inputs.endswith("/inputs.pb"):
+            return f"{inputs[: -len('inputs.pb')]}{te.id.retry_attempt}/"
+    return None
+
+
+def attempt_pods(closure: task_execution_pb2.TaskExecutionClosure) -> tuple[str, ...]:
+    """Pod names of an attempt: log_context's primary pod first, other pods, the generated name,
+    then array sub-task pods (external resources)."""
+    ctx = closure.log_context
+    names = [ctx.primary_pod_name] if ctx.primary_pod_name else []
+    names += [p.pod_name for p in ctx.pods]
+    names.append(closure.metadata.generated_name)
+    names += [r.external_id for r in closure.metadata.external_resources]
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def literal_text(lit: literals_pb2.Literal) -> str | None:
+    """A readable string for scalar literals (blob / dataset URIs as the URI); None for others."""
+    if lit.HasField("scalar"):
+        return _scalar_text(lit.scalar)
+    return None  # collections, maps, offloaded literals: not a single value to show or template
+
+
+def _scalar_text(s: literals_pb2.Scalar) -> str | None:
+    kind = s.WhichOneof("value")
+    if kind == "primitive":
+        p = s.primitive
+        which = p.WhichOneof("value")
+        if which == "string_value":
+            return p.string_value
+        if which == "integer":
+            return str(p.integer)
+        if which == "float_value":
+            return repr(p.float_value)
+        if which == "boolean":
+            return "true" if p.boolean else "false"
+        if which == "datetime":
+            return rfc3339(p.datetime.ToDatetime(tzinfo=UTC))
+        if which == "duration":
+            return f"{p.duration.ToTimedelta().total_seconds():g}s"
+        return None
+    if kind in ("blob", "structured_dataset", "schema"):
+        return getattr(s, kind).uri or None
+    if kind == "generic":
+        return json_format.MessageToJson(s.generic, indent=None, sort_keys=True)
+    if kind == "union":
+        return literal_text(s.union.value)
+    return None  # none_type, binary, error
+
+
+def _is_start_or_end(node: node_execution_pb2.NodeExecution) -> bool:
+    return node.metadata.spec_node_id in _START_END or node.id.node_id in _START_END
+
+
+def _may_have_tasks(node: node_execution_pb2.NodeExecution) -> bool:
+    # Skip ListTaskExecutions only where Admin cannot hold task executions: subworkflow /
+    # launch-plan nodes, non-dynamic parents (subworkflows), and nodes that never ran.
+    if node.closure.HasField("workflow_node_metadata"):
+        return False
+    if node.metadata.is_parent_node and not node.metadata.is_dynamic:
+        return False
+    return node.closure.phase != core_execution_pb2.NodeExecution.SKIPPED
+
+
+# -- the client -------------------------------------------------------------------------------
+
+
+class AdminClient:
+    """Flyte Admin through flytekit's `SynchronousFlyteClient`, answering in plain data.
+
+    flytekit's channel repeats every failed call `rpc_retries` (3) times at once, NOT_FOUND and
+    ALREADY_EXISTS included; this client switches that off (`rpc_retries=0`) and repeats only
+    UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED, with exponential backoff, at most
+    `retries` times. Each call carries a `timeout` deadline. Safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        platform: PlatformConfig,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 8.0,
+    ) -> None:
+        self._platform = dataclasses.replace(platform, rpc_retries=0)
+        self.endpoint = platform.endpoint
+        self._timeout = timeout
+        self._retries = retries
+        self._backoff = backoff
+        self._max_backoff = max_backoff
+        try:
+            self._client = SynchronousFlyteClient(self._platform)
+        except Exception as e:  # bad endpoint / CA file: a configuration problem
+            raise ConfigError(f"Flyte Admin {self.endpoint}: {_one_line(str(e))}") from None
+        self._lock = threading.Lock()
+        self.call_count: Counter[str] = Counter()
+        self._task_cache: dict[tuple[str, str, str, str], tuple[str, int] | None] = {}
+        self._dynamic_cache: dict[
+            tuple[ExecutionRef, str], dict[tuple[str, ...], tuple[str, int]]
+        ] = {}
+        self._key_locks: dict[object, threading.Lock] = {}
+
+    @classmethod
+    def from_settings(cls, settings: FlyteSettings, **options: Any) -> AdminClient:
+        """Connect as pyflyte would: `settings.config_file`, else flytekit's search and FLYTE_* env."""
+        return cls(load_platform_config(settings.config_file), **options)
+
+    def __repr__(self) -> str:  # PlatformConfig's own repr would print the client secret
+        return f"AdminClient(endpoint={self.endpoint!r}, insecure={self._platform.insecure})"
+
+    def close(self) -> None:
+        """Close the gRPC channel (idempotent)."""
+        self._client._channel.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def calls_total(self) -> int:
+        with self._lock:
+            return sum(self.call_count.values())
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _call(
+        self,
+        rpc: str,
+        target: str | None,
+        fn: Callable[[], T],
+        *,
+        answers: frozenset[grpc.StatusCode] = frozenset(),
+    ) -> T:
+        delay = self._backoff
+        for attempt in range(self._retries + 1):
+            with self._lock:
+                self.call_count[rpc] += 1
+            try:
+                with scoped_grpc_deadline(self._timeout):
+                    return fn()
+            except (FlyteException, grpc.RpcError) as exc:
+                code, details = rpc_status(exc)
+                if code in answers:
+                    raise _Answered(code, details) from None
+                if code in RETRYABLE and attempt < self._retries:
+                    log.debug("Admin %s %s: %s; retrying in %.2fs", rpc, target, code, delay)
+                    time.sleep(delay * random.uniform(0.5, 1.0))
+                    delay = min(delay * 2, self._max_backoff)
+                    continue
+                raise _source_error(rpc, target, exc) from None
+        raise AssertionError("unreachable")  # the loop always returns or raises
+
+    def _key_lock(self, key: object) -> threading.Lock:
+        with self._lock:
+            return self._key_locks.setdefault(key, threading.Lock())
+
+    def _pages(
+        self, rpc: str, target: str, fetch: Callable[[str], tuple[Sequence[T], str]], limit: int
+    ) -> Iterator[T]:
+        """Follow flyteadmin's offset tokens; a token is returned exactly when a page is full."""
+        token, seen = "", set()
+        while True:
+            items, nxt = self._call(rpc, target, lambda t=token: fetch(t))  # type: ignore[misc]
+            yield from items
+            if not nxt:
+                if len(items) == limit:
+                    # flyteadmin always sets the token on a full page; without it we cannot
+                    # know the listing is complete, and a forensics run must not guess.
+                    raise SourceError(
+                        "admin", f"{rpc}: a full page came without a next-page token", target=target
+                    )
+                return
+            if nxt in seen or nxt == token:
+                raise SourceError("admin", f"{rpc}: page token {nxt!r} repeated", target=target)
+            seen.add(nxt)
+            token = nxt
+
+    # -- executions ----------------------------------------------------------------------------
+    def get_execution(self, ref: ExecutionRef) -> ExecutionRecord:
+        """One execution; `NotFoundError` after a single round trip when Admin does not know it."""
+        req = execution_pb2.WorkflowExecutionGetRequest(id=_wf_id(ref))
+        return execution_record(
+            self._call("GetExecution", str(ref), lambda: Raw.get_execution(self._client, req))
+        )
+
+    def list_executions(
+        self,
+        project: str,
+        domain: str,
+        *,
+        filters: str | Sequence[Any] | None = None,
+        sort_by: str | None = DEFAULT_EXECUTION_SORT,
+        page_size: int = 100,
+    ) -> Iterator[ExecutionRecord]:
+        """Executions of a project/domain matching flyteadmin `filters`, every page, each once.
+
+        Admin adds its implicit `state = ACTIVE` filter unless `filters` names `state`.
+        """
+        if page_size <= 0:
+            raise ValueError("page_size must be positive (flyteadmin rejects limit 0)")
+        rendered, sort = join_filters(filters), _sort(sort_by)
+
+        def fetch(token: str) -> tuple[Sequence[execution_pb2.Execution], str]:
+            req = common_pb2.ResourceListRequest(
+                id=common_pb2.NamedEntityIdentifier(project=project, domain=domain),
+                limit=page_size,
+                token=token,
+                filters=rendered,
+                sort_by=sort,
+            )
+            page = Raw.list_executions_paginated(self._client, req)
+            return page.executions, page.token
+
+        seen: set[ExecutionRef] = set()
+        for ex in self._pages("ListExecutions", f"{project}/{domain}", fetch, page_size):
+            record = execution_record(ex)
+            if record.ref not in seen:  # rows inserted mid-scan shift offsets: dedupe by id
+                seen.add(record.ref)
+                yield record
+
+    def get_inputs(self, ref: ExecutionRef) -> dict[str, str]:
+        """Execution inputs (GetExecutionData `full_inputs`) as text: strings as they are,
+        numbers/bools/times rendered, blob and dataset literals as their URI, generic structs as
+        JSON; collections, maps and offloaded literals are left out."""
+        req = execution_pb2.WorkflowExecutionGetDataRequest(id=_wf_id(ref))
+        data = self._call(
+            "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, req)
+        )
+        if not data.full_inputs.literals and data.inputs.bytes > 0:
+            # Admin withholds inputs above its remote-data max size and only links to them.
+            raise SourceError(
+                "admin",
+                f"GetExecutionData: inputs ({data.inputs.bytes} bytes) are larger than Admin returns inline",
+                target=str(ref),
+            )
+        out: dict[str, str] = {}
+        for name, lit in data.full_inputs.literals.items():
+            text = literal_text(lit)
+            if text is not None:
+                out[name] = text
+        return out
+
+    def list_projects(self) -> list[str]:
+        """Ids of every project Admin knows."""
+
+        def fetch(token: str) -> tuple[Sequence[project_pb2.Project], str]:
+            page = Raw.list_projects(
+                self._client, project_pb2.ProjectListRequest(limit=100, token=token)
+            )
+            return page.projects, page.token
+
+        return list(
+            dict.fromkeys(p.id for p in self._pages("ListProjects", "projects", fetch, 100))
+        )
+
+    # -- attempts ------------------------------------------------------------------------------
+    def list_attempts(self, ref: ExecutionRef) -> list[AttemptRecord]:
+        """Every task attempt of every node, nested nodes included (depth first, Admin's order)."""
+        out: list[AttemptRecord] = []
+        self._collect(ref, None, out)
+        return out
+
+    def _collect(self, ref: ExecutionRef, parent: str | None, out: list[AttemptRecord]) -> None:
+        for node in list(self._node_executions(ref, parent)):
+            if _is_start_or_end(node):
+                continue
+            if _may_have_tasks(node):
+                for te in self._task_executions(ref, node.id.node_id):
+                    out.append(self._attempt_record(ref, node, te, parent))
+            if node.metadata.is_parent_node:
+                self._collect(ref, node.id.node_id, out)
+
+    def _node_executions(
+        self, ref: ExecutionRef, parent: str | None
+    ) -> Iterator[node_execution_pb2.NodeExecution]:
+        def fetch(token: str) -> tuple[Sequence[node_execution_pb2.NodeExecution], str]:
+            req = node_execution_pb2.NodeExecutionListRequest(
+                workflow_execution_id=_wf_id(ref),
+                limit=100,
+                token=token,
+                sort_by=_NODE_SORT,
+                unique_parent_id=parent or "",
+            )
+            page = Raw.list_node_executions_paginated(self._client, req)
+            return page.node_executions, page.token
+
+        target = f"{ref}/{parent}" if parent else str(ref)
+        return self._pages("ListNodeExecutions", target, fetch, 100)
+
+    def _task_executions(
+        self, ref: ExecutionRef, node_id: str
+    ) -> list[task_execution_pb2.TaskExecution]:
+        node = identifier_pb2.NodeExecutionIdentifier(node_id=node_id, execution_id=_wf_id(ref))
+
+        def fetch(token: str) -> tuple[Sequence[task_execution_pb2.TaskExecution], str]:
+            req = task_execution_pb2.TaskExecutionListRequest(
+                node_execution_id=node, limit=100, token=token, sort_by=_TASK_SORT
+            )
+            page = Raw.list_task_executions_paginated(self._client, req)
+            return page.task_executions, page.token
+
+        tasks = list(self._pages("ListTaskExecutions", f"{ref}/{node_id}", fetch, 100))
+        return sorted(tasks, key=lambda te: te.id.retry_attempt)
+
+    def get_attempt(self, ref: AttemptRef) -> AttemptRecord:
+        """One attempt (GetNodeExecution + ListTaskExecutions); `NotFoundError` if Admin lacks it."""
+        target = str(ref)
+        req = node_execution_pb2.NodeExecutionGetRequest(
+            id=identifier_pb2.NodeExecutionIdentifier(
+                node_id=ref.node_id, execution_id=_wf_id(ref.execution)
+            )
+        )
+        node = self._call(
+            "GetNodeExecution", target, lambda: Raw.get_node_execution(self._client, req)
+        )
+        for te in self._task_executions(ref.execution, ref.node_id):
+            if te.id.retry_attempt == ref.attempt:
+                # The parent of a nested node is not on the node execution: no dynamic fallback.
+                return self._attempt_record(ref.execution, node, te, None)
+        raise NotFoundError("admin", "no such task attempt", target=target)
+
+    def _attempt_record(
+        self,
+        ref: ExecutionRef,
+        node: node_execution_pb2.NodeExecution,
+        te: task_execution_pb2.TaskExecution,
+        parent: str | None,
+    ) -> AttemptRecord:
+        c = te.closure
+        phase = _enum_name(core_execution_pb2.TaskExecution.Phase, c.phase)
+        started = _time(c, "started_at")
+        ended = None
+        if started is not None and phase in _TERMINAL_TASK_PHASES and c.HasField("duration"):
+            ended = started + c.duration.ToTimedelta()
+        tid = te.id.task_id
+        task_id = (tid.project, tid.domain, tid.name, tid.version)
+        template = self._task_template(ref, task_id, parent)
+        namespaces = [p.namespace for p in c.log_context.pods if p.namespace]
+        checkpoint = node.closure.task_node_metadata.checkpoint_uri
+        return AttemptRecord(
+            ref=AttemptRef(ref, node.id.node_id, te.id.retry_attempt),
+            phase=phase,
+            task_type=c.task_type or (template[0] if template else ""),
+            task_type_version=template[1] if template else None,
+            is_array=node.metadata.is_array,
+            started_at=started,
+            ended_at=ended,
+            output_dir=output_dir(te, node.input_uri),
+            pods=attempt_pods(c),
+            namespace=namespaces[0] if namespaces else None,
+            checkpoint_uri=checkpoint or None,
+            node_phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
+            task_id=task_id,
+        )
+
+    def _task_template(
+        self, ref: ExecutionRef, task_id: tuple[str, str, str, str], parent: str | None
+    ) -> tuple[str, int] | None:
+        """(type, task_type_version) of a task: GetTask once per task id for the client's life;
+        for an unregistered task under a dynamic parent, the parent's compiled workflow."""
+        if not task_id[2]:
+            return None
+        with self._key_lock(task_id):
+            if task_id not in self._task_cache:
+                self._task_cache[task_id] = self._get_task(task_id)
+            found = self._task_cache[task_id]
+        if found is None and parent is not None:
+            found = self._dynamic_templates(ref, parent).get(task_id)
+        return found
+
+    def _get_task(self, task_id: tuple[str, str, str, str]) -> tuple[str, int] | None:
+        project, domain, name, version = task_id
+        req = common_pb2.ObjectGetRequest(
+            id=identifier_pb2.Identifier(
+                resource_type=identifier_pb2.TASK,
+                project=project,
+                domain=domain,
+                name=name,
+                version=version,
+            )
+        )
+        try:
+            task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
+        except NotFoundError:
+            return None  # dynamic tasks need not be registered
+        tpl = task.closure.compiled_task.template
+        return tpl.type, tpl.task_type_version
+
+    def _dynamic_templates(
+        self, ref: ExecutionRef, parent: str
+    ) -> dict[tuple[str, ...], tuple[str, int]]:
+        key = (ref, parent)
+        with self._key_lock(key):
+            if key not in self._dynamic_cache:
+                req = node_execution_pb2.NodeExecutionGetDataRequest(
+                    id=identifier_pb2.NodeExecutionIdentifier(
+                        node_id=parent, execution_id=_wf_id(ref)
+                    )
+                )
+                data = self._call(
+                    "GetNodeExecutionData",
+                    f"{ref}/{parent}",
+                    lambda: Raw.get_node_execution_data(self._client, req),
+                )
+                templates = {}
+                for compiled in data.dynamic_workflow.compiled_workflow.tasks:
+                    t = compiled.template
+                    templates[(t.id.project, t.id.domain, t.id.name, t.id.version)] = (
+                        t.type,
+                        t.task_type_version,
+                    )
+                self._dynamic_cache[key] = templates
+            return self._dynamic_cache[key]
+
+    # -- relaunch ------------------------------------------------------------------------------
+    def relaunch(
+        self, ref: ExecutionRef, *, name: str, overwrite_cache: bool = True
+    ) -> ExecutionRef:
+        """RelaunchExecution (same spec and inputs, mode RELAUNCH) under the fixed `name`.
+
+        `name` is mandatory because it is what makes the call exactly-once: when a response is
+        lost (UNAVAILABLE / DEADLINE_EXCEEDED after Admin created the execution), the retry
+        with the same name gets ALREADY_EXISTS instead of creating a second execution. That
+        answer raises `AlreadyRelaunched` once GetExecution confirms the existing execution is a
+        relaunch of `ref`. The friendly client's `relaunch_execution` cannot send
+        `overwrite_cache`, so the raw request is built here. RecoverExecution is never used: it
+        copies the outputs of nodes marked SUCCEEDED — exactly the node that lied.
+        """
+        if len(name) > EXECUTION_NAME_MAX or not EXECUTION_NAME_RE.match(name.lower()):
+            raise UsageError(
+                f"relaunch name {name!r}: Flyte execution names match ^[a-z][a-z-0-9]*$ "
+                f"and have at most {EXECUTION_NAME_MAX} characters"
+            )
+        req = execution_pb2.ExecutionRelaunchRequest(
+            id=_wf_id(ref), name=name, overwrite_cache=overwrite_cache
+        )
+        sent = 0
+
+        def once() -> execution_pb2.ExecutionCreateResponse:
+            nonlocal sent
+            sent += 1
+            return Raw.relaunch_execution(self._client, req)
+
+        try:
+            resp = self._call(
+                "RelaunchExecution", str(ref), once, answers=frozenset({Status.ALREADY_EXISTS})
+            )
+        except _Answered:
+            existing = ExecutionRef(ref.project, ref.domain, name)
+            record = self.get_execution(existing)
+            if record.mode != "RELAUNCH" or record.reference_execution != ref:
+                raise SourceError(
+                    "admin",
+                    f"RelaunchExecution: the name {name} is taken by {existing}, "
+                    f"which is not a relaunch of {ref} (mode {record.mode})",
+                    target=str(ref),
+                ) from None
+            raise AlreadyRelaunched(existing, original=ref, after_retry=sent > 1) from None
+        return _ref(resp.id)
+
+    def relaunches_of(
+        self, project: str, domain: str, since: datetime
+    ) -> dict[ExecutionRef, ExecutionRef]:
+        """Existing relaunches created at or after `since`: original -> its first relaunch.
+
+        `mode` is a filterable executions column holding the enum number (RELAUNCH = 3); the
+        mode and reference are checked again here so a server ignoring the filter cannot mislead.
+        """
+        out: dict[ExecutionRef, ExecutionRef] = {}
+        filters = [mode_is("RELAUNCH"), created_since(since)]
+        for rec in self.list_executions(project, domain, filters=filters):
+            if rec.mode == "RELAUNCH" and rec.reference_execution is not None:
+                out.setdefault(rec.reference_execution, rec.ref)
+        return out
