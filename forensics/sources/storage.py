@@ -162,6 +162,10 @@ class ObjectStore:
         return _safe_endpoint(self._client.meta.endpoint_url)
 
     @property
+    def region(self) -> str | None:
+        return self._client.meta.region_name
+
+    @property
     def call_count(self) -> int:
         with self._lock:
             return sum(self.calls.values())

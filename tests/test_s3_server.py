@@ -1,0 +1,255 @@
+"""The sandbox S3 itself: seeding, backdating, faults with S3's own error documents, lifecycle."""
+
+from __future__ import annotations
+
+import socket
+import time
+from datetime import datetime, timedelta, timezone
+from urllib.parse import urlsplit
+
+import boto3
+import pytest
+import requests
+from botocore.config import Config
+from botocore.exceptions import ClientError
+from flyteidl.core.errors_pb2 import ContainerError, ErrorDocument
+
+from forensics.sandbox.s3_server import S3Faults, S3Rule, S3Server
+from forensics.sandbox.scenario import (
+    SandboxAttempt,
+    SandboxExecution,
+    SandboxNode,
+    SandboxObject,
+    SandboxTask,
+    Scenario,
+)
+
+UTC = timezone.utc
+SIGNAL = datetime(2026, 9, 10, 19, 45, 22, tzinfo=UTC)
+SUCCESS = datetime(2026, 9, 10, 19, 45, 29, tzinfo=UTC)
+CHECKPOINT = "checkpoints/gs1-distill/run-a/step-1000/model.pt"
+
+
+def _execution() -> SandboxExecution:
+    task = SandboxTask("gs1", "production", "train", "v1")
+    ex = SandboxExecution("gs1", "production", "f1a2b3c4d5e6f7a8b9c0", "SUCCEEDED", SIGNAL, SUCCESS)
+    attempts = [
+        SandboxAttempt(
+            0,
+            "RETRYABLE_FAILED",
+            SIGNAL - timedelta(hours=1),
+            SIGNAL - timedelta(minutes=30),
+            ["p-n0-0"],
+            task,
+            write_error=True,
+            reason="worker 3 exited with code 1",
+        ),
+        SandboxAttempt(1, "SUCCEEDED", SIGNAL, SUCCESS, ["p-n0-1"], task, write_outputs=True),
+        SandboxAttempt(2, "SUCCEEDED", SIGNAL, SUCCESS, ["p-n0-2"], task),
+    ]
+    ex.nodes.append(SandboxNode("n0", "SUCCEEDED", attempts))
+    return ex
+
+
+def _scenario() -> Scenario:
+    objects = [
+        SandboxObject("exa-models", CHECKPOINT, b"weights", SIGNAL - timedelta(hours=3)),
+        SandboxObject("exa-models", "checkpoints/fresh/model.pt", b"new"),
+        SandboxObject("exa-models", "locked/model.pt", b"x"),
+        SandboxObject("exa-models", "public/model.pt", b"x"),
+    ]
+    # The metadata bucket is not listed: seeding attempt files must create it.
+    return Scenario(executions=[_execution()], objects=objects, buckets={"exa-models"})
+
+
+def client(url: str, retries: int = 0):
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="sandbox",
+        aws_secret_access_key="sandbox",
+        config=Config(retries={"mode": "standard", "max_attempts": retries}),
+    )
+
+
+@pytest.fixture(scope="module")
+def server():
+    with S3Server(_scenario()) as s3:
+        yield s3
+
+
+@pytest.fixture
+def s3(server):
+    server.faults = S3Faults()
+    server.requests.clear()
+    yield server
+    server.faults = S3Faults()
+
+
+def output_key(attempt: int, name: str) -> tuple[str, str]:
+    ex = _execution()
+    uri = Scenario().output_dir(ex, ex.nodes[0], attempt) + name
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def test_backdated_object_lists_and_heads_with_its_backdated_time(s3):
+    c = client(s3.url)
+    listed = c.list_objects_v2(Bucket="exa-models", Prefix="checkpoints/gs1-distill/")
+    assert [o["Key"] for o in listed["Contents"]] == [CHECKPOINT]
+    assert listed["Contents"][0]["LastModified"] == SIGNAL - timedelta(hours=3)
+    head = c.head_object(Bucket="exa-models", Key=CHECKPOINT)
+    assert head["LastModified"] == SIGNAL - timedelta(hours=3)
+
+
+def test_object_without_last_modified_is_stamped_at_seeding(s3):
+    c = client(s3.url)
+    head = c.head_object(Bucket="exa-models", Key="checkpoints/fresh/model.pt")
+    assert datetime.now(UTC) - head["LastModified"] < timedelta(minutes=10)
+
+
+def test_successful_attempt_has_outputs_pb_written_at_its_end(s3):
+    c = client(s3.url)
+    bucket, key = output_key(1, "outputs.pb")
+    assert bucket == "flyte-metadata"
+    got = c.get_object(Bucket=bucket, Key=key)
+    assert got["Body"].read() == b""  # an empty LiteralMap: the task returns nothing
+    assert got["LastModified"] == SUCCESS
+
+
+def test_failed_attempt_has_a_recoverable_error_document(s3):
+    bucket, key = output_key(0, "error.pb")
+    doc = ErrorDocument.FromString(client(s3.url).get_object(Bucket=bucket, Key=key)["Body"].read())
+    assert doc.error.kind == ContainerError.RECOVERABLE
+    assert doc.error.message == "worker 3 exited with code 1"
+    assert doc.error.timestamp.ToDatetime(tzinfo=UTC) == SIGNAL - timedelta(minutes=30)
+
+
+def test_attempt_that_wrote_nothing_has_no_files(s3):
+    c = client(s3.url)
+    bucket, key = output_key(2, "")
+    assert c.list_objects_v2(Bucket=bucket, Prefix=key)["KeyCount"] == 0
+    bucket, key = output_key(1, "")
+    assert c.list_objects_v2(Bucket=bucket, Prefix=key)["KeyCount"] == 1  # outputs.pb only
+
+
+def test_bucket_not_seeded_is_no_such_bucket(s3):
+    with pytest.raises(ClientError) as e:
+        client(s3.url).list_objects_v2(Bucket="never-seeded")
+    assert e.value.response["Error"]["Code"] == "NoSuchBucket"
+
+
+def test_slow_down_is_s3s_error_document_and_botocore_reads_its_code(s3):
+    s3.faults = S3Faults(slow_down=[S3Rule(bucket="exa-models")])
+    raw = requests.get(f"{s3.url}/exa-models?list-type=2&prefix=checkpoints%2F", timeout=10)
+    assert raw.status_code == 503
+    assert "<Code>SlowDown</Code>" in raw.text
+    assert raw.headers["x-amz-request-id"]
+    with pytest.raises(ClientError) as e:
+        client(s3.url).list_objects_v2(Bucket="exa-models", Prefix="checkpoints/")
+    assert e.value.response["Error"]["Code"] == "SlowDown"
+
+
+def test_head_errors_have_no_body_as_in_s3(s3):
+    s3.faults = S3Faults(access_denied=[S3Rule(bucket="exa-models")])
+    raw = requests.head(f"{s3.url}/exa-models/{CHECKPOINT}", timeout=10)
+    assert raw.status_code == 403
+    assert raw.content == b""
+    with pytest.raises(ClientError) as e:
+        client(s3.url).head_object(Bucket="exa-models", Key=CHECKPOINT)
+    assert e.value.response["Error"]["Code"] == "403"
+
+
+def test_slow_down_n_times_then_moto_answers(s3):
+    s3.faults = S3Faults(slow_down=[S3Rule(bucket="exa-models", prefix="checkpoints/", times=2)])
+    c = client(s3.url, retries=3)
+    assert c.head_object(Bucket="exa-models", Key=CHECKPOINT)["ContentLength"] == 7
+    assert [(r.method, r.status) for r in s3.requests] == [("HEAD", 503)] * 2 + [("HEAD", 200)]
+
+
+def test_slow_down_hits_only_the_chosen_method_and_prefix(s3):
+    s3.faults = S3Faults(slow_down=[S3Rule(bucket="exa-models", prefix="locked/", method="GET")])
+    c = client(s3.url)
+    assert c.head_object(Bucket="exa-models", Key="locked/model.pt")["ContentLength"] == 1
+    assert c.get_object(Bucket="exa-models", Key="public/model.pt")["Body"].read() == b"x"
+    with pytest.raises(ClientError):
+        c.get_object(Bucket="exa-models", Key="locked/model.pt")
+
+
+def test_access_denied_covers_a_prefix_and_its_listings_only(s3):
+    s3.faults = S3Faults(access_denied=[S3Rule(bucket="exa-models", prefix="locked/")])
+    c = client(s3.url)
+    with pytest.raises(ClientError) as e:
+        c.get_object(Bucket="exa-models", Key="locked/model.pt")
+    assert e.value.response["Error"]["Code"] == "AccessDenied"
+    with pytest.raises(ClientError) as e:
+        c.list_objects_v2(Bucket="exa-models", Prefix="locked/")
+    assert e.value.response["Error"]["Code"] == "AccessDenied"
+    assert c.get_object(Bucket="exa-models", Key="public/model.pt")["Body"].read() == b"x"
+    assert c.list_objects_v2(Bucket="exa-models", Prefix="public/")["KeyCount"] == 1
+
+
+def test_latency_is_added_to_every_request(s3):
+    s3.faults = S3Faults(latency=0.3)
+    c = client(s3.url)
+    started = time.monotonic()
+    c.head_object(Bucket="exa-models", Key=CHECKPOINT)
+    c.head_object(Bucket="exa-models", Key=CHECKPOINT)
+    assert time.monotonic() - started >= 0.6
+
+
+def test_requests_are_recorded_with_their_status(s3):
+    c = client(s3.url)
+    c.head_object(Bucket="exa-models", Key=CHECKPOINT)
+    with pytest.raises(ClientError):
+        c.head_object(Bucket="exa-models", Key="checkpoints/none")
+    c.list_objects_v2(Bucket="exa-models", Prefix="checkpoints/")
+    got = [(r.method, r.path, r.status, r.is_listing) for r in s3.requests]
+    assert got == [
+        ("HEAD", f"/exa-models/{CHECKPOINT}", 200, False),
+        ("HEAD", "/exa-models/checkpoints/none", 404, False),
+        ("GET", "/exa-models", 200, True),
+    ]
+
+
+def test_a_second_server_in_the_same_process_is_refused(server):
+    with pytest.raises(RuntimeError, match="another S3Server"):
+        S3Server(Scenario()).start()
+    assert client(server.url).head_object(Bucket="exa-models", Key=CHECKPOINT)
+
+
+def _refused(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def test_stop_closes_the_port_and_forgets_the_scenario(server):
+    url = server.url
+    server.stop()
+    try:
+        assert _refused(url)
+        with S3Server(Scenario(buckets={"other-bucket"})) as fresh:
+            names = [b["Name"] for b in client(fresh.url).list_buckets()["Buckets"]]
+            assert names == ["other-bucket"]
+    finally:
+        server.start()  # the module fixture's server, for any test after this one
+    assert client(server.url).head_object(Bucket="exa-models", Key=CHECKPOINT)
+
+
+def test_naive_last_modified_is_refused_and_leaves_nothing_running(server):
+    server.stop()
+    try:
+        naive = Scenario(objects=[SandboxObject("exa-models", "k", b"", datetime(2026, 9, 10))])
+        bad = S3Server(naive)
+        with pytest.raises(ValueError, match="timezone-aware"):
+            bad.start()
+        with S3Server(Scenario(buckets={"after-failure"})) as fresh:
+            names = [b["Name"] for b in client(fresh.url).list_buckets()["Buckets"]]
+            assert names == ["after-failure"]
+    finally:
+        server.start()
