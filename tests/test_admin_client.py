@@ -1,4 +1,4 @@
-"""The Admin client (flytekit's SynchronousFlyteClient) against the sandbox Admin over a real socket."""
+"""The Admin client (flytekit's SynchronousFlyteClient) against the sandbox Admin, on loopback."""
 
 from __future__ import annotations
 
@@ -44,7 +44,6 @@ from forensics.sources.admin import (
     literal_text,
     live_during,
     load_platform_config,
-    relaunch_name,
 )
 
 
@@ -108,9 +107,17 @@ def test_flytekit_alone_would_ask_four_times_for_a_missing_execution(admin) -> N
     assert server.call_counts()["GetExecution"] == 4
 
 
-def test_unavailable_then_success_is_retried(admin) -> None:
+@pytest.mark.parametrize(
+    "code",
+    [
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ],
+)
+def test_unavailable_then_success_is_retried(admin, code: grpc.StatusCode) -> None:
     faults = AdminFaults()
-    faults.fail_next("GetExecution", 2, grpc.StatusCode.UNAVAILABLE)
+    faults.fail_next("GetExecution", 2, code)
     server, client = admin(Scenario(executions=[execution("a")]), faults)
     assert client.get_execution(ref("a")).phase == "SUCCEEDED"
     assert server.call_counts()["GetExecution"] == 3
@@ -125,6 +132,14 @@ def test_admin_down_for_good_is_a_retryable_source_error_after_bounded_tries(adm
         list(client.list_executions(PROJECT, DOMAIN))
     assert info.value.retryable and "RESOURCE_EXHAUSTED" in info.value.cause
     assert server.call_counts()["ListExecutions"] == 3
+
+
+def test_each_call_carries_a_deadline(admin) -> None:
+    faults = AdminFaults(latency_by_method={"GetExecution": 0.5})
+    _, client = admin(Scenario(executions=[execution("a")]), faults, timeout=0.1, retries=0)
+    with pytest.raises(SourceError) as info:
+        client.get_execution(ref("a"))
+    assert "DEADLINE_EXCEEDED" in info.value.cause and info.value.retryable
 
 
 def test_invalid_argument_is_final_and_shows_admins_reason(admin) -> None:
@@ -421,13 +436,6 @@ def test_relaunch_of_missing_execution_is_not_found_once(admin) -> None:
     with pytest.raises(NotFoundError):
         client.relaunch(ref("ghost"), name="ghost-rerun")
     assert server.call_counts()["RelaunchExecution"] == 1
-
-
-def test_relaunch_name_is_deterministic_and_valid_for_old_admins() -> None:
-    name = relaunch_name(ref("azvg5f9v9974m78fvlf7"))
-    assert name == relaunch_name(ref("azvg5f9v9974m78fvlf7"))
-    assert name != relaunch_name(ref("azvg5f9v9974m78fvlf8"))
-    assert len(name) == 20 and name[0].isalpha() and name == name.lower() and name.isalnum()
 
 
 def test_relaunches_of_maps_originals_to_their_relaunches(admin) -> None:

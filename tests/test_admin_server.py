@@ -1,4 +1,4 @@
-"""The sandbox Flyte Admin against flyteadmin's documented behaviour (FACTS §7, flyteadmin sources).
+"""The sandbox Flyte Admin against flyteadmin's behaviour (FACTS §7 and the flyteadmin sources).
 
 These tests talk to the server through flyteidl's plain gRPC stub, not through our client, so the
 server's token rules, filter syntax and errors are checked against flyteadmin itself rather than
@@ -471,8 +471,8 @@ def test_relaunch_of_unknown_execution_is_not_found_before_name_checks(serve) ->
     code, details = _status(lambda: _relaunch(stub, "ghost", "9-bad-name"))
     assert code == grpc.StatusCode.NOT_FOUND
     assert (
-        details
-        == 'missing entity of type execution with identifier project:"gs1" domain:"production" name:"ghost"'
+        details == "missing entity of type execution with identifier "
+        'project:"gs1" domain:"production" name:"ghost"'
     )
 
 

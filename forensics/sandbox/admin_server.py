@@ -150,6 +150,10 @@ def _task_identifier(t: SandboxTask) -> identifier_pb2.Identifier:
     )
 
 
+def _metadata_prefix(wf: identifier_pb2.WorkflowExecutionIdentifier) -> str:
+    return f"s3://flyte-metadata/metadata/propeller/{wf.project}-{wf.domain}-{wf.name}"
+
+
 def _go_proto(msg: pb_message.Message) -> str:
     """Roughly how Go's `%v` prints a proto identifier in flyteadmin's messages."""
     return " ".join(f'{f.name}:"{v}"' for f, v in msg.ListFields())
@@ -755,7 +759,7 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
             rec = self._execution(request.id)
             wf = request.id
             blob = common_pb2.UrlBlob(
-                url=f"s3://flyte-metadata/metadata/propeller/{wf.project}-{wf.domain}-{wf.name}/inputs.pb",
+                url=f"{_metadata_prefix(wf)}/inputs.pb",
                 bytes=rec.inputs.ByteSize(),
             )
             resp = execution_pb2.WorkflowExecutionGetDataResponse(inputs=blob)
@@ -978,7 +982,8 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
             if (request.id.project, request.id.domain, name) in self.state.executions:
                 raise _Abort(
                     Status.ALREADY_EXISTS,
-                    'value with matching already exists (duplicate key value violates unique constraint "executions_pkey")',
+                    "value with matching already exists "
+                    '(duplicate key value violates unique constraint "executions_pkey")',
                 )
             new = self.state.create_from(original, name, mode, overwrite_cache)
         return execution_pb2.ExecutionCreateResponse(id=new.id)

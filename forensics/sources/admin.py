@@ -1,4 +1,4 @@
-"""Flyte Admin through flytekit's own gRPC client: executions, attempts, inputs, relaunch, as plain data.
+"""Flyte Admin through flytekit's gRPC client: executions, attempts, inputs, relaunch (plain data).
 
 What Admin and propeller put where (checked against flyteorg/flyte v1 sources):
 
@@ -26,9 +26,7 @@ confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` on
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
 import logging
 import random
 import re
@@ -53,7 +51,7 @@ from flytekit.clients.friendly import SynchronousFlyteClient
 from flytekit.clients.grpc_utils.deadline_interceptor import scoped_grpc_deadline
 from flytekit.clients.raw import RawSynchronousFlyteClient as Raw
 from flytekit.configuration import PlatformConfig
-from flytekit.configuration.file import get_config_file
+from flytekit.configuration.file import ConfigFile, get_config_file
 from flytekit.exceptions.base import FlyteException
 from google.protobuf import json_format
 
@@ -137,7 +135,7 @@ def created_since(t: datetime) -> str:
 
 
 def live_during(start: datetime, end: datetime) -> str:
-    """Executions that existed and changed within `[start, end)`: updated ≥ start, created < end."""
+    """Executions that existed and changed in `[start, end)`: updated ≥ start, created < end."""
     return join_filters([updated_since(start), created_before(end)])
 
 
@@ -159,17 +157,6 @@ def join_filters(filters: str | Iterable[Any] | None) -> str:
         return filters
     parts = [f if isinstance(f, str) else f.to_flyte_idl() for f in filters]
     return "+".join(p for p in parts if p)
-
-
-def relaunch_name(original: ExecutionRef, salt: str = "") -> str:
-    """The relaunch name every operator and every rerun derives alike for `original`.
-
-    `r` + 19 base32 characters of a hash: 20 characters, valid for every flyteadmin version
-    (older ones capped names at 20). A fixed name is what makes a relaunch exactly-once across
-    retries, reruns and people; `salt` starts a deliberate second relaunch.
-    """
-    digest = hashlib.sha256(f"{original}|{salt}".encode()).digest()
-    return "r" + base64.b32encode(digest).decode().lower()[:19]
 
 
 def _sort(sort_by: str | None) -> common_pb2.Sort | None:
@@ -196,12 +183,16 @@ def load_platform_config(config_file: str | None) -> PlatformConfig:
     if found is not None and found.yaml_config is None and found.legacy_config is None:
         # flytekit only logs a warning for unparsable YAML and falls back to localhost:30080;
         # a forensics run against the wrong Admin must not start silently.
-        raise ConfigError(f"Flyte config {found._location}: empty or not valid YAML")
+        raise ConfigError(f"Flyte config {_location(found)}: empty or not valid YAML")
     try:
         return PlatformConfig.auto(found)
     except Exception as e:
-        where = found._location if found is not None else "(environment)"
+        where = _location(found) if found is not None else "(FLYTE_* environment)"
         raise ConfigError(f"Flyte config {where}: {_one_line(str(e))}") from None
+
+
+def _location(found: ConfigFile) -> str:
+    return str(getattr(found, "_location", "") or "(flytekit config file)")
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -213,7 +204,7 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def rpc_status(exc: BaseException) -> tuple[grpc.StatusCode | None, str]:
-    """The gRPC status behind a flytekit exception (raised `from` the grpc.RpcError) or an RpcError."""
+    """The gRPC status of an RpcError, or of the one a flytekit exception was raised `from`."""
     for e in (exc, exc.__cause__, exc.__context__):
         if isinstance(e, grpc.RpcError) and callable(getattr(e, "code", None)):
             try:
@@ -357,7 +348,8 @@ def _may_have_tasks(node: node_execution_pb2.NodeExecution) -> bool:
     # launch-plan nodes, non-dynamic parents (subworkflows), and nodes that never ran.
     if node.closure.HasField("workflow_node_metadata"):
         return False
-    if node.metadata.is_parent_node and not node.metadata.is_dynamic:
+    meta = node.metadata
+    if meta.is_parent_node and not (meta.is_dynamic or meta.is_array):
         return False
     return node.closure.phase != core_execution_pb2.NodeExecution.SKIPPED
 
@@ -403,7 +395,7 @@ class AdminClient:
 
     @classmethod
     def from_settings(cls, settings: FlyteSettings, **options: Any) -> AdminClient:
-        """Connect as pyflyte would: `settings.config_file`, else flytekit's search and FLYTE_* env."""
+        """Connect as pyflyte would: `settings.config_file`, else flytekit's search; FLYTE_* env."""
         return cls(load_platform_config(settings.config_file), **options)
 
     def __repr__(self) -> str:  # PlatformConfig's own repr would print the client secret
@@ -532,7 +524,8 @@ class AdminClient:
             # Admin withholds inputs above its remote-data max size and only links to them.
             raise SourceError(
                 "admin",
-                f"GetExecutionData: inputs ({data.inputs.bytes} bytes) are larger than Admin returns inline",
+                f"GetExecutionData: inputs ({data.inputs.bytes} bytes) are larger than Admin "
+                "returns inline",
                 target=str(ref),
             )
         out: dict[str, str] = {}
@@ -605,7 +598,11 @@ class AdminClient:
         return sorted(tasks, key=lambda te: te.id.retry_attempt)
 
     def get_attempt(self, ref: AttemptRef) -> AttemptRecord:
-        """One attempt (GetNodeExecution + ListTaskExecutions); `NotFoundError` if Admin lacks it."""
+        """One attempt (GetNodeExecution + ListTaskExecutions); `NotFoundError` if Admin lacks it.
+
+        The parent of a nested node is not on its node execution, so an unregistered dynamic
+        task has no template fallback here (`task_type_version` None); `list_attempts` has one.
+        """
         target = str(ref)
         req = node_execution_pb2.NodeExecutionGetRequest(
             id=identifier_pb2.NodeExecutionIdentifier(
@@ -617,7 +614,6 @@ class AdminClient:
         )
         for te in self._task_executions(ref.execution, ref.node_id):
             if te.id.retry_attempt == ref.attempt:
-                # The parent of a nested node is not on the node execution: no dynamic fallback.
                 return self._attempt_record(ref.execution, node, te, None)
         raise NotFoundError("admin", "no such task attempt", target=target)
 
