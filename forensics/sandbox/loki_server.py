@@ -743,8 +743,7 @@ class LokiServer:
         if self._httpd is not None:
             return self.url
         handler = type("_BoundHandler", (_Handler,), {"loki": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
+        self._httpd = _HTTPServer(("127.0.0.1", 0), handler)
         self._stopping.clear()
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -834,8 +833,12 @@ class LokiServer:
             start = min(end, now) - since
         return start, end
 
-    def query_range(self, params: _Params, org: str | None) -> dict[str, Any]:
+    def query_range(self, params: _Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/query_range`: validation in Loki's order, then the log query."""
+        org = headers.get("X-Scope-OrgID")
+        # With this flag Loki adds a third element (metadata) to each value; none is kept here.
+        flags = headers.get("X-Loki-Response-Encoding-Flags") or ""
+        categorize = "categorize-labels" in flags.split(",")
         start, end = self._bounds(params)
         if end < start:
             raise BadRequest(ERR_END_BEFORE_START)
@@ -875,14 +878,17 @@ class LokiServer:
             streams, query, start, end, limit, forward=direction == "FORWARD"
         )
         elapsed = max(time.perf_counter() - t0, 1e-9)
-        return {
-            "status": "success",
-            "data": {
-                "resultType": "streams",
-                "result": result,
-                "stats": _stats(returned, scanned, nbytes, elapsed),
-            },
+        data: dict[str, Any] = {
+            "resultType": "streams",
+            "result": result,
+            "stats": _stats(returned, scanned, nbytes, elapsed),
         }
+        if categorize:
+            for stream in result:
+                for value in stream["values"]:
+                    value.append({})
+            data["encodingFlags"] = ["categorize-labels"]
+        return {"status": "success", "data": data}
 
     @staticmethod
     def _select(
@@ -926,8 +932,9 @@ class LokiServer:
         ]
         return result, len(chosen), scanned, nbytes
 
-    def series(self, params: _Params, org: str | None) -> dict[str, Any]:
+    def series(self, params: _Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/series`: label sets of streams with entries in [start, end)."""
+        org = headers.get("X-Scope-OrgID")
         start, end = self._bounds(params)
         groups = params.all("match[]")
         if not groups:
@@ -944,8 +951,9 @@ class LokiServer:
                         found.append(dict(s.labels))
         return {"status": "success", "data": found}
 
-    def labels(self, params: _Params, org: str | None) -> dict[str, Any]:
+    def labels(self, params: _Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/labels`: label names of streams with entries in [start, end)."""
+        org = headers.get("X-Scope-OrgID")
         start, end = self._bounds(params)
         names: set[str] = set()
         if self._tenant_sees_data(org):
@@ -1006,6 +1014,13 @@ def _form(text: str) -> list[tuple[str, str]]:
     return [(k, v) for k, vs in parse_qs(text, keep_blank_values=True).items() for v in vs]
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    """One thread per connection; a listen backlog deep enough for many concurrent workers."""
+
+    daemon_threads = True
+    request_queue_size = 128
+
+
 class _Handler(BaseHTTPRequestHandler):
     """Translates HTTP requests into LokiServer calls (no state of its own)."""
 
@@ -1042,7 +1057,7 @@ class _Handler(BaseHTTPRequestHandler):
             extra = {"WWW-Authenticate": 'Basic realm="loki"'} if loki.basic_auth else {}
             self._text(401, denied, extra)
             return
-        routes: dict[str, Callable[[_Params, str | None], dict[str, Any]]] = {
+        routes: dict[str, Callable[[_Params, Any], dict[str, Any]]] = {
             "/loki/api/v1/query_range": loki.query_range,
             "/loki/api/v1/series": loki.series,
             "/loki/api/v1/labels": loki.labels,
@@ -1068,14 +1083,13 @@ class _Handler(BaseHTTPRequestHandler):
         if handler is None:
             self._text(404, "404 page not found\n")
             return
-        org = self.headers.get("X-Scope-OrgID")
-        if loki.tenant_required is not None and not org:
+        if loki.tenant_required is not None and not self.headers.get("X-Scope-OrgID"):
             self._text(401, "no org id\n")  # dskit AuthenticateUser: http.Error adds the newline
             return
         if url.path in ("/loki/api/v1/query_range", "/loki/api/v1/series") and self._inject(params):
             return
         try:
-            doc = handler(params, org)
+            doc = handler(params, self.headers)
         except BadRequest as e:
             self._text(400, str(e))
             return
