@@ -191,7 +191,8 @@ class ShardOutcome:
 class RetryPolicy:
     """How hard one HTTP call is retried on 429/5xx/connection failures before it is given up.
 
-    `retries` bounds the attempts (1 + retries), `total_time` the seconds spent retrying one call,
+    `retries` bounds the attempts (1 + retries), `total_time` the seconds one call may go on
+    retrying after its first failure (sleeps are cut short to fit),
     `retry_after_max` caps a server's `Retry-After`; backoff is `backoff_factor * 2**(n-1)` seconds
     (urllib3's formula, first retry immediate), at most `backoff_max`.
     """
@@ -246,11 +247,11 @@ class _BoundedRetry(Retry):
             deadline = time.monotonic() + self.total_time
         new = super().increment(method, url, response, error, _pool, _stacktrace)
         new.deadline = deadline
-        if self.on_retry is not None:
-            self.on_retry()
         if time.monotonic() >= deadline:
             reason = error or ResponseError(f"gave up retrying after {self.total_time:g}s")
             raise MaxRetryError(_pool, url, reason)  # type: ignore[arg-type]
+        if self.on_retry is not None:
+            self.on_retry()
         return new
 
     def _wait(self, seconds: float) -> None:
