@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+from forensics.errors import ConfigError
 from forensics.sandbox.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -187,12 +188,19 @@ class S3Server:
 
     def start(self) -> str:
         """Seed, start serving, and return the endpoint URL `http://127.0.0.1:<port>`."""
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
-        from werkzeug.serving import make_server
+        if self._url is not None:
+            return self._url
+        try:
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                MotoRequestHandler,
+                create_backend_app,
+            )
+            from werkzeug.serving import make_server
+        except ImportError:
+            raise ConfigError(
+                "the sandbox S3 needs moto's server: pip install 'moto[server,s3]'"
+            ) from None
 
         class QuietHandler(MotoRequestHandler):
             def log(self, type: str, message: str, *args: Any) -> None:
