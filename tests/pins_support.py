@@ -31,6 +31,22 @@ RELEASE_ONLY = "5a" * 20  # reachable only from release/1.16
 IMPOSTER = "dead" * 10  # pushed to another fork: resolves here, on no branch of ours
 
 PLUGIN_TASK = "plugins/flytekit-kf-pytorch/flytekitplugins/kfpytorch/task.py"
+PLUGIN_PYPROJECT = "plugins/flytekit-kf-pytorch/pyproject.toml"
+# Static metadata: uv reads it from the archive without building (no index needed).
+PLUGIN_METADATA = b"""\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "flytekitplugins-kfpytorch"
+version = "1.16.31"
+requires-python = ">=3.9"
+dependencies = []
+
+[project.optional-dependencies]
+elastic = []
+"""
 CHANGED = (
     "pyproject.toml",
     "requirements/base.in",
@@ -189,17 +205,19 @@ def fixed_task_source() -> bytes:
 
 
 def fork_network(*, fixed: bool | None = None) -> tuple[GitHubState, FakeRepo]:
-    """exa-labs/flytekit with master (BASE → NEW_SHA → TIP), release/1.16 and an imposter.
+    """exa-labs/flytekit: master (BASE → OLD_B → OLD_A → NEW_SHA → TIP), release/1.16, an imposter.
 
     `fixed` chooses the plugin source every commit carries (None: no plugin file at all).
     """
-    files: dict[str, bytes] = {"README.md": b"flytekit fork\n"}
+    files: dict[str, bytes] = {"README.md": b"flytekit fork\n", PLUGIN_PYPROJECT: PLUGIN_METADATA}
     if fixed is not None:
         files[PLUGIN_TASK] = fixed_task_source() if fixed else vulnerable_task_source()
     state = GitHubState()
     fork = state.repo("exa-labs", "flytekit", default_branch="master")
     fork.add(FakeCommit(BASE, files=files))
-    fork.add(FakeCommit(NEW_SHA, (BASE,), files=files))
+    fork.add(FakeCommit(OLD_B, (BASE,), files=files))
+    fork.add(FakeCommit(OLD_A, (OLD_B,), files=files))
+    fork.add(FakeCommit(NEW_SHA, (OLD_A,), files=files))
     fork.add(FakeCommit(TIP, (NEW_SHA,), files=files), branch="master")
     fork.add(FakeCommit(RELEASE_ONLY, (BASE,), files=files), branch="release/1.16")
     fork.add(FakeCommit(IMPOSTER, (NEW_SHA,), files=files))  # objects shared across forks

@@ -5,6 +5,10 @@ dataclasses; the HTTP layer only translates requests against it, as moto splits 
 responses. Served: `GET /repos/{o}/{r}`, `/commits/{sha}`, `/branches` (paginated with a Link
 header), `/compare/{base}...{head}`, `/tarball/{ref}` (302 to a codeload-like URL that serves a
 .tar.gz built on the fly). Fault injection: an HTTP status or a delay for matching paths.
+
+`serve_github_archives` adds what installers fetch: an HTTPS proxy that answers
+`https://github.com/{o}/{r}/archive/{sha}.tar.gz` and `codeload.github.com/{o}/{r}/tar.gz/{sha}`
+from the same state (404 for unknown commits), so `uv lock` runs for real on loopback.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ import gzip
 import io
 import json
 import re
+import socketserver
+import ssl
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -120,9 +127,13 @@ class GitHubState:
         return r
 
 
-def build_tarball(repo: FakeRepo, commit: FakeCommit) -> bytes:
-    """A GitHub-style source archive: one top directory `<owner>-<name>-<sha7>/`."""
-    top = f"{repo.owner}-{repo.name}-{commit.sha[:7]}"
+def build_tarball(repo: FakeRepo, commit: FakeCommit, top: str | None = None) -> bytes:
+    """A GitHub-style source archive with one top directory.
+
+    The API's tarball names it `<owner>-<name>-<sha7>`; `github.com/.../archive/` URLs use
+    `<name>-<sha>`.
+    """
+    top = top or f"{repo.owner}-{repo.name}-{commit.sha[:7]}"
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         tar.pax_headers = {"comment": commit.sha}
@@ -308,3 +319,148 @@ def serve_github(state: GitHubState) -> Iterator[GitHubSandbox]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+# --------------------------------------------------------------------------- archive host
+
+
+@dataclass
+class ArchiveHost:
+    """A running HTTPS-intercepting proxy; `env` points uv (or pip) at it."""
+
+    state: GitHubState
+    proxy_url: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        # The proxy's certificate is self-signed: uv is told to skip verification for
+        # github.com only (`--allow-insecure-host`); every other host is refused.
+        return {"HTTPS_PROXY": self.proxy_url, "UV_INSECURE_HOST": "github.com"}
+
+
+ARCHIVE_HOSTS = ("github.com", "codeload.github.com")
+
+
+def _self_signed(directory: str) -> tuple[str, str]:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "github.com")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(h) for h in ARCHIVE_HOSTS]), critical=False
+        )
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = f"{directory}/cert.pem", f"{directory}/key.pem"
+    with open(cert_path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as f:
+        f.write(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+    return cert_path, key_path
+
+
+class _ArchiveHandler(BaseHTTPRequestHandler):
+    """Serves archive URLs on the TLS side of a CONNECT tunnel."""
+
+    def __init__(self, request, client_address, server, host: str) -> None:  # type: ignore[no-untyped-def]
+        self.host = host
+        super().__init__(request, client_address, server)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        state: GitHubState = self.server.state  # type: ignore[attr-defined]
+        path = urlsplit(self.path).path
+        state.requests.append(
+            RecordedRequest("GET", f"https://{self.host}{path}", dict(self.headers.items()))
+        )
+        if self.host == "github.com":
+            m = re.fullmatch(r"/([^/]+)/([^/]+)/archive/(.+)\.tar\.gz", path)
+        else:
+            m = re.fullmatch(r"/([^/]+)/([^/]+)/tar\.gz/(.+)", path)
+        repo = state.repos.get(f"{m[1]}/{m[2]}".lower()) if m else None
+        commit = repo.resolve(m[3]) if repo and m else None
+        if repo is None or commit is None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = build_tarball(repo, commit, top=f"{repo.name}-{commit.sha}")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-gzip")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _ProxyServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, state: GitHubState, context: ssl.SSLContext) -> None:
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+        self.state = state
+        self.context = context
+
+
+class _ProxyHandler(socketserver.StreamRequestHandler):
+    server: _ProxyServer
+
+    def handle(self) -> None:
+        request = self.rfile.readline().decode("latin-1").split()
+        while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+            pass
+        host = request[1].rsplit(":", 1)[0] if len(request) == 3 else ""
+        if request[:1] != ["CONNECT"] or host not in ARCHIVE_HOSTS:
+            # Nothing else is served: an index or any other host fails fast, locally.
+            self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+            return
+        self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        self.wfile.flush()
+        try:
+            tls = self.server.context.wrap_socket(self.connection, server_side=True)
+            _ArchiveHandler(tls, self.client_address, self.server, host)
+        except (ssl.SSLError, OSError):
+            pass  # the client gave up on the tunnel
+
+
+@contextmanager
+def serve_github_archives(state: GitHubState) -> Iterator[ArchiveHost]:
+    """Serve the state's archives through an HTTPS proxy on 127.0.0.1 for the block."""
+    with tempfile.TemporaryDirectory(prefix="github-archives-") as tmp:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*_self_signed(tmp))
+        server = _ProxyServer(state, context)
+        thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="github-archives"
+        )
+        thread.daemon = True
+        thread.start()
+        try:
+            host, port = server.server_address[:2]
+            yield ArchiveHost(state, f"http://{host}:{port}")
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
