@@ -96,7 +96,8 @@ def test_environment_alone_points_every_client_at_the_sandbox(monkeypatch):
 
 def test_flytectl_config_file_alone_reaches_the_sandbox_admin():
     with sandbox(_scenario()) as box, box.apply_env():
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLYTE_PLATFORM_")}
+        env = box.child_environ()
+        del env["FLYTE_PLATFORM_URL"], env["FLYTE_PLATFORM_INSECURE"]
         # A fresh process, as a user's shell would run the CLI: flytekit caches its config-file
         # search (get_config_file is lru_cached and first called when flytekit is imported), so
         # FLYTECTL_CONFIG set after the import is not seen in this process.
@@ -113,6 +114,17 @@ def test_flytectl_config_file_alone_reaches_the_sandbox_admin():
             WorkflowExecutionIdentifier("gs1", "production", NAME)
         )
         assert execution.closure.phase == WorkflowExecutionPhase.SUCCEEDED
+
+
+def test_child_environment_hides_settings_that_point_elsewhere(monkeypatch):
+    monkeypatch.setenv("AWS_PROFILE", "production-readonly")
+    monkeypatch.setenv("LOKI_BEARER_TOKEN", "prod-token")
+    monkeypatch.setenv("PATH", "/usr/bin")
+    with sandbox(_scenario()) as box:
+        env = box.child_environ()
+    assert "AWS_PROFILE" not in env and "LOKI_BEARER_TOKEN" not in env
+    assert env["PATH"] == "/usr/bin"
+    assert env["AWS_ENDPOINT_URL_S3"] == box.env["AWS_ENDPOINT_URL_S3"]
 
 
 def test_apply_env_restores_the_environment(monkeypatch):

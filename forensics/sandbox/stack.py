@@ -66,6 +66,14 @@ class Sandbox:
     s3: S3Server
     env: dict[str, str] = field(default_factory=dict)
 
+    def child_environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """`base` (default os.environ) as apply_env() would make it: for a subprocess's `env=`."""
+        merged = dict(os.environ if base is None else base)
+        for name in SHADOWING_VARS:
+            merged.pop(name, None)
+        merged.update(self.env)
+        return merged
+
     @contextmanager
     def apply_env(self) -> Iterator[dict[str, str]]:
         """Set `env` in os.environ (hiding SHADOWING_VARS) for the block, then restore it."""
