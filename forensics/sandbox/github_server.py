@@ -304,21 +304,27 @@ class GitHubSandbox:
 
 
 @contextmanager
-def serve_github(state: GitHubState) -> Iterator[GitHubSandbox]:
-    """Serve `state` on 127.0.0.1 (a free port) for the duration of the block."""
-    server = _Server(state)
+def _serving(server: socketserver.BaseServer, name: str) -> Iterator[str]:
+    """Run `server` in a daemon thread for the block; yields its `http://host:port`."""
     thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="github-sandbox"
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name
     )
     thread.daemon = True
     thread.start()
     try:
-        host, port = server.server_address[:2]
-        yield GitHubSandbox(state, f"http://{host}:{port}")
+        host, port = server.server_address[:2]  # type: ignore[misc]
+        yield f"http://{host}:{port}"
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextmanager
+def serve_github(state: GitHubState) -> Iterator[GitHubSandbox]:
+    """Serve `state` on 127.0.0.1 (a free port) for the duration of the block."""
+    with _serving(_Server(state), "github-sandbox") as url:
+        yield GitHubSandbox(state, url)
 
 
 # --------------------------------------------------------------------------- archive host
@@ -451,16 +457,5 @@ def serve_github_archives(state: GitHubState) -> Iterator[ArchiveHost]:
     with tempfile.TemporaryDirectory(prefix="github-archives-") as tmp:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(*_self_signed(tmp))
-        server = _ProxyServer(state, context)
-        thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="github-archives"
-        )
-        thread.daemon = True
-        thread.start()
-        try:
-            host, port = server.server_address[:2]
-            yield ArchiveHost(state, f"http://{host}:{port}")
-        finally:
-            server.shutdown()
-            server.server_close()
-            thread.join(timeout=5)
+        with _serving(_ProxyServer(state, context), "github-archives") as url:
+            yield ArchiveHost(state, url)
