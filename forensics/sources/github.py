@@ -146,7 +146,9 @@ class GitHubClient:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _request(self, path: str, *, params: dict[str, Any] | None = None, stream: bool = False):
+    def _request(
+        self, path: str, *, params: dict[str, Any] | None = None, stream: bool = False
+    ) -> requests.Response:
         url = path if path.startswith(("http://", "https://")) else f"{self.api_url}{path}"
         try:
             resp = self.session.get(url, params=params, timeout=self.timeout, stream=stream)
