@@ -272,6 +272,16 @@ def load_settings(
     )
     if loki.shard > loki.max_query_length:
         loki = replace(loki, shard=loki.max_query_length)
+    # Unset selectors follow the configured label names (an otel collector has no `namespace`).
+    if "task_selector" not in floki:
+        loki = replace(loki, task_selector=f'{{{loki.namespace_label}=~".+"}}')
+    if "propeller_selector" not in floki:
+        loki = replace(loki, propeller_selector=f'{{{loki.container_label}="flytepropeller"}}')
+    for key in ("task_selector", "propeller_selector"):
+        text = getattr(loki, key).strip()
+        if not (text.startswith("{") and text.endswith("}")):
+            where = f"config file {path}: loki.{key}" if path else f"loki.{key}"
+            raise ConfigError(f"{where} must be a LogQL stream selector such as {{namespace=~\".+\"}}")
 
     flyte_fields = {k: v for k, v in fflyte.items() if k != "config"}
     flyte = FlyteSettings(

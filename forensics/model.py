@@ -157,7 +157,9 @@ class AttemptRecord:
     is_array: bool
     started_at: datetime | None
     ended_at: datetime | None  # started_at + duration; the attempt's end as Admin records it
-    output_dir: str | None  # `<node data dir>/<attempt>/`, ends with "/": outputs.pb, error.pb live here
+    output_dir: (
+        str | None
+    )  # `<node data dir>/<attempt>/`, ends with "/": outputs.pb, error.pb live here
     pods: tuple[str, ...]  # generated name and any log_context pod names
     namespace: str | None
     checkpoint_uri: str | None  # node's task_node_metadata.checkpoint_uri

@@ -1,0 +1,43 @@
+"""Renderers of a scan Report: one module per format, each `render(report) -> str`."""
+
+from __future__ import annotations
+
+from forensics.model import Report
+
+
+def render(report: Report, fmt: str, *, width: int = 100) -> str:
+    """The report as text in `fmt` (table, json, csv, markdown)."""
+    if fmt == "json":
+        from forensics.formats import json as mod
+    elif fmt == "csv":
+        from forensics.formats import csv as mod
+    elif fmt == "markdown":
+        from forensics.formats import markdown as mod
+    else:
+        from forensics.formats import table as mod
+    return mod.render(report, width=width)
+
+
+def short_time(t) -> str:  # noqa: ANN001
+    """`2026-09-10 19:45:22Z` — compact but unambiguous UTC for tables."""
+    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t is not None else "—"
+
+
+def checkpoint_summary(ck) -> str:  # noqa: ANN001
+    """What a relaunch will find: `empty`, `present (12, newest …)`, `unknown: why`."""
+    if ck.state == "present":
+        return f"present ({ck.objects}, newest {short_time(ck.latest)})"
+    if ck.state == "unknown":
+        return f"unknown: {ck.reason}"
+    return ck.state
+
+
+def coverage_line(report: Report) -> str:
+    s = report.summary
+    head = (
+        f"{s.affected} affected, {s.suspected} suspected, {s.not_affected} not affected "
+        f"of {s.attempts_examined} attempts examined"
+    )
+    if report.complete:
+        return head + "; coverage complete"
+    return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"

@@ -78,7 +78,12 @@ class SandboxExecution:
     reference_execution: tuple[str, str, str] | None = None  # (project, domain, name)
     inputs: dict[str, str] = field(default_factory=dict)  # string literals only
     labels: dict[str, str] = field(default_factory=dict)
-    launch_plan: tuple[str, str, str, str] = ("", "", "wf.train", "v1")  # project, domain, name, version
+    launch_plan: tuple[str, str, str, str] = (
+        "",
+        "",
+        "wf.train",
+        "v1",
+    )  # project, domain, name, version
     metadata_bucket: str = "flyte-metadata"
 
     def node_data_dir(self, node_id: str) -> str:

@@ -1,0 +1,130 @@
+"""Flags shared by scan, show and relaunch, and the helpers that turn them into objects."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+from forensics.cli import OutputFormat
+from forensics.config import Settings, load_settings
+
+ConfigOpt = typer.Option(
+    None,
+    "--config",
+    help="Config file (default ./elastic-audit.toml, then $XDG_CONFIG_HOME/elastic-audit/config.toml).",
+    show_default=False,
+)
+LokiUrlOpt = typer.Option(
+    None,
+    "--loki-url",
+    help="Loki base URL (else LOKI_ADDR, config [loki] url, http://localhost:3100).",
+    show_default=False,
+)
+FlyteConfigOpt = typer.Option(
+    None,
+    "--flyte-config",
+    help="flytectl/flytekit YAML (else FLYTECTL_CONFIG, ~/.flyte/config.yaml; FLYTE_PLATFORM_URL overrides).",
+    show_default=False,
+)
+CheckpointInputOpt = typer.Option(
+    None,
+    "--checkpoint-input",
+    help="Execution input holding the checkpoint URI.",
+    show_default=False,
+)
+CheckpointTemplateOpt = typer.Option(
+    None,
+    "--checkpoint-template",
+    help="Checkpoint URI template; fields: project, domain, name, node_id, inputs.X, labels.X.",
+    show_default=False,
+)
+WorkersOpt = typer.Option(
+    None,
+    "--workers",
+    min=1,
+    max=256,
+    help="Concurrent requests per source (default 8).",
+    show_default=False,
+)
+OutputOpt = typer.Option(
+    None,
+    "-o",
+    "--output",
+    help="table (default on a terminal), json, csv, markdown.",
+    show_default=False,
+    case_sensitive=False,
+)
+NoProgressOpt = typer.Option(
+    False,
+    "--no-progress",
+    help="No progress bar (there is none anyway when stderr is not a terminal).",
+)
+VerboseOpt = typer.Option(
+    False,
+    "-v",
+    "--verbose",
+    help="Log requests and decisions to stderr (secrets are never logged).",
+)
+
+
+def settings_from_flags(
+    *,
+    config: str | None,
+    loki_url: str | None,
+    flyte_config: str | None,
+    checkpoint_input: str | None = None,
+    checkpoint_template: str | None = None,
+    workers: int | None = None,
+) -> Settings:
+    return load_settings(
+        config=config,
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+        workers=workers,
+    )
+
+
+def setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="elastic-audit: %(levelname)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if not verbose:
+        for noisy in ("flytekit", "botocore", "urllib3", "grpc"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write `text` to `path` via a temp file in the same directory and a rename: all or nothing."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def emit(text: str) -> None:
+    """Data to stdout, nothing else."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
+__all__ = ["OutputFormat"]

@@ -1,0 +1,179 @@
+"""Pure decisions: evidence about one attempt → verdict (affected / suspected / cleared-because)."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from forensics.config import CheckpointSettings
+from forensics.model import (
+    AttemptRecord,
+    ExecutionRecord,
+    ObjectCheck,
+    PrefixListing,
+    SignalHit,
+    Window,
+)
+
+# Why an examined attempt is not a finding (SPEC §5); each has its own counter in the summary.
+SIGNAL_OUTPUTS_WRITTEN = "signal-then-outputs-written"
+SIGNAL_FAILED_RETRIED = "signal-then-failed-and-retried"
+SIGNAL_EXECUTION_FAILED = "signal-then-execution-failed"
+SIGNAL_NOT_FLYTE_POD = "signal-not-a-flyte-task-pod"
+SIGNAL_NOT_FINISHED = "signal-attempt-not-finished"
+SIGNAL_AFTER_SUCCESS = "signal-after-success"
+SIGNAL_OUTSIDE_SCOPE = "signal-outside-scope"
+OUTPUTS_WRITTEN = "outputs-written"
+
+FAILED_PHASES = frozenset({"FAILED", "RETRYABLE_FAILED", "ABORTED", "TIMED_OUT"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision about one attempt: a finding's verdict, or the reason it was cleared."""
+
+    verdict: str | None  # "affected" | "suspected" | None (cleared)
+    cleared: str | None = None
+    note: str | None = None  # why a finding is weaker than it looks (e.g. outputs unknown)
+
+
+def earliest(hits: Iterable[SignalHit]) -> SignalHit | None:
+    """The earliest death-signal line among an attempt's pods (SPEC §5 `signal`)."""
+    return min(hits, key=lambda h: (h.at, h.pod), default=None)
+
+
+def classify_signalled(
+    attempt: AttemptRecord,
+    execution: ExecutionRecord,
+    signal: SignalHit,
+    outputs: ObjectCheck | None,
+    *,
+    later_attempts: Sequence[AttemptRecord] = (),
+) -> Verdict:
+    """An attempt one of whose pods logged a death signal."""
+    if attempt.phase == "SUCCEEDED":
+        if attempt.ended_at is not None and attempt.ended_at < signal.at:
+            return Verdict(None, SIGNAL_AFTER_SUCCESS)
+        if outputs is None or outputs.state == "unknown":
+            reason = outputs.reason if outputs else "not checked"
+            return Verdict("suspected", note=f"outputs.pb could not be checked: {reason}")
+        if outputs.state == "present":
+            return Verdict(None, SIGNAL_OUTPUTS_WRITTEN)
+        return Verdict("affected")
+    if attempt.phase in FAILED_PHASES:
+        if any(a.ref.attempt > attempt.ref.attempt for a in later_attempts):
+            return Verdict(None, SIGNAL_FAILED_RETRIED)
+        return Verdict(None, SIGNAL_EXECUTION_FAILED)
+    return Verdict(None, SIGNAL_NOT_FINISHED)
+
+
+def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck) -> Verdict:
+    """An elastic attempt that ended SUCCEEDED in the window with no death-signal evidence."""
+    if outputs.state == "present":
+        return Verdict(None, OUTPUTS_WRITTEN)
+    if outputs.state == "missing":
+        return Verdict("suspected")
+    return Verdict("suspected", note=f"outputs.pb could not be checked: {outputs.reason}")
+
+
+def sweep_candidate(attempt: AttemptRecord, window: Window) -> bool:
+    """Whether the Admin sweep examines this attempt: elastic, SUCCEEDED, ended in the window."""
+    return (
+        attempt.is_elastic
+        and attempt.phase == "SUCCEEDED"
+        and attempt.ended_at is not None
+        and attempt.ended_at in window
+    )
+
+
+class _Fields(dict):
+    """Template fields `inputs.X` / `labels.X` resolve through attribute access."""
+
+    def __getattr__(self, name: str) -> str:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass(frozen=True)
+class CheckpointLocation:
+    """Where a finding's checkpoints should be, and which rule said so (or why unknown)."""
+
+    uri: str | None
+    source: str | None
+    reason: str | None = None
+
+
+def checkpoint_location(
+    settings: CheckpointSettings,
+    attempt: AttemptRecord,
+    execution: ExecutionRecord,
+    inputs: Mapping[str, str] | None,
+) -> CheckpointLocation:
+    """SPEC §4.4: the execution input named by `input`, else `template`, else Flyte's own."""
+    if settings.input and inputs and inputs.get(settings.input):
+        return CheckpointLocation(as_prefix(inputs[settings.input]), f"input:{settings.input}")
+    if settings.template:
+        fields = {
+            "project": execution.ref.project,
+            "domain": execution.ref.domain,
+            "name": execution.ref.name,
+            "node_id": attempt.ref.node_id,
+            "inputs": _Fields(inputs or {}),
+            "labels": _Fields(execution.labels),
+        }
+        try:
+            uri = string.Formatter().vformat(settings.template, (), fields)
+        except (KeyError, AttributeError, IndexError, ValueError) as e:
+            return CheckpointLocation(
+                None, "template", f"checkpoint template field {e} is not known for this execution"
+            )
+        return CheckpointLocation(as_prefix(uri), "template")
+    if attempt.checkpoint_uri:
+        return CheckpointLocation(as_prefix(attempt.checkpoint_uri), "flyte-checkpoint")
+    return CheckpointLocation(None, None, "no checkpoint location known")
+
+
+def as_prefix(uri: str) -> str:
+    """A checkpoint location is listed as a prefix, with its trailing `/`."""
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def written_after(listing: PrefixListing, signal: SignalHit | None) -> bool | None:
+    """Whether the newest checkpoint object is younger than the death signal."""
+    if signal is None or listing.latest is None:
+        return None
+    return listing.latest > signal.at
+
+
+def console_link(console_url: str | None, project: str, domain: str, name: str) -> str | None:
+    if not console_url:
+        return None
+    return f"{console_url.rstrip('/')}/projects/{project}/domains/{domain}/executions/{name}"
+
+
+def explore_link(
+    grafana_url: str | None,
+    datasource: str,
+    selector: str,
+    start: datetime,
+    end: datetime,
+) -> str | None:
+    """A Grafana Explore link to the pod's logs around the signal."""
+    if not grafana_url:
+        return None
+    import json
+    from urllib.parse import quote
+
+    left = {
+        "datasource": datasource,
+        "queries": [{"refId": "A", "expr": selector, "datasource": datasource}],
+        "range": {
+            "from": str(int(start.timestamp() * 1000)),
+            "to": str(int(end.timestamp() * 1000)),
+        },
+    }
+    return f"{grafana_url.rstrip('/')}/explore?orgId=1&left={quote(json.dumps(left, separators=(',', ':')))}"

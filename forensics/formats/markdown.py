@@ -1,0 +1,103 @@
+"""An incident report in Markdown, ready to paste into a postmortem."""
+
+from __future__ import annotations
+
+from forensics.formats import checkpoint_summary, coverage_line, short_time
+from forensics.model import Finding, Report
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _timeline(f: Finding) -> list[str]:
+    rows: list[tuple[object, str]] = []
+    if f.signal:
+        rows.append(
+            (
+                f.signal.at,
+                f"{f.signal.signal} death signal in pod `{f.signal.namespace}/{f.signal.pod}`",
+            )
+        )
+    if f.succeeded_at:
+        rows.append((f.succeeded_at, "Flyte marks the attempt **SUCCEEDED**"))
+    lines = [f"- {short_time(t)} — {text}" for t, text in sorted(rows, key=lambda r: r[0])]
+    lines.append(f"- `outputs.pb`: {'written' if f.outputs_written else '**missing**'}")
+    ck = f.checkpoint
+    where = f" at `{ck.uri}`" if ck.uri else ""
+    lines.append(f"- checkpoint{where}: {checkpoint_summary(ck)}")
+    if ck.written_after_signal:
+        lines.append("- checkpoint objects were written after the signal")
+    for note in f.evidence:
+        lines.append(f"- note: {note}")
+    if f.relaunched_as:
+        lines.append(f"- already relaunched as `{f.relaunched_as}`")
+    for name, url in f.links.items():
+        lines.append(f"- [{name}]({url})")
+    return lines
+
+
+def render(report: Report, *, width: int = 100) -> str:
+    w = report.window
+    s = report.summary
+    out = [
+        "# Silently-green elastic attempts",
+        "",
+        f"- Window: {short_time(w.start)} → {short_time(w.end)} (end exclusive)",
+        f"- Tool: {report.tool}",
+        f"- Coverage: {'complete' if report.complete else '**INCOMPLETE**'}",
+        f"- Result: {coverage_line(report)}",
+        "",
+    ]
+    if report.gaps:
+        out += [
+            "## Gaps (parts of the window not read)",
+            "",
+            "| source | start | end | error |",
+            "|---|---|---|---|",
+        ]
+        for g in report.gaps:
+            out.append(
+                f"| {g.source} | {short_time(g.start)} | {short_time(g.end)} | {_cell(g.error)} |"
+            )
+        out.append("")
+    out += [
+        "## Counts",
+        "",
+        "| class | attempts |",
+        "|---|---|",
+        f"| affected | {s.affected} |",
+        f"| suspected | {s.suspected} |",
+    ]
+    for k, v in sorted(s.cleared.items()):
+        out.append(f"| cleared: {k} | {v} |")
+    out.append("")
+    out += ["## Findings", ""]
+    if not report.findings:
+        out += ["None.", ""]
+    else:
+        out += [
+            "| verdict | execution | node/attempt | signal (UTC) | succeeded (UTC) | checkpoint |",
+            "|---|---|---|---|---|---|",
+        ]
+        for f in report.findings:
+            sig = f"{f.signal.signal} {short_time(f.signal.at)}" if f.signal else "—"
+            out.append(
+                f"| {f.verdict} | `{f.attempt.execution}` | {f.attempt.node_id}/{f.attempt.attempt} "
+                f"| {sig} | {short_time(f.succeeded_at)} | {_cell(checkpoint_summary(f.checkpoint))} |"
+            )
+        out.append("")
+        for f in report.findings:
+            out += [
+                f"### `{f.attempt.execution}` {f.attempt.node_id}/{f.attempt.attempt} "
+                f"({f.verdict})",
+                "",
+            ]
+            out += _timeline(f)
+            out.append("")
+        todo = sorted({str(f.attempt.execution) for f in report.findings if not f.relaunched_as})
+        if todo:
+            out += ["## Relaunch", "", "Review, then run:", "", "```sh"]
+            out += [f"elastic-audit relaunch {ref}" for ref in todo]
+            out += ["```", ""]
+    return "\n".join(out)

@@ -1,0 +1,707 @@
+"""The reference incident (SPEC §1) and its neighbours: one execution per verdict and not-finding class.
+
+Each neighbour is built the way the real systems would record it: the elastic agent's log lines in
+the task pod's stream (in the variants FACTS §3 lists), flytekit's JSON lines, propeller's success
+line, Admin's closures and the objects in S3. `reference_scenario()` is what `demo` and the
+end-to-end tests scan; `EXPECTED` says what a correct scan of it must conclude.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from forensics.model import UTC, to_ns
+from forensics.sandbox.scenario import (
+    SandboxAttempt,
+    SandboxExecution,
+    SandboxLogLine,
+    SandboxNode,
+    SandboxObject,
+    SandboxTask,
+    Scenario,
+)
+
+WINDOW_START = datetime(2026, 9, 4, tzinfo=UTC)
+WINDOW_END = datetime(2026, 9, 11, tzinfo=UTC)
+MODELS_BUCKET = "exa-models"
+REFERENCE = ("gs1", "production", "azvg5f9v9974m78fvlf7")
+REFERENCE_CHECKPOINT = "s3://exa-models/checkpoints/gs1-distill/bigmodel-c42-nem1b-a2-lr5em5-v1/"
+
+
+@dataclass(frozen=True)
+class LabelNames:
+    """The stream label names a collector uses (promtail's defaults, or otel's `k8s_*`)."""
+
+    namespace: str = "namespace"
+    pod: str = "pod"
+    container: str = "container"
+
+
+OTEL_LABELS = LabelNames("k8s_namespace_name", "k8s_pod_name", "k8s_container_name")
+
+
+def _t(day: int, hh: int, mm: int, ss: int, us: int = 0) -> datetime:
+    return datetime(2026, 9, day, hh, mm, ss, us, tzinfo=UTC)
+
+
+def glog_agent_line(at: datetime, pid: int, sig: str = "15") -> str:
+    """torch ≥ 2.x agent warning in glog format (Python ≥ 3.11 renders SIGTERM as `15`)."""
+    return (
+        f"W{at:%m%d} {at:%H:%M:%S.%f} {pid} torch/distributed/elastic/agent/server/api.py:753] "
+        f"Received {sig} death signal, shutting down workers"
+    )
+
+
+def glog_closing_line(at: datetime, pid: int, child: int, sig: str = "SIGTERM") -> str:
+    return (
+        f"W{at:%m%d} {at:%H:%M:%S.%f} {pid} torch/distributed/elastic/multiprocessing/api.py:871] "
+        f"Closing process {child} via signal {sig}"
+    )
+
+
+def flytekit_json(at: datetime, level: str, message: str, exc: str | None = None) -> str:
+    doc: dict[str, str] = {
+        "asctime": f"{at:%Y-%m-%d %H:%M:%S},{at.microsecond // 1000:03d}",
+        "name": "flytekit",
+        "levelname": level,
+        "message": message,
+    }
+    if exc:
+        doc["exc_info"] = exc
+    return json.dumps(doc)
+
+
+def propeller_success(
+    at: datetime, exec_id: str, ns: str, node: str, tasktype: str, wf: str
+) -> str:
+    plugin = "pytorch" if tasktype == "pytorch" else "container"
+    return json.dumps(
+        {
+            "json": {
+                "exec_id": exec_id,
+                "node": node,
+                "ns": ns,
+                "routine": "worker-3",
+                "src": "plugin_manager.go:327",
+                "tasktype": tasktype,
+                "wf": wf,
+            },
+            "level": "info",
+            "msg": f"Plugin [{plugin}] returned no outputReader, assuming file based outputs",
+            "ts": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        separators=(",", ":"),
+    )
+
+
+def cri(at: datetime, msg: str, stream: str = "stderr") -> str:
+    return f"{at:%Y-%m-%dT%H:%M:%S.%f}000Z {stream} F {msg}"
+
+
+def docker_json(at: datetime, msg: str, stream: str = "stderr") -> str:
+    return json.dumps({"log": msg + "\n", "stream": stream, "time": f"{at:%Y-%m-%dT%H:%M:%S.%f}Z"})
+
+
+class ScenarioBuilder:
+    """Accumulates executions, their log lines and S3 objects into a Scenario."""
+
+    def __init__(self, labels: LabelNames = LabelNames()) -> None:
+        self.labels = labels
+        self.scenario = Scenario(buckets={MODELS_BUCKET, "flyte-metadata"})
+        self._tasks: dict[tuple[str, str, str, str], SandboxTask] = {}
+
+    def task(
+        self, project: str, domain: str, name: str, task_type: str = "python-task", version: int = 1
+    ) -> SandboxTask:
+        key = (project, domain, name, "v1")
+        if key not in self._tasks:
+            t = SandboxTask(project, domain, name, "v1", task_type, version)
+            self._tasks[key] = t
+            self.scenario.tasks.append(t)
+        return self._tasks[key]
+
+    def log(self, at: datetime, ns: str, pod: str, container: str, line: str) -> None:
+        labels = {self.labels.namespace: ns, self.labels.pod: pod, self.labels.container: container}
+        self.scenario.log_lines.append(SandboxLogLine(to_ns(at), labels, line))
+
+    def propeller(self, at: datetime, ex: SandboxExecution, node: str, tasktype: str) -> None:
+        ns = f"{ex.project}-{ex.domain}"
+        wf = f"{ex.project}:{ex.domain}:wf.train"
+        self.log(
+            at,
+            "flyte",
+            "flytepropeller-6d9c7b7d8-x2k9q",
+            "flytepropeller",
+            propeller_success(at, ex.name, ns, node, tasktype, wf),
+        )
+
+    def signal_pod(
+        self,
+        at: datetime,
+        ns: str,
+        pod: str,
+        container: str,
+        *,
+        wrap: str = "raw",
+        sig: str = "15",
+        pid: int = 107,
+        plugin_lines: bool = True,
+    ) -> None:
+        """The lines a preempted elastic pod logs: agent warning, worker teardown, flytekit."""
+
+        def emit(t: datetime, msg: str) -> None:
+            if wrap == "cri":
+                msg = cri(t, msg)
+            elif wrap == "docker":
+                msg = docker_json(t, msg)
+            self.log(t, ns, pod, container, msg)
+
+        emit(at, glog_agent_line(at, pid, sig))
+        emit(at + timedelta(milliseconds=2), glog_closing_line(at, pid, pid + 43))
+        if plugin_lines:
+            signum = {"15": 15, "Signals.SIGTERM": 15, "2": 2, "Signals.SIGINT": 2}.get(sig, 15)
+            emit(
+                at + timedelta(seconds=1),
+                flytekit_json(
+                    at + timedelta(seconds=1),
+                    "ERROR",
+                    f"Elastic launch agent process terminating: Process {pid} got signal: {signum}",
+                    "Traceback (most recent call last):\n ... SignalException: "
+                    f"Process {pid} got signal: {signum}",
+                ),
+            )
+            emit(
+                at + timedelta(seconds=1, milliseconds=1),
+                flytekit_json(
+                    at + timedelta(seconds=1, milliseconds=1),
+                    "WARNING",
+                    "User-scoped IgnoreOutputs received! Outputs.pb will not be uploaded. "
+                    "reason USER:RuntimeError: error=, cause=!!",
+                ),
+            )
+
+    def add(self, ex: SandboxExecution) -> SandboxExecution:
+        self.scenario.executions.append(ex)
+        return ex
+
+    def checkpoint_objects(self, prefix: str, times: list[datetime]) -> None:
+        bucket, _, key = prefix.removeprefix("s3://").partition("/")
+        self.scenario.buckets.add(bucket)
+        for i, t in enumerate(times):
+            self.scenario.objects.append(
+                SandboxObject(bucket, f"{key}step-{(i + 1) * 1000:07d}/model.pt", b"ckpt", t)
+            )
+
+    def build(self) -> Scenario:
+        return self.scenario
+
+
+def _pods(name: str, node: str, attempt: int) -> list[str]:
+    return [f"{name}-{node}-{attempt}"]
+
+
+def reference_scenario(labels: LabelNames = LabelNames()) -> Scenario:
+    """The reference incident and one neighbour for every verdict and not-finding class."""
+    from forensics.evidence import generated_name
+
+    b = ScenarioBuilder(labels)
+    gs1 = ("gs1", "production")
+    ns = "gs1-production"
+
+    # 1. The reference incident (SPEC §1): single-node Elastic, SIGTERM, success 7 s later,
+    #    no outputs.pb, empty checkpoint prefix given as the `checkpoint_dir` input.
+    name = REFERENCE[2]
+    sig_at = _t(10, 19, 45, 22)
+    ok_at = _t(10, 19, 45, 29)
+    task = b.task(*gs1, "bigmodel.train")
+    ex = b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(10, 11, 2, 5),
+            ok_at + timedelta(seconds=3),
+            inputs={"checkpoint_dir": REFERENCE_CHECKPOINT, "model": "bigmodel-c42-nem1b"},
+            labels={"team": "distill"},
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [
+                        SandboxAttempt(
+                            0, "SUCCEEDED", _t(10, 11, 2, 30), ok_at, _pods(name, "n0", 0), task
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    b.signal_pod(sig_at, ns, f"{name}-n0-0", f"{name}-n0-0")
+    b.propeller(ok_at, ex, "n0", "python-task")
+
+    # 2. Multi-node Elastic (PyTorchJob): both workers signalled (Python 3.10 rendering,
+    #    CRI-wrapped) → ONE finding; Flyte's own checkpoint holds steps written before the signal.
+    name = "bq7k2m9x4c8d1f6h3j5n"
+    pt = b.task(*gs1, "bigmodel.train_multinode", task_type="pytorch")
+    sig_at = _t(9, 3, 12, 40)
+    ok_at = _t(9, 3, 12, 51)
+    ck = f"s3://flyte-metadata/raw/ab/{name}-n0-0/_flytecheckpoints/"
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(8, 22, 0, 0),
+            ok_at + timedelta(seconds=2),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    checkpoint_uri=ck,
+                    attempts=[
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(8, 22, 0, 30),
+                            ok_at,
+                            [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"],
+                            pt,
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    b.signal_pod(
+        sig_at + timedelta(milliseconds=400),
+        ns,
+        f"{name}-n0-0-worker-1",
+        "pytorch",
+        wrap="cri",
+        sig="Signals.SIGTERM",
+        pid=88,
+    )
+    b.signal_pod(
+        sig_at, ns, f"{name}-n0-0-worker-0", "pytorch", wrap="cri", sig="Signals.SIGTERM", pid=87
+    )
+    b.checkpoint_objects(ck, [_t(9, 1, 0, 0), _t(9, 2, 0, 0), _t(9, 3, 0, 0)])
+
+    # 3. SIGINT, docker-json wrapped, in the development domain; the checkpoint template
+    #    finds nothing → empty. A later relaunch of it exists already → relaunched_as.
+    dev = ("gs1", "development")
+    name = "c3p8r2w6y1t5u9e4o7i0"
+    sig_at = _t(6, 8, 30, 0)
+    ok_at = _t(6, 8, 30, 4)
+    b.add(
+        SandboxExecution(
+            *dev,
+            name,
+            "SUCCEEDED",
+            _t(6, 7, 0, 0),
+            ok_at + timedelta(seconds=2),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(6, 7, 0, 20),
+                            ok_at,
+                            _pods(name, "n0", 0),
+                            b.task(*dev, "small.train"),
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    b.signal_pod(sig_at, "gs1-development", f"{name}-n0-0", f"{name}-n0-0", wrap="docker", sig="2")
+    relaunch = "d5a1s9d3f7g2h6j0k4l8"
+    b.add(
+        SandboxExecution(
+            *dev,
+            relaunch,
+            "RUNNING",
+            _t(7, 9, 0, 0),
+            _t(7, 9, 5, 0),
+            mode="RELAUNCH",
+            reference_execution=(*dev, name),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "RUNNING",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "RUNNING",
+                            _t(7, 9, 0, 30),
+                            None,
+                            _pods(relaunch, "n0", 0),
+                            b.task(*dev, "small.train"),
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+
+    # 4. Hashed pod name: a user-named execution so long that the pod name is `f` + base32.
+    name = "nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"
+    pod = generated_name([name, "n0", 0])
+    sig_at = _t(5, 2, 10, 0)
+    ok_at = _t(5, 2, 10, 9)
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(4, 20, 0, 0),
+            ok_at + timedelta(seconds=1),
+            inputs={"checkpoint_dir": "s3://exa-models/checkpoints/gs1-distill/nightly/"},
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [SandboxAttempt(0, "SUCCEEDED", _t(4, 20, 1, 0), ok_at, [pod], task)],
+                )
+            ],
+        )
+    )
+    b.signal_pod(sig_at, ns, pod, pod)
+    b.checkpoint_objects(
+        "s3://exa-models/checkpoints/gs1-distill/nightly/", [_t(5, 1, 0, 0), _t(5, 2, 10, 5)]
+    )
+
+    # 5. Nested (dynamic) node: the elastic task runs as n0-0-dn1 under a dynamic parent.
+    name = "e8r4t2y6u0i3o7p1a5s9"
+    sig_at = _t(7, 14, 0, 0)
+    ok_at = _t(7, 14, 0, 6)
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(7, 12, 0, 0),
+            ok_at + timedelta(seconds=5),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    is_parent=True,
+                    is_dynamic=True,
+                    attempts=[
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(7, 12, 0, 10),
+                            _t(7, 12, 0, 40),
+                            _pods(name, "n0", 0),
+                            b.task(*gs1, "sweep.plan", version=0),
+                            write_outputs=True,
+                        )
+                    ],
+                ),
+                SandboxNode(
+                    "n0-0-dn1",
+                    "SUCCEEDED",
+                    spec_node_id="dn1",
+                    parent_unique_id="n0",
+                    attempts=[
+                        SandboxAttempt(
+                            0, "SUCCEEDED", _t(7, 12, 1, 0), ok_at, _pods(name, "n0-0-dn1", 0), task
+                        )
+                    ],
+                ),
+            ],
+        )
+    )
+    b.signal_pod(sig_at, ns, f"{name}-n0-0-dn1-0", f"{name}-n0-0-dn1-0")
+
+    # 6. Not a finding: signalled, but rank 0 had finished and outputs.pb was written.
+    name = "f1g5h9j3k7l2z6x0c4v8"
+    sig_at = _t(8, 10, 0, 0)
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(8, 9, 0, 0),
+            _t(8, 10, 0, 9),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(8, 9, 0, 5),
+                            _t(8, 10, 0, 7),
+                            _pods(name, "n0", 0),
+                            task,
+                            write_outputs=True,
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    b.signal_pod(sig_at, ns, f"{name}-n0-0", f"{name}-n0-0", plugin_lines=False)
+
+    # 7. Not a finding: signalled attempt failed (exit 143) and was retried successfully.
+    name = "g2h6j0k4l8q3w7e1r5t9"
+    sig_at = _t(8, 16, 0, 0)
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(8, 15, 0, 0),
+            _t(8, 18, 0, 5),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "RETRYABLE_FAILED",
+                            _t(8, 15, 0, 5),
+                            sig_at + timedelta(seconds=30),
+                            _pods(name, "n0", 0),
+                            task,
+                            write_error=True,
+                        ),
+                        SandboxAttempt(
+                            1,
+                            "SUCCEEDED",
+                            _t(8, 16, 1, 0),
+                            _t(8, 18, 0, 0),
+                            _pods(name, "n0", 1),
+                            task,
+                            write_outputs=True,
+                        ),
+                    ],
+                )
+            ],
+        )
+    )
+    b.signal_pod(sig_at, ns, f"{name}-n0-0", f"{name}-n0-0", plugin_lines=False)
+
+    # 8. Not a finding: the operator SIGTERMed worker-1 after worker-0's genuine failure;
+    #    the attempt and the execution failed.
+    name = "h3j7k1l5z9x4c8v2b6n0"
+    sig_at = _t(9, 20, 0, 10)
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "FAILED",
+            _t(9, 19, 0, 0),
+            _t(9, 20, 0, 30),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "FAILED",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "FAILED",
+                            _t(9, 19, 0, 5),
+                            _t(9, 20, 0, 20),
+                            [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"],
+                            pt,
+                            write_error=True,
+                            reason="worker-0: CUDA error",
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    b.signal_pod(sig_at, ns, f"{name}-n0-0-worker-1", "pytorch")
+
+    # 9. Not a finding: a pod that is no Flyte task pod (a notebook in a team namespace).
+    b.signal_pod(
+        _t(7, 4, 0, 0), "research-notebooks", "jupyter-alice-0", "notebook", plugin_lines=False
+    )
+
+    # 10. Suspected: elastic success with no outputs.pb and no log lines at all (logs expired).
+    name = "j4k8l2z6x0c3v7b1n5m9"
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(5, 10, 0, 0),
+            _t(5, 12, 0, 2),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(5, 10, 0, 5),
+                            _t(5, 12, 0, 0),
+                            _pods(name, "n0", 0),
+                            task,
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+
+    # 11. Healthy elastic success with outputs; 12. a plain python task (not elastic) without
+    #     outputs; 13. a map task (array node, python-task v1) without outputs: not findings.
+    name = "k5l9z3x7c1v5b9n3m7q1"
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(6, 10, 0, 0),
+            _t(6, 11, 0, 2),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(6, 10, 0, 5),
+                            _t(6, 11, 0, 0),
+                            _pods(name, "n0", 0),
+                            task,
+                            write_outputs=True,
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    name = "l6z0x4c8v2b6n0m4q8w2"
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(6, 12, 0, 0),
+            _t(6, 12, 5, 0),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(6, 12, 0, 5),
+                            _t(6, 12, 4, 0),
+                            _pods(name, "n0", 0),
+                            b.task(*gs1, "etl.load", version=0),
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    name = "m7x1c5v9b3n7m1q5w9e3"
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(6, 13, 0, 0),
+            _t(6, 13, 5, 0),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    is_array=True,
+                    attempts=[
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(6, 13, 0, 5),
+                            _t(6, 13, 4, 0),
+                            _pods(name, "n0", 0),
+                            b.task(*gs1, "etl.map_shards"),
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+
+    # 14. Outside the window: a preemption on 2026-09-02 must not be reported for [09-04, 09-11).
+    name = "n8c2v6b0n4m8q2w6e0r4"
+    b.add(
+        SandboxExecution(
+            *gs1,
+            name,
+            "SUCCEEDED",
+            _t(2, 1, 0, 0),
+            _t(2, 2, 0, 9),
+            nodes=[
+                SandboxNode(
+                    "n0",
+                    "SUCCEEDED",
+                    [
+                        SandboxAttempt(
+                            0,
+                            "SUCCEEDED",
+                            _t(2, 1, 0, 5),
+                            _t(2, 2, 0, 7),
+                            _pods(name, "n0", 0),
+                            task,
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    b.signal_pod(_t(2, 2, 0, 0), ns, f"{name}-n0-0", f"{name}-n0-0")
+
+    # Unrelated noise in the task namespaces: ordinary training logs that Loki filters out.
+    for i in range(200):
+        at = WINDOW_START + timedelta(minutes=47 * i)
+        b.log(
+            at,
+            ns,
+            "k5l9z3x7c1v5b9n3m7q1-n0-0",
+            "k5l9z3x7c1v5b9n3m7q1-n0-0",
+            f"step {i * 100} loss={1.0 / (i + 1):.4f} lr=5e-5",
+        )
+    return b.build()
+
+
+# What a correct scan of reference_scenario() over [WINDOW_START, WINDOW_END) concludes.
+EXPECTED_FINDINGS = {
+    ("gs1", "production", "azvg5f9v9974m78fvlf7", "n0", 0): "affected",
+    ("gs1", "production", "bq7k2m9x4c8d1f6h3j5n", "n0", 0): "affected",
+    ("gs1", "development", "c3p8r2w6y1t5u9e4o7i0", "n0", 0): "affected",
+    (
+        "gs1",
+        "production",
+        "nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain",
+        "n0",
+        0,
+    ): "affected",
+    ("gs1", "production", "e8r4t2y6u0i3o7p1a5s9", "n0-0-dn1", 0): "affected",
+    ("gs1", "production", "j4k8l2z6x0c3v7b1n5m9", "n0", 0): "suspected",
+}
+EXPECTED_CLEARED = {
+    "outputs-written": 2,  # 7's successful retry and 11 (healthy, no signal)
+    "signal-then-outputs-written": 1,  # 6
+    "signal-then-failed-and-retried": 1,  # 7
+    "signal-then-execution-failed": 1,  # 8
+    "signal-not-a-flyte-task-pod": 1,  # 9
+}

@@ -1,0 +1,24 @@
+"""The otel collector's label names (`k8s_*`) work through the config file alone.
+
+A module of its own: the sandbox's S3 (moto) is process-global, so only one sandbox runs at a time.
+"""
+
+from __future__ import annotations
+
+import json
+
+from scan_support import OTEL_CONFIG, WINDOW, key, run
+
+from forensics.sandbox.incident import EXPECTED_FINDINGS, OTEL_LABELS, reference_scenario
+from forensics.sandbox.stack import sandbox
+
+
+def test_otel_label_names_through_the_config_file(tmp_path, monkeypatch, capsys):
+    with sandbox(reference_scenario(OTEL_LABELS)) as b:
+        for k, v in b.env.items():
+            monkeypatch.setenv(k, v)
+        cfg = tmp_path / "otel.toml"
+        cfg.write_text(OTEL_CONFIG)
+        code, out, _ = run(["scan", *WINDOW, "-o", "json", "--config", str(cfg)], capsys)
+    assert code == 1
+    assert {key(f): f["verdict"] for f in json.loads(out)["findings"]} == EXPECTED_FINDINGS
