@@ -68,7 +68,8 @@ def _register() -> None:
     from forensics.commands import (  # noqa: F401
         demo,
         fix,
-        pin_bump,  # noqa: F401
+        pin_bump,
+        relaunch,
         scan,
         show,
     )
@@ -87,16 +88,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except SystemExit:
-        raise
-    except Exception as e:  # click usage errors and aborts
-        import click
-
-        if isinstance(e, click.exceptions.Abort):
-            typer.echo("elastic-audit: aborted", err=True)
-            sys.exit(130)
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(2 if isinstance(e, click.UsageError) else e.exit_code)
-        raise
+    except typer.Abort:
+        typer.echo("elastic-audit: aborted", err=True)
+        sys.exit(130)
+    except typer.TyperException as e:  # usage errors from argument parsing (typer's own click)
+        show = getattr(e, "show", None)
+        if show is not None:
+            show()
+        else:
+            typer.echo(f"elastic-audit: error: {e}", err=True)
+        sys.exit(getattr(e, "exit_code", 2) or 2)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,177 @@
+"""`elastic-audit relaunch`: bring affected runs back exactly once, confirmed and audited."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from forensics.cli import OutputFormat, app, check_output, default_output
+from forensics.commands.common import (
+    CheckpointInputOpt,
+    CheckpointTemplateOpt,
+    ConfigOpt,
+    FlyteConfigOpt,
+    LokiUrlOpt,
+    OutputOpt,
+    VerboseOpt,
+    emit,
+    settings_from_flags,
+    setup_logging,
+)
+from forensics.errors import UsageError
+from forensics.identifiers import FORMS, parse_execution
+
+EXAMPLES = f"""
+Examples:
+
+  elastic-audit relaunch gs1:production:azvg5f9v9974m78fvlf7 --dry-run
+
+  elastic-audit relaunch --from-report incident.json --yes -o json
+
+EXECUTION forms: {FORMS}.
+Each relaunch uses RelaunchExecution with overwrite_cache (never RecoverExecution) under a name
+derived from the original, so running this twice never creates a second execution.
+Exit codes: 0 all relaunched / already relaunched / dry-run, 1 any refused, 3 Flyte Admin failed
+for any, 2 usage error (or no terminal to confirm on and no --yes).
+"""
+
+
+def _describe_checkpoint(ck) -> str:  # noqa: ANN001
+    if ck is None:
+        return "checkpoint not inspected"
+    if ck.state == "present":
+        return f"checkpoint has {ck.objects} object(s), newest {ck.latest:%Y-%m-%d %H:%M:%SZ}: training resumes from it"
+    if ck.state == "empty":
+        return f"checkpoint {ck.uri} is empty: training restarts from scratch"
+    return f"checkpoint unknown ({ck.reason}): check it before relying on a resume"
+
+
+def _table(outcomes) -> str:  # noqa: ANN001
+    buf = io.StringIO()
+    console = Console(file=buf, width=100, no_color=True, highlight=False)
+    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    t.add_column("execution", overflow="fold")
+    t.add_column("status", no_wrap=True)
+    t.add_column("relaunched as", overflow="fold")
+    t.add_column("reason", overflow="fold")
+    for o in outcomes:
+        t.add_row(
+            str(o.execution), o.status, o.relaunched_as.name if o.relaunched_as else "—", o.reason
+        )
+    console.print(t)
+    return buf.getvalue()
+
+
+@app.command(epilog=EXAMPLES)
+def relaunch(
+    executions: list[str] = typer.Argument(
+        None, help="Executions to relaunch (see forms below).", show_default=False
+    ),
+    from_report: str = typer.Option(
+        None,
+        "--from-report",
+        help="A JSON report from `scan`: relaunch its affected and suspected findings.",
+        show_default=False,
+    ),
+    project: str = typer.Option(
+        None, "--project", help="Project of bare execution names.", show_default=False
+    ),
+    domain: str = typer.Option(
+        None, "--domain", help="Domain of bare execution names.", show_default=False
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the exact requests; change nothing."
+    ),
+    yes: bool = typer.Option(
+        False, "--yes", "-y", help="Do not ask for confirmation (for scripts)."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Relaunch even when the re-check says not affected."
+    ),
+    audit_log: str = typer.Option(
+        None,
+        "--audit-log",
+        help="Audit log (JSON lines; default $XDG_STATE_HOME/elastic-audit/audit.jsonl).",
+        show_default=False,
+    ),
+    loki_url: str = LokiUrlOpt,
+    flyte_config: str = FlyteConfigOpt,
+    config: str = ConfigOpt,
+    checkpoint_input: str = CheckpointInputOpt,
+    checkpoint_template: str = CheckpointTemplateOpt,
+    output: OutputFormat = OutputOpt,
+    verbose: bool = VerboseOpt,
+) -> None:
+    """Relaunch affected executions with RelaunchExecution + overwrite_cache, exactly once."""
+    setup_logging(verbose)
+    fmt = check_output(default_output(output), (OutputFormat.table, OutputFormat.json))
+    from forensics.relaunch import AuditLog, Relauncher, default_audit_log, executions_from_report
+
+    refs = [parse_execution(e, project=project, domain=domain) for e in executions or []]
+    if from_report:
+        refs += [r for r in executions_from_report(from_report) if r not in refs]
+    if not refs:
+        raise UsageError("nothing to relaunch: name executions or give --from-report FILE")
+    interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    if not (yes or dry_run or interactive):
+        raise UsageError(
+            "no terminal to confirm on: pass --yes to relaunch, or --dry-run to preview"
+        )
+    settings = settings_from_flags(
+        config=config,
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
+    from forensics.scan import Scanner, build_sources
+    from forensics.show import build_timeline
+
+    scanner = Scanner(settings, *build_sources(settings))
+
+    def recheck(ref):  # noqa: ANN001, ANN202
+        tl = build_timeline(scanner, ref)
+        ck = next(
+            (a.checkpoint for a in tl.attempts if a.verdict in ("affected", "suspected")), None
+        )
+        return tl.verdict, _describe_checkpoint(ck)
+
+    audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
+    relauncher = Relauncher(scanner.admin, recheck, audit)
+    plans = [relauncher.plan(r, force=force) for r in refs]
+
+    if not dry_run and not yes:
+        for p in plans:
+            state = p.refusal or (
+                f"already relaunched as {p.existing}"
+                if p.existing
+                else f"{p.verdict}: will relaunch; {p.checkpoint}"
+            )
+            typer.echo(f"  {p.execution}: {state}", err=True)
+        todo = [p for p in plans if not p.refusal and p.existing is None]
+        if todo and not typer.confirm(f"Relaunch {len(todo)} execution(s)?", err=True):
+            typer.echo("elastic-audit: nothing relaunched", err=True)
+            raise typer.Exit(1)
+    outcomes = [relauncher.execute(p, dry_run=dry_run) for p in plans]
+    if dry_run and fmt is OutputFormat.table:
+        for o in outcomes:
+            if o.status == "dry-run":
+                typer.echo("RelaunchExecution " + json.dumps(o.request, sort_keys=True), err=True)
+    if fmt is OutputFormat.json:
+        emit(
+            json.dumps(
+                [o.as_dict() | ({"request": o.request} if dry_run else {}) for o in outcomes],
+                indent=2,
+            )
+        )
+    else:
+        emit(_table(outcomes))
+    from forensics.relaunch import exit_code
+
+    raise typer.Exit(exit_code(outcomes))
