@@ -1,0 +1,217 @@
+"""`elastic-audit fix`: show the bundled plugin patch, apply it to a source tree, check for the fix."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from forensics.cli import OutputFormat, app, check_output, default_output
+from forensics.commands.common import emit
+from forensics.errors import UsageError
+from forensics.patch import (
+    PATCH_NAME,
+    ApplyResult,
+    CheckResult,
+    apply,
+    check_environment,
+    check_source,
+    load_patch,
+    parse_patch,
+)
+
+fix_app = typer.Typer(
+    name="fix",
+    help="The plugin fix: show the patch, apply it to a source tree, check an environment or tree.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(fix_app, name="fix")
+
+_TABLE_OR_JSON = (OutputFormat.table, OutputFormat.json)
+
+OutputArg = Annotated[
+    OutputFormat | None,
+    typer.Option("-o", "--output", help="table (terminal default) or json.", show_default=False),
+]
+NoProgressArg = Annotated[
+    bool, typer.Option("--no-progress", help="No spinner on stderr (none when not a terminal).")
+]
+
+SHOW_EXAMPLES = """\
+Examples:
+
+  # review the patch, or feed it to git at the root of a flytekit checkout
+  elastic-audit fix show | less
+  elastic-audit fix show | git apply
+
+  # the patch as data: name, files, sha256, text
+  elastic-audit fix show -o json
+"""
+
+APPLY_EXAMPLES = """\
+Examples:
+
+  # a flytekit checkout (or your fork), at its root
+  elastic-audit fix apply ~/src/flytekit
+
+  # the plugin's own directory, or an unpacked sdist
+  elastic-audit fix apply ~/src/flytekit/plugins/flytekit-kf-pytorch
+  pip download --no-deps --no-binary :all: flytekitplugins-kfpytorch==1.16.31
+  tar xzf flytekitplugins_kfpytorch-1.16.31.tar.gz
+  elastic-audit fix apply flytekitplugins_kfpytorch-1.16.31
+
+  # would it apply? writes nothing
+  elastic-audit fix apply --check ~/src/flytekit
+
+Exit codes: 0 applied, already applied, or (--check) would apply;
+2 not a flytekit tree, or the source differs from the patch (nothing written).
+"""
+
+CHECK_EXAMPLES = """\
+Examples:
+
+  # is this interpreter's plugin safe?
+  elastic-audit fix check
+
+  # the interpreter your training image runs
+  elastic-audit fix check --python /opt/venv/bin/python
+
+  # a checkout or unpacked archive, statically (as pin-bump --require-fix does)
+  elastic-audit fix check --source ~/src/flytekit
+
+Exit codes: 0 fixed; 1 vulnerable; 2 not installed, unknown, or a usage error.
+"""
+
+
+def _print_rows(title: str, rows: list[tuple[str, str]]) -> None:
+    table = Table(title=title, box=None, show_header=False, pad_edge=False, title_justify="left")
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in rows:
+        table.add_row(key, value)
+    Console(highlight=False, soft_wrap=False).print(table)
+
+
+@fix_app.command("show", epilog=SHOW_EXAMPLES)
+def show(output: OutputArg = None, no_progress: NoProgressArg = False) -> None:
+    """Print the bundled patch (git format, against the flytekit repository layout).
+
+    The patch itself is printed unless -o json is given, also into a pipe, so that
+    `elastic-audit fix show | git apply` works.
+    """
+    text = load_patch()
+    if output is None or check_output(output, _TABLE_OR_JSON) == OutputFormat.table:
+        sys.stdout.write(text)
+        return
+    data = {
+        "name": PATCH_NAME,
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "files": [fp.path for fp in parse_patch(text)],
+        "patch": text,
+    }
+    emit(json.dumps(data, indent=2))
+
+
+def _render_apply(result: ApplyResult, fmt: OutputFormat) -> None:
+    if fmt == OutputFormat.json:
+        emit(json.dumps(result.to_dict(), indent=2))
+        return
+    _print_rows(
+        f"fix apply: {result.status}",
+        [
+            ("target", f"{result.target.root} ({result.target.description})"),
+            ("files", ", ".join(result.files)),
+            ("result", result.reason),
+        ],
+    )
+
+
+@fix_app.command("apply", epilog=APPLY_EXAMPLES)
+def apply_cmd(
+    directory: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DIR",
+            help="A flytekit checkout root, the plugin directory, or an unpacked sdist.",
+            show_default=False,
+        ),
+    ],
+    check: Annotated[
+        bool, typer.Option("--check", help="Only say whether the patch would apply; write nothing.")
+    ] = False,
+    output: OutputArg = None,
+    no_progress: NoProgressArg = False,
+) -> None:
+    """Apply the bundled patch to a source tree; idempotent, all files or none."""
+    fmt = check_output(default_output(output), _TABLE_OR_JSON)
+    result = apply(directory, check_only=check)
+    _render_apply(result, fmt)
+    raise typer.Exit(result.exit_code)
+
+
+def _check_rows(result: CheckResult) -> list[tuple[str, str]]:
+    rows = [("status", result.status), ("reason", result.reason)]
+    extra: list[tuple[str, Any]] = [
+        ("python", result.python),
+        ("plugin", result.plugin_version),
+        ("flytekit", result.flytekit_version),
+        ("torch", result.torch_version),
+        ("file", result.path),
+    ]
+    rows += [(k, str(v)) for k, v in extra if v]
+    rows += [(f"  {s.name}", f"{s.outcome}: {s.detail}") for s in result.scenarios]
+    return rows
+
+
+@fix_app.command("check", epilog=CHECK_EXAMPLES)
+def check_cmd(
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python",
+            metavar="EXE",
+            help="Interpreter to probe (default: the one running elastic-audit).",
+            show_default=False,
+        ),
+    ] = None,
+    source: Annotated[
+        Path | None,
+        typer.Option(
+            "--source",
+            metavar="DIR",
+            help="Check a checkout or unpacked archive statically instead.",
+            show_default=False,
+        ),
+    ] = None,
+    output: OutputArg = None,
+    no_progress: NoProgressArg = False,
+) -> None:
+    """Is the plugin safe from the silent-green bug?
+
+    Runs a probe in the target interpreter that drives the installed plugin with a real torch
+    SignalException(SIGTERM) (no cluster, no GPU), or checks a source tree with --source.
+    """
+    if python is not None and source is not None:
+        raise UsageError("--python and --source are two different checks; give one")
+    fmt = check_output(default_output(output), _TABLE_OR_JSON)
+    if source is not None:
+        result = check_source(source)
+    else:
+        console = Console(stderr=True)
+        if no_progress or not console.is_terminal:
+            result = check_environment(python)
+        else:
+            with console.status("probing the plugin in the target interpreter"):
+                result = check_environment(python)
+    if fmt == OutputFormat.json:
+        emit(json.dumps(result.to_dict(), indent=2))
+    else:
+        _print_rows(f"fix check ({result.mode})", _check_rows(result))
+    raise typer.Exit(result.exit_code)
