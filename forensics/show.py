@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from forensics.detect import classify_signalled, classify_unsignalled, earliest
 from forensics.evidence import (
     SIGNAL_LINE_REGEX,
-    corroboration,
     namespace_for,
+    parse_propeller_line,
     parse_signal,
     unwrap_runtime,
 )
@@ -192,15 +192,15 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                 Event(entry.at, "pod", f"{pod}: {_clip(unwrap_runtime(entry.line))}", tag)
             )
 
-    # Propeller lines that name this execution.
-    for entry in _read(
-        loki, build_query(lk.propeller_selector, [("|=", ref.name)]), window, lk, tl
-    ):
-        kind = corroboration(entry.line)
-        text = _clip(entry.line)
-        if kind:
-            text = f"[{kind}] {text}"
-        tl.events.append(Event(entry.at, "propeller", text))
+    # Propeller lines that name this execution (corroboration: logged on every success).
+    propeller_query = build_query(lk.propeller_selector, [("|=", ref.name)])
+    for entry in _read(loki, propeller_query, window, lk, tl):
+        ev = parse_propeller_line(unwrap_runtime(entry.line))
+        if ev is None:
+            tl.events.append(Event(entry.at, "propeller", _clip(unwrap_runtime(entry.line))))
+        elif ev.exec_id in (None, ref.name):
+            where = f" (node {ev.node})" if ev.node else ""
+            tl.events.append(Event(entry.at, "propeller", _clip(f"{ev.msg}{where}")))
 
     # Verdict per attempt, with S3.
     for a in attempts:

@@ -54,7 +54,7 @@ def _describe_checkpoint(ck) -> str:  # noqa: ANN001
 
 def _table(outcomes) -> str:  # noqa: ANN001
     buf = io.StringIO()
-    console = Console(file=buf, width=100, no_color=True, highlight=False)
+    console = Console(file=buf, width=100, no_color=True, highlight=False, markup=False)
     t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     t.add_column("execution", overflow="fold")
     t.add_column("status", no_wrap=True)

@@ -41,7 +41,7 @@ Exit codes: 0 shown, 3 a source failed (the timeline is incomplete), 2 bad input
 
 def render_table(tl: Timeline, width: int = 100) -> str:
     buf = io.StringIO()
-    console = Console(file=buf, width=width, no_color=True, highlight=False)
+    console = Console(file=buf, width=width, no_color=True, highlight=False, markup=False)
     ex = tl.execution
     console.print(f"Execution {ex.ref} — {ex.phase} — verdict: {tl.verdict.upper()}")
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")

@@ -32,7 +32,9 @@ def _when(f: Finding) -> tuple[str, str]:
 
 def render(report: Report, *, width: int = 100) -> str:
     buf = io.StringIO()
-    console = Console(file=buf, width=width, no_color=True, highlight=False, soft_wrap=False)
+    console = Console(
+        file=buf, width=width, no_color=True, highlight=False, soft_wrap=False, markup=False
+    )
     w = report.window
     console.print(f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)")
     if report.findings:

@@ -1,0 +1,69 @@
+"""demo: the whole job on the loopback sandbox, through the real CLI as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from forensics.sandbox.incident import EXPECTED_FINDINGS, REFERENCE_CHECKPOINT
+
+CLI = [sys.executable, "-m", "forensics"]
+
+
+def test_demo_reports_the_reference_incident_affected_with_an_empty_checkpoint():
+    r = subprocess.run(
+        [*CLI, "demo", "-o", "json", "--no-progress"], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    ref = next(f for f in report["findings"] if f["execution"]["name"] == "azvg5f9v9974m78fvlf7")
+    assert ref["verdict"] == "affected" and ref["signal"]["at"] == "2026-09-10T19:45:22Z"
+    assert (
+        ref["checkpoint"]["uri"] == REFERENCE_CHECKPOINT and ref["checkpoint"]["state"] == "empty"
+    )
+    assert len(report["findings"]) == len(EXPECTED_FINDINGS) and report["complete"] is True
+    assert "+ elastic-audit scan --since 2026-09-04T00:00:00Z" in r.stderr  # the real scan it ran
+
+
+def test_keep_running_prints_an_environment_other_commands_use():
+    proc = subprocess.Popen(
+        [*CLI, "demo", "--keep-running", "-o", "json", "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        env_lines: dict[str, str] = {}
+        seen = []
+        for line in proc.stdout:  # the scan's JSON, then NAME=value lines, the config last
+            seen.append(line)
+            name, eq, value = line.rstrip("\n").partition("=")
+            if eq and name.isupper() and name.replace("_", "").isalnum():
+                env_lines[name] = value
+                if name == "ELASTIC_AUDIT_CONFIG":
+                    break
+        for name in (
+            "LOKI_ADDR",
+            "FLYTE_PLATFORM_URL",
+            "FLYTE_PLATFORM_INSECURE",
+            "AWS_ENDPOINT_URL_S3",
+            "ELASTIC_AUDIT_CONFIG",
+        ):
+            assert name in env_lines, "".join(seen)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LOKI_", "FLYTE"))}
+        env.update(env_lines)
+        show = subprocess.run(
+            [*CLI, "show", "gs1:production:azvg5f9v9974m78fvlf7", "-o", "json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert show.returncode == 0, show.stderr
+        assert json.loads(show.stdout)["verdict"] == "affected"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
