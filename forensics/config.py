@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -63,6 +64,8 @@ class LokiSettings:
     grafana_explore_url: str | None = None  # e.g. https://grafana.example.com ; for report links
     grafana_datasource: str = "loki"
     timeout: float = 60.0
+    retries: int = 5  # per HTTP call, on 429/5xx/connection failures and cut-off bodies
+    retry_backoff: float = 0.5  # seconds; doubles per retry (a server's Retry-After wins)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class FlyteSettings:
     namespace_template: str = "{project}-{domain}"
     domains: tuple[str, ...] = ("development", "staging", "production")
     console_url: str | None = None
+    timeout: float = 30.0  # gRPC deadline of one Admin call, seconds
+    retries: int = 3  # per call, on UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED
+    retry_backoff: float = 0.5  # seconds; doubles per retry
 
 
 @dataclass(frozen=True)
@@ -128,8 +134,21 @@ def _workers(v: Any) -> int:
 
 
 def _float(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+    # TOML has nan and inf; neither is a usable timeout.
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
         raise ValueError("must be a positive number")
+    return float(v)
+
+
+def _retries(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 20:
+        raise ValueError("must be a whole number from 0 to 20")
+    return v
+
+
+def _backoff(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 600:
+        raise ValueError("must be a number of seconds from 0 to 600")
     return float(v)
 
 
@@ -155,12 +174,17 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "grafana_explore_url": _nonempty,
         "grafana_datasource": _nonempty,
         "timeout": _float,
+        "retries": _retries,
+        "retry_backoff": _backoff,
     },
     "flyte": {
         "config": _nonempty,
         "namespace_template": _template,
         "domains": _domains,
         "console_url": _nonempty,
+        "timeout": _float,
+        "retries": _retries,
+        "retry_backoff": _backoff,
     },
     "checkpoints": {"input": _nonempty, "template": _nonempty},
     "scan": {"workers": _workers},
@@ -281,7 +305,9 @@ def load_settings(
         text = getattr(loki, key).strip()
         if not (text.startswith("{") and text.endswith("}")):
             where = f"config file {path}: loki.{key}" if path else f"loki.{key}"
-            raise ConfigError(f"{where} must be a LogQL stream selector such as {{namespace=~\".+\"}}")
+            raise ConfigError(
+                f'{where} must be a LogQL stream selector such as {{namespace=~".+"}}'
+            )
 
     flyte_fields = {k: v for k, v in fflyte.items() if k != "config"}
     flyte = FlyteSettings(

@@ -278,12 +278,19 @@ def test_a_read_timeout_is_retried() -> None:
     ("fault", "says"),
     [("truncated", "truncated body"), ("nonjson", "body is not JSON")],
 )
-def test_a_200_that_is_cut_off_or_not_json_fails_the_shard(fault: str, says: str) -> None:
-    faults = LokiFaults(rules=[FaultRule(fault, count=1)])
-    with LokiServer(some_signals(), faults) as server:
+def test_a_200_that_is_cut_off_or_not_json_is_retried_then_fails_the_shard(
+    fault: str, says: str
+) -> None:
+    once = LokiFaults(rules=[FaultRule(fault, count=1)])
+    with LokiServer(some_signals(), once) as server:
         c = client(server)
+        assert len(list(c.query_range(SIGTERM, HOUR))) == 3
+        assert [r.fault for r in server.requests] == [fault, None] and c.retries == 1
+    always = LokiFaults(rules=[FaultRule(fault, count="always")])
+    with LokiServer(some_signals(), always) as server:
         with pytest.raises(SourceError) as err:
-            list(c.query_range(SIGTERM, HOUR))
+            list(client(server).query_range(SIGTERM, HOUR))
+        assert len(server.requests) == 1 + FAST.retries
     assert says in err.value.cause
 
 

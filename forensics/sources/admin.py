@@ -395,7 +395,14 @@ class AdminClient:
 
     @classmethod
     def from_settings(cls, settings: FlyteSettings, **options: Any) -> AdminClient:
-        """Connect as pyflyte would: `settings.config_file`, else flytekit's search; FLYTE_* env."""
+        """Connect as pyflyte would: `settings.config_file`, else flytekit's search; FLYTE_* env.
+
+        Deadline and retries come from `settings` ([flyte] timeout, retries, retry_backoff)
+        unless `options` name them.
+        """
+        options.setdefault("timeout", settings.timeout)
+        options.setdefault("retries", settings.retries)
+        options.setdefault("backoff", settings.retry_backoff)
         return cls(load_platform_config(settings.config_file), **options)
 
     def __repr__(self) -> str:  # PlatformConfig's own repr would print the client secret

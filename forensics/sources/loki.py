@@ -208,7 +208,26 @@ class _Cancelled(Exception):
     """A scan was closed while this worker waited to retry."""
 
 
+class _BadBody(Exception):
+    """A 200 whose body was cut off or is not JSON: worth another try; `error` if none is left."""
+
+    def __init__(self, error: SourceError) -> None:
+        super().__init__(error.cause)
+        self.error = error
+
+
 _cancel = threading.local()  # .event: set by scan() workers so backoff sleeps end on close
+
+
+def _pause(seconds: float) -> None:
+    """Sleep before a retry; a closed scan (see `_cancel`) ends the sleep with `_Cancelled`."""
+    if seconds <= 0:
+        return
+    event: threading.Event | None = getattr(_cancel, "event", None)
+    if event is None:
+        time.sleep(seconds)
+    elif event.wait(seconds):
+        raise _Cancelled()
 
 
 class _BoundedRetry(Retry):
@@ -257,13 +276,7 @@ class _BoundedRetry(Retry):
     def _wait(self, seconds: float) -> None:
         if self.deadline is not None:
             seconds = min(seconds, max(0.0, self.deadline - time.monotonic()))
-        if seconds <= 0:
-            return
-        event: threading.Event | None = getattr(_cancel, "event", None)
-        if event is None:
-            time.sleep(seconds)
-        elif event.wait(seconds):
-            raise _Cancelled()
+        _pause(seconds)
 
     def sleep_for_retry(self, response: Any) -> bool:
         retry_after = self.get_retry_after(response)
@@ -347,7 +360,9 @@ class LokiClient:
         self.settings = settings
         self.workers = workers
         self.page_limit = page_limit
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetryPolicy(
+            retries=settings.retries, backoff_factor=settings.retry_backoff
+        )
         self._base = settings.url.rstrip("/")
         self._timeout = (min(10.0, settings.timeout), settings.timeout)
         self._secrets = [
@@ -455,6 +470,22 @@ class LokiClient:
         return f"connection to Loki at {self._base} failed: {reason}"
 
     def _get(self, path: str, params: dict[str, str], window: Window | None) -> Any:
+        """One GET with the retry policy; urllib3 retries statuses and connection failures,
+        this loop a 200 whose body was cut off or is not JSON (a proxy or a dropped connection
+        mid-body: urllib3 has handed the response over before the body is read)."""
+        p = self.retry
+        deadline = time.monotonic() + p.total_time
+        for n in range(1, p.retries + 2):
+            try:
+                return self._get_once(path, params, window)
+            except _BadBody as e:
+                if n > p.retries or time.monotonic() >= deadline:
+                    raise e.error from None
+                self._count_retry()
+                _pause(min(p.backoff_max, p.backoff_factor * 2 ** (n - 1)))
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _get_once(self, path: str, params: dict[str, str], window: Window | None) -> Any:
         where = (window.start, window.end) if window is not None else None
         with self._lock:
             self._requests += 1
@@ -468,9 +499,12 @@ class LokiClient:
             )
             body = resp.content
         except requests.RequestException as e:
-            raise SourceError(
+            error = SourceError(
                 SOURCE, self._scrub(self._describe(e)), window=where, retryable=True
-            ) from None
+            )
+            if isinstance(e, requests.exceptions.ChunkedEncodingError):
+                raise _BadBody(error) from None
+            raise error from None
         with self._lock:
             self._bytes += len(body)
         status = resp.status_code
@@ -478,12 +512,15 @@ class LokiClient:
             try:
                 doc = resp.json()
             except ValueError:
-                raise SourceError(
-                    SOURCE,
-                    f"Loki answered 200 but the body is not JSON ({len(body)} bytes: "
-                    f"{self._snippet(body)!r}); truncated, or not Loki behind {self._base}?",
-                    window=where,
-                    retryable=True,
+                raise _BadBody(
+                    SourceError(
+                        SOURCE,
+                        f"Loki answered 200 but the body is not JSON ({len(body)} bytes: "
+                        f"{self._scrub(self._snippet(body))!r}); truncated, or not Loki behind "
+                        f"{self._base}?",
+                        window=where,
+                        retryable=True,
+                    )
                 ) from None
             if not isinstance(doc, dict) or doc.get("status") != "success":
                 got = doc.get("status") if isinstance(doc, dict) else type(doc).__name__

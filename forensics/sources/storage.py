@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import boto3
+import botocore.session
 from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import (
@@ -266,18 +267,28 @@ def _make_client(
     connect_timeout: float = 5.0,
     read_timeout: float = 30.0,
 ) -> BaseClient:
-    config = Config(
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        retries={"mode": retry_mode, "max_attempts": retries},
-        max_pool_connections=max(10, workers),
-        user_agent_extra="elastic-audit",
-    )
     # botocore reads only AWS_DEFAULT_REGION; the AWS CLI v2 and the other SDKs let AWS_REGION
     # win over it, and SPEC §4.3 promises the standard settings.
     region = os.environ.get("AWS_REGION") or None
     try:
-        return boto3.session.Session(region_name=region).client("s3", config=config)
+        core = botocore.session.get_session()
+        # Retry settings given the standard way (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE, or
+        # max_attempts / retry_mode in the profile) win; a client Config would override them.
+        retry: dict[str, Any] = {}
+        # (retry_mode has a default, "legacy", so ask where a user would have set it.)
+        if not (os.environ.get("AWS_RETRY_MODE") or core.get_scoped_config().get("retry_mode")):
+            retry["mode"] = retry_mode
+        if core.get_config_variable("max_attempts") is None:
+            retry["max_attempts"] = retries
+        config = Config(
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            retries=retry,
+            max_pool_connections=max(10, workers),
+            user_agent_extra="elastic-audit",
+        )
+        session = boto3.session.Session(botocore_session=core, region_name=region)
+        return session.client("s3", config=config)
     except ProfileNotFound as e:
         raise ConfigError(f"AWS profile {e.kwargs.get('profile')!r} is not configured") from None
     except BotoCoreError as e:
