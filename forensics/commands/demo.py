@@ -79,8 +79,8 @@ def demo(
                     typer.echo(f"{k}={v}")
                 typer.echo(f"ELASTIC_AUDIT_CONFIG={cfg}")
                 typer.echo(
-                    'Sandbox running; pass --config "$ELASTIC_AUDIT_CONFIG" to '
-                    "scan/show/relaunch. Ctrl-C to stop.",
+                    "Sandbox running: export the lines above (e.g. `set -a; . ./sandbox.env`) "
+                    "and run scan, show or relaunch. Ctrl-C to stop.",
                     err=True,
                 )
                 stop = threading.Event()

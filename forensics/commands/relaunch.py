@@ -137,10 +137,13 @@ def relaunch(
 
     def recheck(ref):  # noqa: ANN001, ANN202
         tl = build_timeline(scanner, ref)
-        ck = next(
-            (a.checkpoint for a in tl.attempts if a.verdict in ("affected", "suspected")), None
-        )
-        return tl.verdict, _describe_checkpoint(ck)
+        hit = next((a for a in tl.attempts if a.verdict in ("affected", "suspected")), None)
+        if hit is not None and hit.outputs is not None and hit.outputs.state == "unknown":
+            # A relaunch must rest on evidence: an unreadable outputs.pb proves nothing.
+            return f"inconclusive (outputs.pb could not be checked: {hit.outputs.reason})", ""
+        if hit is None and not tl.complete:
+            return f"inconclusive ({'; '.join(g.error for g in tl.gaps)})", ""
+        return tl.verdict, _describe_checkpoint(hit.checkpoint if hit else None)
 
     audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
     relauncher = Relauncher(scanner.admin, recheck, audit)
