@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from forensics.cli import OutputFormat, app, check_output, default_output
@@ -25,6 +23,7 @@ from forensics.commands.common import (
     setup_logging,
 )
 from forensics.errors import UsageError
+from forensics.formats import plain_text
 from forensics.identifiers import FORMS, parse_execution
 
 EXAMPLES = f"""
@@ -53,19 +52,16 @@ def _describe_checkpoint(ck) -> str:  # noqa: ANN001
 
 
 def _table(outcomes) -> str:  # noqa: ANN001
-    buf = io.StringIO()
-    console = Console(file=buf, width=100, no_color=True, highlight=False, markup=False)
     t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    t.add_column("execution", overflow="fold")
+    t.add_column("execution", no_wrap=True)
     t.add_column("status", no_wrap=True)
-    t.add_column("relaunched as", overflow="fold")
+    t.add_column("relaunched as", no_wrap=True)
     t.add_column("reason", overflow="fold")
     for o in outcomes:
         t.add_row(
             str(o.execution), o.status, o.relaunched_as.name if o.relaunched_as else "—", o.reason
         )
-    console.print(t)
-    return buf.getvalue()
+    return plain_text(lambda console: console.print(t))
 
 
 @app.command(epilog=EXAMPLES)

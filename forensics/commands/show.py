@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import typer
@@ -23,7 +22,7 @@ from forensics.commands.common import (
     setup_logging,
 )
 from forensics.errors import NotFoundError, UsageError
-from forensics.formats import checkpoint_summary, short_time
+from forensics.formats import checkpoint_summary, plain_text, short_time
 from forensics.identifiers import FORMS, parse_execution
 from forensics.show import Timeline
 
@@ -40,8 +39,10 @@ Exit codes: 0 shown, 3 a source failed (the timeline is incomplete), 2 bad input
 
 
 def render_table(tl: Timeline, width: int = 100) -> str:
-    buf = io.StringIO()
-    console = Console(file=buf, width=width, no_color=True, highlight=False, markup=False)
+    return plain_text(lambda console: _draw(console, tl), width=width)
+
+
+def _draw(console: Console, tl: Timeline) -> None:
     ex = tl.execution
     console.print(f"Execution {ex.ref} — {ex.phase} — verdict: {tl.verdict.upper()}")
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
@@ -61,7 +62,6 @@ def render_table(tl: Timeline, width: int = 100) -> str:
         console.print(line)
     for g in tl.gaps:
         console.print(f"GAP {g.source} {short_time(g.start)} → {short_time(g.end)}: {g.error}")
-    return buf.getvalue()
 
 
 @app.command(epilog=EXAMPLES)

@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from rich.console import Console
+
 from forensics.model import Report
+
+
+def plain_text(draw: Callable[[Console], None], *, width: int = 100) -> str:
+    """What `draw` prints, as plain text: no colour, no markup parsing (log lines contain
+    `[container]`), no trailing spaces, at most `width` columns."""
+    import io
+
+    buf = io.StringIO()
+    console = Console(
+        file=buf, width=width, no_color=True, highlight=False, soft_wrap=False, markup=False
+    )
+    draw(console)
+    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())
 
 
 def render(report: Report, fmt: str, *, width: int = 100) -> str:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
-
 from rich.console import Console
 from rich.table import Table
 
-from forensics.formats import coverage_line, short_time
+from forensics.formats import coverage_line, plain_text, short_time
 from forensics.model import Checkpoint, Finding, Report
 
 
@@ -31,41 +29,39 @@ def _when(f: Finding) -> tuple[str, str]:
 
 
 def render(report: Report, *, width: int = 100) -> str:
-    buf = io.StringIO()
-    console = Console(
-        file=buf, width=width, no_color=True, highlight=False, soft_wrap=False, markup=False
-    )
-    w = report.window
-    console.print(f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)")
-    if report.findings:
-        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-        table.add_column("verdict", no_wrap=True)
-        table.add_column("execution", overflow="fold", min_width=20, max_width=28)
-        table.add_column("node", no_wrap=True)
-        table.add_column("signal (UTC)", no_wrap=True)
-        table.add_column("success", no_wrap=True)
-        table.add_column("checkpoint", overflow="fold", min_width=16)
-        for f in report.findings:
-            ex = f.attempt.execution
-            sig, ok = _when(f)
-            ck = _checkpoint(f.checkpoint)
-            if f.relaunched_as:
-                ck += f"\nrelaunched: {f.relaunched_as.name}"
-            table.add_row(
-                f.verdict,
-                f"{ex.project}/{ex.domain}\n{ex.name}",
-                f"{f.attempt.node_id}/{f.attempt.attempt}",
-                sig,
-                ok,
-                ck,
-            )
-        console.print(table)
-    else:
-        console.print("No affected or suspected attempts.")
-    for g in report.gaps:
-        console.print(f"GAP {g.source} {short_time(g.start)} → {short_time(g.end)}: {g.error}")
-    console.print(coverage_line(report))
-    cleared = report.summary.cleared
-    if cleared:
-        console.print("Cleared: " + ", ".join(f"{k} {v}" for k, v in sorted(cleared.items())))
-    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())
+    def draw(console: Console) -> None:
+        w = report.window
+        console.print(f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)")
+        if report.findings:
+            table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+            table.add_column("verdict", no_wrap=True)
+            table.add_column("execution", overflow="fold", min_width=20, max_width=28)
+            table.add_column("node", no_wrap=True)
+            table.add_column("signal (UTC)", no_wrap=True)
+            table.add_column("success", no_wrap=True)
+            table.add_column("checkpoint", overflow="fold", min_width=16)
+            for f in report.findings:
+                ex = f.attempt.execution
+                sig, ok = _when(f)
+                ck = _checkpoint(f.checkpoint)
+                if f.relaunched_as:
+                    ck += f"\nrelaunched: {f.relaunched_as.name}"
+                table.add_row(
+                    f.verdict,
+                    f"{ex.project}/{ex.domain}\n{ex.name}",
+                    f"{f.attempt.node_id}/{f.attempt.attempt}",
+                    sig,
+                    ok,
+                    ck,
+                )
+            console.print(table)
+        else:
+            console.print("No affected or suspected attempts.")
+        for g in report.gaps:
+            console.print(f"GAP {g.source} {short_time(g.start)} → {short_time(g.end)}: {g.error}")
+        console.print(coverage_line(report))
+        cleared = report.summary.cleared
+        if cleared:
+            console.print("Cleared: " + ", ".join(f"{k} {v}" for k, v in sorted(cleared.items())))
+
+    return plain_text(draw, width=width)
