@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from scan_support import CONFIG, run
@@ -91,5 +92,7 @@ def test_unknown_execution_is_one_line_exit_2(env, capsys):
 
 def test_loki_failure_makes_the_timeline_incomplete(env, capsys):
     env.loki.faults = LokiFaults(rules=[FaultRule(status=500, count="always")])
+    fast = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0.01\n")
+    (Path.cwd() / "elastic-audit.toml").write_text(fast)
     code, tl, _ = show_json(capsys, INCIDENT)
     assert code == 3 and tl["complete"] is False and tl["gaps"][0]["source"] == "loki"
