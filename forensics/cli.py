@@ -98,4 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             typer.echo(f"elastic-audit: error: {e}", err=True)
         sys.exit(getattr(e, "exit_code", 2) or 2)
+    if rc == 130:
+        # typer turns a KeyboardInterrupt inside a command into a silent Exit(130).
+        typer.echo("elastic-audit: interrupted", err=True)
     sys.exit(rc if isinstance(rc, int) else 0)
