@@ -32,14 +32,16 @@ from fix_support import (
     unpack,
 )
 
-from forensics.patch import check_source, load_patch
+from forensics.patch import apply, check_source, load_patch
 
-pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist
+pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
 pytestmark = pytest.mark.slow
 
 SUITE_TIMEOUT_S = 900
 RECORDER = Path(__file__).with_name("fix_import_recorder.py")
+LAUNCHER_HOOK = Path(__file__).with_name("fix_launcher_hook.py")
+ENTRYPOINT_TASK = Path(__file__).with_name("fix_entrypoint_task.py")
 
 
 def _new_test_names() -> set[str]:
@@ -248,3 +250,81 @@ def _report(runs: Comparison) -> str:
             )
             rows.append(f"    {result.root_cause}")
     return "\n".join(rows)
+
+
+# ----------------------------------------------------------------------------- entrypoint process
+
+# What flytekit's real `pyflyte-execute` process does when the agent gets SIGTERM: its exit code
+# and what it uploads are all flytepropeller (and the training operator) get to see.
+ENTRYPOINT_CASES = {
+    # case: (patched plugin, nnodes, distributed error strategy, exit code, uploads)
+    "stock": (False, 1, None, 0, []),  # the bug: a clean exit that uploads nothing
+    "single-node": (True, 1, None, 0, ["error.pb"]),
+    "multi-node-error-aggregation": (True, 2, "Earliest", 0, ["error-*.pb"]),
+    "multi-node-shared-error-file": (True, 2, None, 143, []),
+}
+
+
+def _start_entrypoint(case: str, plugin: Path, work: Path) -> subprocess.Popen[bytes]:
+    patched, nnodes, strategy, _, _ = ENTRYPOINT_CASES[case]
+    (work / "hook").mkdir(parents=True)
+    shutil.copy(LAUNCHER_HOOK, work / "hook" / "sitecustomize.py")
+    (work / "code").mkdir()
+    shutil.copy(ENTRYPOINT_TASK, work / "code")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "_F_", "FLYTE_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(work / "hook"), str(plugin)])
+    env["ELASTIC_AUDIT_NNODES"] = str(nnodes)
+    if strategy:
+        env.update({"_F_DES": strategy, "_F_WN": f"{case}-worker-0"})
+    inputs = work / "inputs.pb"
+    inputs.write_bytes(b"")  # an empty LiteralMap: the task takes no inputs
+    pyflyte_execute = Path(sys.executable).with_name("pyflyte-execute")
+    return subprocess.Popen(
+        [
+            str(pyflyte_execute),
+            "--inputs",
+            str(inputs),
+            "--output-prefix",
+            str(work / "outputs"),
+            "--raw-output-data-prefix",
+            str(work / "raw"),
+            "--resolver",
+            "flytekit.core.python_auto_container.default_task_resolver",
+            "--",
+            "task-module",
+            ENTRYPOINT_TASK.stem,
+            "task-name",
+            "train",
+        ],
+        cwd=work / "code",
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=(work / "entrypoint.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def test_entrypoint_process_exit_code_and_uploads(sdist_tree: Path, tmp_path: Path) -> None:
+    from flyteidl.core import errors_pb2
+
+    stock = sdist_tree
+    patched = shutil.copytree(sdist_tree, tmp_path / "patched")
+    assert apply(patched).status == "applied"
+    procs = {
+        case: _start_entrypoint(case, patched if spec[0] else stock, tmp_path / case)
+        for case, spec in ENTRYPOINT_CASES.items()
+    }
+    for case, proc in procs.items():
+        _, _, _, exit_code, uploads = ENTRYPOINT_CASES[case]
+        proc.wait(timeout=300)
+        log = (tmp_path / case / "entrypoint.log").read_text()
+        assert proc.returncode == exit_code, (case, log[-3000:])
+        outputs = tmp_path / case / "outputs"
+        uploaded = sorted(p.name for p in outputs.iterdir()) if outputs.exists() else []
+        assert len(uploaded) == len(uploads), (case, uploaded)
+        for name, pattern in zip(uploaded, uploads, strict=True):
+            assert Path(name).match(pattern), (case, uploaded)
+            error = errors_pb2.ErrorDocument.FromString((outputs / name).read_bytes()).error
+            assert error.kind == errors_pb2.ContainerError.RECOVERABLE
+            assert "terminated by signal SIGTERM" in error.message
+            assert error.worker == (f"{case}-worker-0" if "aggregation" in case else "")
