@@ -46,6 +46,7 @@ class Plan:
     checkpoint: str  # what the relaunch will find in the checkpoint location
     existing: ExecutionRef | None  # a relaunch that exists already
     refusal: str | None  # why it must not be relaunched (None: go)
+    failure: str | None = None  # Admin could not answer what a safe decision needs
 
 
 @dataclass(frozen=True)
@@ -159,11 +160,22 @@ class Relauncher:
             verdict, checkpoint = self.recheck(ref)
         except NotFoundError:
             return Plan(ref, "not-found", "", None, "execution not found in Flyte Admin")
-        existing = None
+        except SourceError as e:
+            return Plan(ref, "unknown", "", None, None, f"re-check failed: {e}; nothing relaunched")
         try:
             existing = self._existing(ref)
-        except SourceError:
-            pass  # the deterministic name still makes the relaunch exactly-once
+        except SourceError as e:
+            # The deterministic name only guards relaunches made by this tool; one made in the
+            # console under another name is found by listing, and without that answer a
+            # relaunch could be the second execution.
+            return Plan(
+                ref,
+                verdict,
+                checkpoint,
+                None,
+                None,
+                f"could not check for an existing relaunch: {e}; nothing relaunched",
+            )
         refusal = None
         if verdict not in RELAUNCHABLE and not force:
             refusal = (
@@ -188,7 +200,9 @@ class Relauncher:
         request = relaunch_request(ref)
         audited = False
         try:
-            if plan.refusal:
+            if plan.failure:
+                out = Outcome(ref, "failed", None, plan.failure, request)
+            elif plan.refusal:
                 out = Outcome(ref, "refused", None, plan.refusal, request)
             elif plan.existing is not None:
                 out = Outcome(

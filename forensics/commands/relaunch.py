@@ -51,6 +51,16 @@ def _describe_checkpoint(ck) -> str:  # noqa: ANN001
     return f"checkpoint unknown ({ck.reason}): check it before relying on a resume"
 
 
+def _confirm(question: str) -> bool:
+    """Ask on stderr, read stdin. (click's confirm echoes a space to stdout, which holds data.)"""
+    typer.echo(f"{question} [y/N]: ", err=True, nl=False)
+    answer = sys.stdin.readline()
+    if not answer:  # end of input: no answer is no
+        typer.echo("", err=True)
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
 def _table(outcomes) -> str:  # noqa: ANN001
     t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     t.add_column("execution", no_wrap=True)
@@ -147,14 +157,18 @@ def relaunch(
 
     if not dry_run and not yes:
         for p in plans:
-            state = p.refusal or (
-                f"already relaunched as {p.existing}"
-                if p.existing
-                else f"{p.verdict}: will relaunch; {p.checkpoint}"
+            state = (
+                p.failure
+                or p.refusal
+                or (
+                    f"already relaunched as {p.existing}"
+                    if p.existing
+                    else f"{p.verdict}: will relaunch; {p.checkpoint}"
+                )
             )
             typer.echo(f"  {p.execution}: {state}", err=True)
-        todo = [p for p in plans if not p.refusal and p.existing is None]
-        if todo and not typer.confirm(f"Relaunch {len(todo)} execution(s)?", err=True):
+        todo = [p for p in plans if not (p.failure or p.refusal) and p.existing is None]
+        if todo and not _confirm(f"Relaunch {len(todo)} execution(s)?"):
             typer.echo("elastic-audit: nothing relaunched", err=True)
             raise typer.Exit(1)
     outcomes = [relauncher.execute(p, dry_run=dry_run) for p in plans]

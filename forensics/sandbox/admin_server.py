@@ -93,6 +93,8 @@ class AdminFaults:
     on a full page, `bogus` returns a non-numeric token, `repeat` returns the request's token.
     `unregistered_tasks` are unknown to GetTask (dynamic tasks need not be registered).
     `max_inline_bytes` mimics Admin's remote-data limit: larger inputs are only linked.
+    `drop_cancelled`: a call whose client went away during its latency is not performed (as a
+    Go flyteadmin's cancelled request context aborts its transaction); by default it is.
     """
 
     latency: float = 0.0
@@ -103,6 +105,7 @@ class AdminFaults:
     page_token_methods: frozenset[str] = frozenset({"ListExecutions"})
     unregistered_tasks: set[tuple[str, str, str, str]] = field(default_factory=set)
     max_inline_bytes: int | None = None
+    drop_cancelled: bool = False
 
     def fail_next(
         self, method: str, times: int = 1, code: grpc.StatusCode = Status.UNAVAILABLE
@@ -698,6 +701,8 @@ def _rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
         delay, code = server._fault(method)
         if delay:
             time.sleep(delay)
+            if server.faults.drop_cancelled and not context.is_active():
+                context.abort(Status.CANCELLED, "the client went away; not performed")
         if code is not None:
             context.abort(code, f"injected fault: {code.name}")
         try:
