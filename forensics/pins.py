@@ -832,10 +832,12 @@ class FileSet:
     def write(self, updates: Mapping[Path, bytes]) -> None:
         self.validate(updates)
         for path in sorted(updates):
+            # Listed first: restore() compares bytes, so a file the write never reached is left
+            # alone, and one it reached (or half-reached) is put back.
+            self.written.append(path)
             try:
                 _write_atomic(path, updates[path])
             except OSError as e:
-                self.written.append(path)  # the replace may or may not have happened
                 failed = self.restore()
                 msg = f"writing {path} failed ({e.strerror or e})"
                 if failed:
@@ -843,7 +845,9 @@ class FileSet:
                         f"{msg}; COULD NOT RESTORE: {', '.join(map(str, failed))}"
                     ) from e
                 raise WriteError(f"{msg}; every file was restored, nothing changed") from e
-            self.written.append(path)
+            except BaseException:  # Ctrl-C between two files: all or nothing still holds
+                self.restore()
+                raise
 
     def restore(self) -> list[Path]:
         """Put every written file back; returns the files that could not be restored."""
@@ -913,6 +917,10 @@ def lock_projects(
             run = LockRun(lock.parent, proc.returncode, (proc.stderr or proc.stdout).strip())
         except (OSError, subprocess.TimeoutExpired) as e:
             run = LockRun(lock.parent, -1, str(e))
+        except BaseException:  # Ctrl-C while uv runs: no half-locked tree either
+            snapshot.restore()
+            applied.restore()
+            raise
         runs.append(run)
         if run.returncode != 0:
             failed = snapshot.restore() + applied.restore()

@@ -401,6 +401,17 @@ class _ArchiveHandler(BaseHTTPRequestHandler):
         state.requests.append(
             RecordedRequest("GET", f"https://{self.host}{path}", dict(self.headers.items()))
         )
+        for fault in state.faults:  # matched against the full URL: `github\.com/.*/archive/`
+            if re.search(fault.pattern, f"https://{self.host}{path}") and fault.times != 0:
+                if fault.times is not None:
+                    fault.times -= 1
+                time.sleep(fault.delay)
+                if fault.status:
+                    self.send_response(fault.status)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                break
         if self.host == "github.com":
             m = re.fullmatch(r"/([^/]+)/([^/]+)/archive/(.+)\.tar\.gz", path)
         else:
