@@ -154,7 +154,7 @@ def probe():
 
 
 def _outcomes(scenarios):
-    return ", ".join(f"{s['name']}: {s['outcome']}" for s in scenarios)
+    return "; ".join(f"{s['name']}: {s['outcome']}" for s in scenarios)
 
 
 def main():
