@@ -256,7 +256,9 @@ class _FilePlan:
 
 def _plan_file(path: Path, fp: FilePatch) -> _FilePlan:
     try:
-        original = path.read_text(encoding="utf-8")
+        # newline="": compare and write the bytes as they are (no silent CRLF conversion)
+        with path.open(encoding="utf-8", newline="") as fh:
+            original = fh.read()
     except UnicodeDecodeError:
         return _FilePlan(path, "", states=[("mismatch", "not UTF-8 text")])
     plan = _FilePlan(path, original)
@@ -297,7 +299,10 @@ def apply(directory: Path | str, check_only: bool = False) -> ApplyResult:
         path = target.path_of(fp.path)
         if not path.is_file():
             return ApplyResult(target, "cannot-apply", rel, f"{name} is missing")
-        plans.append(_plan_file(path, fp))
+        try:
+            plans.append(_plan_file(path, fp))
+        except OSError as e:
+            raise UsageError(f"cannot read {path}: {e.strerror}") from None
     kinds = {kind for plan in plans for kind, _ in plan.states}
     mismatched = [
         f"{name}: {why}"
@@ -316,7 +321,10 @@ def apply(directory: Path | str, check_only: bool = False) -> ApplyResult:
         )
     if check_only:
         return ApplyResult(target, "would-apply", rel, "the patch applies cleanly")
-    _write_all(plans)
+    try:
+        _write_all(plans)
+    except OSError as e:
+        raise UsageError(f"cannot write in {target.root}: {e.strerror}; nothing written") from None
     return ApplyResult(target, "applied", rel, "patched")
 
 

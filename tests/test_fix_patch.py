@@ -24,7 +24,7 @@ from fix_support import (
     task_py,
 )
 
-from forensics.patch import PLUGIN_DIR, TASK_PY, check_source, load_patch, parse_patch
+from forensics.patch import PLUGIN_DIR, TASK_PY, apply, check_source, load_patch, parse_patch
 
 pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
@@ -165,6 +165,17 @@ def test_fix_apply_refuses_a_half_patched_tree(sdist_tree: Path, tmp_path: Path)
     proc = run_cli("fix", "apply", sdist_tree, "-o", "json")
     assert proc.returncode == 2
     assert "partly applied" in json.loads(proc.stdout)["reason"]
+    assert snapshot(sdist_tree) == before
+
+
+def test_fix_apply_never_rewrites_line_endings(sdist_tree: Path) -> None:
+    """A CRLF checkout (core.autocrlf on Windows) is reported, not silently converted to LF."""
+    for rel in (TASK_PY, TEST_FILE):
+        path = sdist_tree / rel
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    before = snapshot(sdist_tree)
+    result = apply(sdist_tree)
+    assert result.status == "cannot-apply"
     assert snapshot(sdist_tree) == before
 
 
