@@ -93,8 +93,8 @@ def parse_patch(text: str) -> tuple[FilePatch, ...]:
                 i += 1
                 body = lines[i]
                 tag, content = body[:1], body[1:]
-                if body.startswith("\\"):  # "\ No newline at end of file"
-                    continue
+                if body.startswith("\\"):  # "\ No newline at end of file": not in our patch
+                    raise ValueError("patches without a final newline are not supported")
                 if tag in (" ", "\n"):
                     content = content if tag == " " else "\n"
                     old.append(content)
