@@ -197,7 +197,6 @@ def test_fix_commands_work_from_a_non_editable_install(sdist_tree: Path, tmp_pat
             "pip",
             "wheel",
             "--no-deps",
-            "--no-build-isolation",
             "-w",
             "dist",
             ".",
