@@ -178,9 +178,7 @@ class Relauncher:
             )
         refusal = None
         if verdict not in RELAUNCHABLE and not force:
-            refusal = (
-                f"re-check says {verdict}, not affected or suspected (use --force to override)"
-            )
+            refusal = f"re-check says {verdict}: not affected or suspected, so not relaunched (--force overrides)"
         return Plan(ref, verdict, checkpoint, existing, refusal)
 
     def _existing(self, ref: ExecutionRef) -> ExecutionRef | None:
