@@ -99,11 +99,11 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo("elastic-audit: aborted", err=True)
         sys.exit(130)
     except typer.TyperException as e:  # usage errors from argument parsing (typer's own click)
-        show = getattr(e, "show", None)
-        if show is not None:
-            show()
-        else:
-            typer.echo(f"elastic-audit: error: {e}", err=True)
+        # One line, like every other user mistake, and where to look for the right form.
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        message = " ".join(e.format_message().split())
+        typer.echo(f"elastic-audit: error: {message}{hint}", err=True)
         sys.exit(getattr(e, "exit_code", 2) or 2)
     if rc == 130:
         # typer turns a KeyboardInterrupt inside a command into a silent Exit(130).

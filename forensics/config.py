@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import tomllib
 
@@ -16,6 +19,10 @@ from forensics.errors import ConfigError
 from forensics.timeutil import parse_duration
 
 CONFIG_NAME = "elastic-audit.toml"
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+FLYTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")  # projects and domains
+CHECKPOINT_FIELDS = ("project", "domain", "name", "node_id")
+MIN_SHARD = timedelta(minutes=1)
 
 
 class Secret:
@@ -115,16 +122,51 @@ def _nonempty(v: Any) -> str:
 
 
 def _duration(v: Any) -> timedelta:
-    d = parse_duration(_str(v))
+    d = parse_duration(_str(v))  # ValueError for one too long to represent
     if d is None or d <= timedelta(0):
         raise ValueError(f"must be a positive duration such as 24h or 30d, not {v!r}")
+    if d < MIN_SHARD:
+        # A shard is one Loki query (or more): seconds-long shards turn a week into 600k calls.
+        raise ValueError(f"must be at least {MIN_SHARD.seconds // 60} minute, not {v!r}")
     return d
+
+
+def _label(v: Any) -> str:
+    s = _nonempty(v)
+    if not LABEL_NAME.fullmatch(s):
+        raise ValueError(f"must be a Loki label name ([a-zA-Z_][a-zA-Z0-9_]*), not {s!r}")
+    return s
 
 
 def _domains(v: Any) -> tuple[str, ...]:
     if not isinstance(v, list) or not v or not all(isinstance(x, str) and x for x in v):
         raise ValueError("must be a non-empty list of strings")
+    for x in v:
+        if not FLYTE_NAME.fullmatch(x):
+            raise ValueError(f"holds {x!r}: Flyte domain names are letters, digits, - and _")
     return tuple(v)
+
+
+def template_fields(template: str) -> list[str]:
+    """The `{field}` names of a str.format template; ValueError when it is malformed."""
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as e:
+        raise ValueError(f"is not a valid template ({e})") from None
+
+
+def _checkpoint_template(v: Any) -> str:
+    """A checkpoint URI template whose fields are all ones a finding can fill (SPEC §4.4)."""
+    s = _nonempty(v)
+    for name in template_fields(s):
+        head, dot, rest = name.partition(".")
+        ok = name in CHECKPOINT_FIELDS or (head in ("inputs", "labels") and dot and rest)
+        if not ok:
+            raise ValueError(
+                f"has an unknown field {{{name}}} (known: "
+                f"{', '.join(CHECKPOINT_FIELDS)}, inputs.NAME, labels.NAME)"
+            )
+    return s
 
 
 def _workers(v: Any) -> int:
@@ -154,9 +196,13 @@ def _backoff(v: Any) -> float:
 
 def _template(v: Any) -> str:
     s = _nonempty(v)
-    for needed in ("{project}", "{domain}"):
-        if needed not in s:
-            raise ValueError(f"must contain {needed}")
+    fields = template_fields(s)
+    for needed in ("project", "domain"):
+        if fields.count(needed) != 1:
+            raise ValueError(f"must contain {{{needed}}} once")
+    unknown = [f for f in fields if f not in ("project", "domain")]
+    if unknown:
+        raise ValueError(f"may only use {{project}} and {{domain}}, not {{{unknown[0]}}}")
     return s
 
 
@@ -164,9 +210,9 @@ _SCHEMA: dict[str, dict[str, Any]] = {
     "loki": {
         "url": _nonempty,
         "org_id": _nonempty,
-        "namespace_label": _nonempty,
-        "pod_label": _nonempty,
-        "container_label": _nonempty,
+        "namespace_label": _label,
+        "pod_label": _label,
+        "container_label": _label,
         "task_selector": _nonempty,
         "propeller_selector": _nonempty,
         "max_query_length": _duration,
@@ -186,9 +232,22 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "retries": _retries,
         "retry_backoff": _backoff,
     },
-    "checkpoints": {"input": _nonempty, "template": _nonempty},
+    "checkpoints": {"input": _nonempty, "template": _checkpoint_template},
     "scan": {"workers": _workers},
 }
+
+
+def check_http_url(url: str, what: str) -> None:
+    """An http(s) URL with a host and, if any, a valid port; ConfigError naming `what` if not."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as e:
+        raise ConfigError(f"{what} {url!r} is not a valid URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{what} {url!r} must be http:// or https:// followed by a host")
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ConfigError(f"{what} {url!r} contains spaces or control characters")
 
 
 def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | None:
@@ -281,8 +340,7 @@ def load_settings(
         raise ConfigError("basic auth needs both LOKI_USERNAME and LOKI_PASSWORD")
 
     url = loki_url or env.get("LOKI_ADDR") or floki.get("url") or LokiSettings.url
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"Loki URL {url!r} must start with http:// or https://")
+    check_http_url(url, "Loki URL")
     loki_fields = {k: v for k, v in floki.items() if k != "url"}
     org = env.get("LOKI_ORG_ID") or loki_fields.pop("org_id", None)
     loki_fields.pop("org_id", None)
@@ -317,10 +375,13 @@ def load_settings(
     if flyte.config_file and not Path(flyte.config_file).is_file():
         raise ConfigError(f"Flyte config file {flyte.config_file}: not found")
 
-    ck = CheckpointSettings(
-        input=checkpoint_input or fck.get("input"),
-        template=checkpoint_template or fck.get("template"),
-    )
+    template = fck.get("template")
+    if checkpoint_template is not None:
+        try:
+            template = _checkpoint_template(checkpoint_template)
+        except ValueError as e:
+            raise ConfigError(f"--checkpoint-template {e}") from None
+    ck = CheckpointSettings(input=checkpoint_input or fck.get("input"), template=template)
     n = workers if workers is not None else file.get("scan", {}).get("workers", Settings.workers)
     if not 1 <= n <= 256:
         raise ConfigError(f"--workers must be from 1 to 256, not {n}")

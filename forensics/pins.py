@@ -38,7 +38,9 @@ _FULL_SHA = re.compile(r"[0-9a-fA-F]{40}")
 # A ref made only of 7-40 hex digits is a (possibly abbreviated) commit; anything else
 # (`main`, `v1.16.31`, `refs/heads/x`) floats or names a tag and is left alone.
 _COMMITISH = re.compile(r"[0-9a-fA-F]{7,40}")
-_REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+# GitHub's rules: an owner is letters, digits and inner hyphens (at most 39); a repository
+# name letters, digits, `.`, `-`, `_` (at most 100), and never `.` or `..` (path segments).
+_REPO_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/(?!\.{1,2}$)[A-Za-z0-9_.-]{1,100}")
 _TOML_LINE = re.compile(r"at line (\d+), column (\d+)")
 # pip's own comment rule (pip/_internal/req/req_file.py COMMENT_RE).
 _REQ_COMMENT = re.compile(r"(^|\s+)#.*$")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from forensics import TOOL
 from forensics.errors import AlreadyRelaunched, NotFoundError, SourceError, UsageError
+from forensics.identifiers import parse_execution
 from forensics.model import UTC, ExecutionRef, rfc3339
 
 STATUSES = ("relaunched", "already-relaunched", "dry-run", "refused", "failed")
@@ -136,9 +137,16 @@ def executions_from_report(path: str) -> list[ExecutionRef]:
             if f["verdict"] not in ("affected", "suspected"):
                 continue
             e = f["execution"]
-            ref = ExecutionRef(str(e["project"]), str(e["domain"]), str(e["name"]))
+            parts = [e["project"], e["domain"], e["name"]]
         except (KeyError, TypeError):
             raise UsageError(f"--from-report {path}: finding {i} has no execution") from None
+        if not all(isinstance(p, str) and ":" not in p for p in parts):
+            raise UsageError(f"--from-report {path}: finding {i}: execution {parts!r} is not valid")
+        try:
+            # The same rules as an execution typed on the command line: a report is input too.
+            ref = parse_execution(":".join(parts))
+        except UsageError as err:
+            raise UsageError(f"--from-report {path}: finding {i}: {err}") from None
         if ref not in refs:
             refs.append(ref)
     return refs

@@ -11,17 +11,24 @@ from forensics.errors import UsageError
 from forensics.model import UTC, Window
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_duration(text: str) -> timedelta | None:
-    """`90m`, `36h`, `7d`, `2w`, `1d12h` → timedelta; None when it is not a duration."""
+    """`90m`, `36h`, `7d`, `2w`, `1d12h` → timedelta; None when it is not a duration.
+
+    Raises ValueError for a duration too long to represent (more than a million days).
+    """
     text = text.strip()
     if not text or text.startswith("-"):
         return None
     seconds = parse_duration_seconds(text)
     if seconds is None:
         return None
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise ValueError(f"{text!r} is too long a duration") from None
 
 
 def parse_time(text: str, *, flag: str) -> datetime:
@@ -51,14 +58,28 @@ def parse_time(text: str, *, flag: str) -> datetime:
 
 def parse_window(since: str, until: str | None, *, now: datetime | None = None) -> Window:
     """The scan window from `--since` (duration back from `--until`, or a time) and `--until`."""
-    end = parse_time(until, flag="--until") if until else (now or datetime.now(UTC))
-    duration = parse_duration(since)
+    end = parse_time(until, flag="--until") if until is not None else (now or datetime.now(UTC))
+    try:
+        duration = parse_duration(since)
+    except ValueError as e:
+        raise UsageError(f"--since: {e}") from None
     if duration is not None:
         if duration <= timedelta(0):
             raise UsageError(f"--since: {since!r} must be a positive duration")
+        if end - EPOCH < duration:  # (also keeps `end - duration` from overflowing)
+            raise UsageError(
+                f"--since {since!r} reaches back before 1970-01-01T00:00:00Z; Loki holds no "
+                "logs from before the Unix epoch"
+            )
         start = end - duration
     else:
         start = parse_time(since, flag="--since")
+    if start < EPOCH:
+        # Loki's timestamps are Unix nanoseconds: nothing can be logged before 1970.
+        raise UsageError(
+            f"--since ({start.isoformat()}) is before 1970-01-01T00:00:00Z; Loki holds no logs "
+            "from before the Unix epoch"
+        )
     if start >= end:
         raise UsageError(
             f"--since ({start.isoformat()}) must be before --until ({end.isoformat()})"

@@ -121,6 +121,22 @@ def write_atomically(path: str, text: str) -> None:
         raise
 
 
+def check_writable_file(path: str, flag: str) -> None:
+    """Refuse (exit 2) a file path that write_atomically could not write: say so up front."""
+    from forensics.errors import UsageError
+
+    if not path.strip():
+        raise UsageError(f"{flag}: empty file name")
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory")
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise UsageError(f"{flag} {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: directory {directory} is not writable")
+
+
 def emit(text: str) -> None:
     """Data to stdout, nothing else."""
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -15,11 +15,13 @@ from forensics.commands.common import (
     OutputOpt,
     VerboseOpt,
     WorkersOpt,
+    check_writable_file,
     emit,
     settings_from_flags,
     setup_logging,
     write_atomically,
 )
+from forensics.config import FLYTE_NAME
 from forensics.errors import ConfigError, UsageError
 from forensics.formats import render
 from forensics.timeutil import parse_window
@@ -77,10 +79,12 @@ def scan(
     window = parse_window(since, until)
     for name, values in (("--project", project), ("--domain", domain)):
         for v in values:
-            if not v or not v.replace("-", "").replace("_", "").isalnum():
+            if not FLYTE_NAME.fullmatch(v):
                 raise UsageError(
                     f"{name} {v!r}: Flyte {name[2:]} names are letters, digits, - and _"
                 )
+    if report is not None:
+        check_writable_file(report, "--report")  # before the scan, not after minutes of it
     settings = settings_from_flags(
         config=config,
         loki_url=loki_url,
