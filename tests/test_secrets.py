@@ -1,0 +1,218 @@
+"""No secret is ever printed: Loki bearer token and password, GitHub token, AWS secret key and
+Flyte client secret, each a unique sentinel, through every command at its most verbose (`-v`
+where it exists), right and wrong credentials alike (the sandbox Loki and GitHub answer 401).
+
+Every run is `python -m forensics ...` in a child process with the sandbox environment, so
+logging is configured exactly as in production; the sentinels are searched for in stdout,
+stderr and every file the run left behind (reports, audit log), also base64-encoded where a
+credential travels that way (HTTP basic auth).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from pins_support import NEW_SHA, build_tree, fork_network
+from scan_support import WINDOW
+
+from forensics.sandbox.github_server import serve_github
+from forensics.sandbox.incident import reference_scenario
+from forensics.sandbox.s3_server import S3Rule
+from forensics.sandbox.stack import sandbox
+
+RUN = uuid.uuid4().hex[:12]
+LOKI_TOKEN = f"lokitoken-{RUN}-a1"
+LOKI_TOKEN_WRONG = f"lokitokenwrong-{RUN}-b2"
+LOKI_USER = "auditor"
+LOKI_PASSWORD = f"lokipassword-{RUN}-c3"
+LOKI_PASSWORD_WRONG = f"lokipasswordwrong-{RUN}-d4"
+AWS_SECRET = f"awssecret-{RUN}-e5"
+FLYTE_SECRET = f"flyteclientsecret-{RUN}-f6"
+GITHUB_TOKEN = f"ghp_{RUN}githubtoken0000000g7"
+GITHUB_TOKEN_WRONG = f"ghp_{RUN}githubwrong00000h8"
+
+INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
+CONFIG = """
+[flyte]
+retries = 1
+retry_backoff = 0.01
+[loki]
+retries = 1
+retry_backoff = 0.01
+[checkpoints]
+input = "checkpoint_dir"
+"""
+
+
+def _forms(secret: str) -> list[bytes]:
+    return [secret.encode()]
+
+
+SENTINELS: list[bytes] = [
+    *_forms(LOKI_TOKEN),
+    *_forms(LOKI_TOKEN_WRONG),
+    *_forms(LOKI_PASSWORD),
+    *_forms(LOKI_PASSWORD_WRONG),
+    base64.b64encode(f"{LOKI_USER}:{LOKI_PASSWORD}".encode()),
+    base64.b64encode(f"{LOKI_USER}:{LOKI_PASSWORD_WRONG}".encode()),
+    *_forms(AWS_SECRET),
+    *_forms(FLYTE_SECRET),
+    *_forms(GITHUB_TOKEN),
+    *_forms(GITHUB_TOKEN_WRONG),
+]
+
+
+def assert_no_secret(where: str, data: bytes) -> None:
+    for s in SENTINELS:
+        assert s not in data, f"a secret ({s[:14]!r}…) leaked into {where}"
+
+
+def assert_nothing_left_anywhere(root: Path) -> None:
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert_no_secret(str(path), path.read_bytes())
+
+
+class Runner:
+    """Runs `python -m forensics` in `work` with `base_env` plus the run's own variables."""
+
+    def __init__(self, work: Path, base_env: dict[str, str]) -> None:
+        self.work = work
+        self.base_env = base_env
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "forensics", *args],
+            cwd=self.work,
+            env={**self.base_env, **(env or {})},
+            capture_output=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
+        assert_no_secret(f"stdout of {args}", proc.stdout)
+        assert_no_secret(f"stderr of {args}", proc.stderr)
+        return proc.returncode, (proc.stdout + proc.stderr).decode(errors="replace")
+
+    def many(self, jobs: list[tuple[tuple[str, ...], dict[str, str] | None]]) -> list:
+        with ThreadPoolExecutor(2) as pool:
+            return list(pool.map(lambda job: self(*job[0], env=job[1]), jobs))
+
+
+def _runner(tmp_path: Path, env: dict[str, str]) -> Runner:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    (work / "elastic-audit.toml").write_text(CONFIG)
+    return Runner(
+        work,
+        env
+        | {
+            "XDG_STATE_HOME": str(tmp_path / "state"),
+            "AWS_SECRET_ACCESS_KEY": AWS_SECRET,  # moto takes any key; botocore signs with it
+            "FLYTE_CREDENTIALS_CLIENT_ID": "elastic-audit",
+            "FLYTE_CREDENTIALS_CLIENT_SECRET": FLYTE_SECRET,
+            "GITHUB_TOKEN": GITHUB_TOKEN,
+        },
+    )
+
+
+def test_loki_aws_and_flyte_secrets_never_printed_by_scan_show_relaunch_right_or_wrong(
+    tmp_path,
+):
+    # One Loki gateway that takes either the bearer token or basic auth, as some do.
+    auth = {"bearer_token": LOKI_TOKEN, "basic_auth": (LOKI_USER, LOKI_PASSWORD)}
+    with sandbox(reference_scenario(), loki_options=auth) as box:
+        run = _runner(tmp_path, box.child_environ())
+        bearer = {"LOKI_BEARER_TOKEN": LOKI_TOKEN}
+        bearer_wrong = {"LOKI_BEARER_TOKEN": LOKI_TOKEN_WRONG}
+        basic = {"LOKI_USERNAME": LOKI_USER, "LOKI_PASSWORD": LOKI_PASSWORD}
+        basic_wrong = {"LOKI_USERNAME": LOKI_USER, "LOKI_PASSWORD": LOKI_PASSWORD_WRONG}
+        report = str(run.work / "report.json")
+        ok_scan, bad_bearer, bad_basic, bad_show, relaunched = run.many(
+            [
+                (("scan", *WINDOW, "-v", "-o", "json", "--report", report), bearer),
+                (("scan", *WINDOW, "-v", "-o", "json"), bearer_wrong),
+                (("scan", *WINDOW, "-v", "-o", "markdown"), basic_wrong),
+                (("show", INCIDENT, "-v"), bearer_wrong),
+                (("relaunch", INCIDENT, "-v", "--yes", "-o", "json"), basic),  # re-check reads Loki
+            ]
+        )
+        assert ok_scan[0] == 1  # the right token reads Loki: findings
+        assert bad_bearer[0] == 3 and "HTTP 401" in bad_bearer[1]  # wrong ones are refused
+        assert bad_basic[0] == 3 and "HTTP 401" in bad_basic[1]
+        assert "401" in bad_show[1]
+        assert relaunched[0] == 0 and '"relaunched"' in relaunched[1]
+
+        # Failures on the other two: S3 refuses everything; Flyte auth cannot be completed.
+        box.s3.faults.access_denied.append(S3Rule())
+        client_credentials = {**bearer, "FLYTE_CREDENTIALS_AUTH_MODE": "client_credentials"}
+        s3_denied, admin_auth, relaunch_auth = run.many(
+            [
+                (("scan", *WINDOW, "-v", "-o", "json"), bearer),
+                (("scan", *WINDOW, "-v", "-o", "json"), client_credentials),
+                (
+                    ("relaunch", "gs1:production:bq7k2m9x4c8d1f6h3j5n", "-v", "--yes"),
+                    client_credentials,
+                ),
+            ]
+        )
+        assert s3_denied[0] == 3 and "forbidden" in s3_denied[1]
+        assert admin_auth[0] == 3 and relaunch_auth[0] == 3
+    audit = tmp_path / "state" / "elastic-audit" / "audit.jsonl"
+    assert len(audit.read_text().splitlines()) == 2  # relaunched, then failed
+    for where in (run.work, tmp_path / "state"):
+        assert_nothing_left_anywhere(where)
+
+
+def test_github_token_never_printed_by_pin_bump_right_or_wrong(tmp_path):
+    tree = build_tree(tmp_path / "repo")
+    state, _ = fork_network(fixed=True)
+    state.token = GITHUB_TOKEN
+    with serve_github(state) as gh:
+        run = _runner(tmp_path, {**os.environ, "GITHUB_API_URL": gh.url})
+        base = ["pin-bump", NEW_SHA, "--root", str(tree.root)]
+        dry, wrong, written = run.many(
+            [
+                ((*base, "--dry-run", "-o", "json", "--require-fix"), None),
+                ((*base, "-o", "json"), {"GITHUB_TOKEN": GITHUB_TOKEN_WRONG}),
+                ((*base, "--require-fix", "-o", "table"), None),
+            ]
+        )
+        assert (dry[0], wrong[0], written[0]) == (0, 2, 0)
+        assert "401" in wrong[1]
+        assert any(
+            r.headers.get("Authorization") == f"Bearer {GITHUB_TOKEN}" for r in state.requests
+        )
+    assert_nothing_left_anywhere(tmp_path / "repo")
+
+
+def test_demo_and_fix_never_print_the_secrets_in_their_environment(tmp_path):
+    run = _runner(
+        tmp_path,
+        {**os.environ, "LOKI_BEARER_TOKEN": LOKI_TOKEN, "LOKI_PASSWORD": LOKI_PASSWORD},
+    )
+    demo, fix = run.many([(("demo", "-o", "json", "--no-progress"), None), (("fix", "show"), None)])
+    assert demo[0] == 0 and fix[0] == 0
+    assert_nothing_left_anywhere(run.work)
+
+
+@pytest.mark.parametrize("secret", [LOKI_TOKEN, FLYTE_SECRET])
+def test_reprs_of_configured_clients_hide_the_secret(tmp_path, monkeypatch, secret):
+    from forensics.config import load_settings
+    from forensics.scan import build_sources
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LOKI_BEARER_TOKEN", LOKI_TOKEN)
+    monkeypatch.setenv("FLYTE_CREDENTIALS_CLIENT_SECRET", FLYTE_SECRET)
+    monkeypatch.setenv("FLYTE_PLATFORM_URL", "127.0.0.1:9")
+    monkeypatch.setenv("FLYTE_PLATFORM_INSECURE", "True")
+    settings = load_settings(env=dict(os.environ))
+    objects = [settings, settings.loki, settings.flyte, *build_sources(settings)]
+    for obj in objects:
+        assert secret not in repr(obj) and secret not in str(obj)
