@@ -617,8 +617,3 @@ def test_pyproject_parser_finds_pins_or_names_the_line_it_cannot_parse(deps, tai
         return
     for pin in scan.pins:
         assert scan.text[pin.offset : pin.offset + len(pin.commit)] == pin.commit
-
-
-def test_nothing_reaches_the_sandbox_when_every_case_is_refused(box):
-    # The corpus above ran against this sandbox: none of it produced a request.
-    assert len(box.loki.requests) == 0 and box.admin.calls == [] and box.s3.requests == []
