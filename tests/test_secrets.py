@@ -152,9 +152,15 @@ def test_loki_aws_and_flyte_secrets_never_printed_by_scan_show_relaunch_right_or
         # Failures on the other two: S3 refuses everything; Flyte auth cannot be completed.
         box.s3.faults.access_denied.append(S3Rule())
         client_credentials = {**bearer, "FLYTE_CREDENTIALS_AUTH_MODE": "client_credentials"}
+        token_file = tmp_path / "secret" / "loki-token"  # (outside the trees searched below)
+        token_file.parent.mkdir()
+        token_file.write_text(LOKI_TOKEN + "\n")
         s3_denied, admin_auth, relaunch_auth = run.many(
             [
-                (("scan", *WINDOW, "-v", "-o", "json"), bearer),
+                (
+                    ("scan", *WINDOW, "-v", "-o", "json"),
+                    {"LOKI_BEARER_TOKEN_FILE": str(token_file)},
+                ),
                 (("scan", *WINDOW, "-v", "-o", "json"), client_credentials),
                 (
                     ("relaunch", "gs1:production:bq7k2m9x4c8d1f6h3j5n", "-v", "--yes"),
