@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -24,7 +25,9 @@ from forensics.commands.common import (
 from forensics.errors import NotFoundError, UsageError
 from forensics.formats import checkpoint_summary, plain_text, short_time
 from forensics.identifiers import FORMS, parse_execution
-from forensics.show import Timeline
+
+if TYPE_CHECKING:  # flytekit is heavy; `--help` and `--version` must stay fast
+    from forensics.show import Timeline
 
 EXAMPLES = f"""
 Examples:
