@@ -34,7 +34,7 @@ import re
 import string
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -479,6 +479,11 @@ class _AdminState:
         self.executions: dict[tuple[str, str, str], _Exec] = {}
         self.tasks: dict[tuple[str, str, str, str], SandboxTask] = {}
         self._rows = 0
+        # ListExecutions answers per query, valid while `version` (bumped by every change to
+        # `executions`) stands: offset paging re-reads the same rows page after page, and
+        # filtering every row again per page made a large sweep quadratic.
+        self.version = 0
+        self._listings: OrderedDict[tuple[Any, ...], tuple[int, list[_Exec]]] = OrderedDict()
         for t in scenario.tasks:
             self.tasks[_task_key(t)] = t
         for ex in sorted(scenario.executions, key=lambda e: e.created_at):
@@ -487,6 +492,18 @@ class _AdminState:
     def next_row(self) -> int:
         self._rows += 1
         return self._rows
+
+    def listing(self, key: tuple[Any, ...], compute: Callable[[], list[_Exec]]) -> list[_Exec]:
+        """The rows of one ListExecutions query (all pages), computed once per state version."""
+        cached = self._listings.get(key)
+        if cached is not None and cached[0] == self.version:
+            self._listings.move_to_end(key)
+            return cached[1]
+        rows = compute()
+        self._listings[key] = (self.version, rows)
+        if len(self._listings) > 64:
+            self._listings.popitem(last=False)
+        return rows
 
     # The scenario's executions, as propeller's events would have left them in Admin.
     def _seed(self, ex: SandboxExecution) -> None:
@@ -534,6 +551,7 @@ class _AdminState:
             end = self._node_proto(ex, "end-node", "SUCCEEDED", ex.updated_at, ex.updated_at)
             rec.nodes.append(_Node(self.next_row(), end, None))
         self.executions[(ex.project, ex.domain, ex.name)] = rec
+        self.version += 1
 
     def _node_proto(
         self,
@@ -685,6 +703,7 @@ class _AdminState:
         inputs = literals_pb2.LiteralMap()
         inputs.CopyFrom(original.inputs)
         self.executions[(o.id.project, o.id.domain, name)] = _Exec(self.next_row(), new, inputs)
+        self.version += 1
         return new
 
 
@@ -790,12 +809,29 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
         if request.id.name:
             ident.append(("execution_name", request.id.name))
         filters += [_Filter("eq", _EXEC_COLUMNS[c], (v,)) for c, v in ident]
-        with self.state.lock:
-            rows = sorted(self.state.executions.values(), key=lambda r: r.row)
+        key = (
+            *(v for _, v in ident),
+            request.filters,
+            request.HasField("sort_by"),
+            request.sort_by.key,
+            request.sort_by.direction,
+        )
+
+        def compute() -> list[_Exec]:
+            # The project/domain (and name) columns are compared first, as an index would.
+            rows = [
+                r
+                for r in self.state.executions.values()
+                if (r.execution.id.project, r.execution.id.domain) == (ident[0][1], ident[1][1])
+            ]
+            rows.sort(key=lambda r: r.row)
             rows = [r for r in rows if all(f(r) for f in filters)]
-            rows = _sorted(
+            return _sorted(
                 rows, request.sort_by, EXECUTION, _EXEC_COLUMNS, request.HasField("sort_by")
             )
+
+        with self.state.lock:
+            rows = self.state.listing(key, compute)
             page, token = _page(rows, request.limit, request.token, "ListExecutions")
             token = self.server._token_fault(
                 "ListExecutions", request.token, token, len(page) == request.limit
