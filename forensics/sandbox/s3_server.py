@@ -146,6 +146,26 @@ class _FaultMiddleware:
         return [body]
 
 
+def _s3_only(dispatcher: type) -> type:
+    """moto's dispatcher with the backend fixed to S3, the only service this server offers.
+
+    moto finds the backend of every request anew, under one global lock and with a scan of its
+    package directory: a quarter to a third of the server's time per request, which a
+    benchmark of tens of thousands of HEADs on a small machine pays in full.
+    """
+
+    class S3OnlyDispatcher(dispatcher):  # type: ignore[misc, valid-type]
+        def get_application(self, environ: dict[str, Any]) -> Any:
+            app = self.app_instances.get("s3")
+            if app is None:
+                with self.lock:
+                    app = self.app_instances.get("s3") or self.create_app("s3")
+                    self.app_instances["s3"] = app
+            return app
+
+    return S3OnlyDispatcher
+
+
 def _naive_utc(t: datetime) -> datetime:
     # moto keeps LastModified as naive UTC (its utcnow()) and formats it with strftime.
     if t.tzinfo is None:
@@ -215,7 +235,7 @@ class S3Server:
         try:
             _reset_moto_s3()
             self.seed()
-            app = _FaultMiddleware(DomainDispatcherApplication(create_backend_app), self)
+            app = _FaultMiddleware(_s3_only(DomainDispatcherApplication)(create_backend_app), self)
             self._server = make_server(
                 "127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler
             )
