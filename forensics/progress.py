@@ -44,7 +44,7 @@ class Progress:
         if self._bar is not None:
             self._bar.stop()
 
-    def start(self, key: str, description: str, total: int) -> None:
+    def start(self, key: str, description: str, total: int | None) -> None:
         if self._bar is None:
             return
         with self._lock:

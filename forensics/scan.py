@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import queue
 import signal as signals
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
 
 from forensics import TOOL
 from forensics.config import Settings
@@ -71,14 +73,6 @@ class ScanScope:
     domains: tuple[str, ...] = ()
 
 
-@dataclass
-class _Evidence:
-    """Hits grouped per attempt, and what could not be resolved."""
-
-    by_attempt: dict[AttemptRef, list[SignalHit]] = field(default_factory=dict)
-    gaps: list[Gap] = field(default_factory=list)
-
-
 def task_selector(settings: Settings, scope: ScanScope) -> str:
     """The configured task selector, narrowed to the scope's namespaces when one is given.
 
@@ -101,8 +95,125 @@ def task_selector(settings: Settings, scope: ScanScope) -> str:
     return sel[:-1].rstrip().rstrip(",") + ", " + extra + "}"
 
 
+@dataclass(eq=False, slots=True)
+class _Candidate:
+    """One attempt whose verdict is being decided: it waits for its outputs.pb check (if it needs
+    one) and for the signals to be final (Loki read, pods matched), then it is concluded once."""
+
+    ex: ExecutionRecord
+    att: AttemptRecord
+    signal: SignalHit | None = None
+    later: Sequence[AttemptRecord] = ()  # the attempts of the same node (retried or not)
+    outputs: ObjectCheck | None = None
+    checked: bool = False  # outputs known (or not needed)
+    final: bool = False  # signal known
+    done: bool = False
+
+
+class _Stopped(Exception):
+    """The scan is stopping (an error elsewhere, or Ctrl-C): a job gives up quietly."""
+
+
+class _Lane:
+    """`workers` daemon threads running jobs from one bounded queue (one lane per source).
+
+    Bounded: a producer waits while the queue is full (a few jobs per worker), so memory holds
+    only what is in flight, however many executions the window has. The first exception a job
+    raises stops the scan and is re-raised by `drain()` in the caller's thread; once the scan
+    stops, queued jobs are dropped and the workers end.
+    """
+
+    def __init__(self, name: str, workers: int, stop: threading.Event, errors: list[BaseException]):
+        self._stop = stop
+        self._errors = errors
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=64 + 4 * workers)
+        self._pending = 0
+        self._idle = threading.Condition()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._idle:
+            self._pending += 1
+        while True:
+            if self._stop.is_set():
+                with self._idle:
+                    self._pending -= 1
+                raise _Stopped()
+            try:
+                self._queue.put(job, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                if self._stop.is_set():
+                    return
+                continue
+            if job is None:
+                return
+            try:
+                if not self._stop.is_set():
+                    job()
+            except _Stopped:
+                pass
+            except BaseException as e:  # a bug must surface in the caller, not vanish here
+                self._errors.append(e)
+                self._stop.set()
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    if self._pending == 0:
+                        self._idle.notify_all()
+
+    def drain(self) -> None:
+        """Wait until every submitted job has run (Ctrl-C stays deliverable meanwhile)."""
+        with self._idle:
+            while self._pending and not self._stop.is_set():
+                self._idle.wait(0.1)
+        _raise_first(self._errors)
+
+    def close(self) -> None:
+        """End the workers: at once when idle, else once they see the stop (never waits)."""
+        for _ in self._threads:
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:
+                break
+
+
+def _raise_first(errors: list[BaseException]) -> None:
+    if errors:
+        raise errors[0]
+
+
+def _join(thread: threading.Thread, errors: list[BaseException]) -> None:
+    """Join `thread` in short steps, so Ctrl-C reaches the main thread meanwhile."""
+    while thread.is_alive():
+        thread.join(0.1)
+        _raise_first(errors)
+    _raise_first(errors)
+
+
 class Scanner:
-    """Runs one scan against the three sources; every outside call goes through them."""
+    """Runs one scan against the three sources; every outside call goes through them.
+
+    `run` is one pipeline (SPEC §8): the Loki shards, the Admin sweep and the S3 checks run at
+    the same time, each source at most `settings.workers` requests at once. Executions stream
+    from Admin's listing; each costs one ListNodeExecutions and one ListTaskExecutions per task
+    node, and each elastic success one outputs.pb check. Death signals are joined to the swept
+    attempts by pod name, so a signalled attempt costs no extra Admin call; only signalled pods
+    that no swept execution claims are looked up one by one (`resolve`). Memory holds what is in
+    flight, the signalled pods and the findings: it grows with candidates, not with log lines.
+    """
 
     def __init__(
         self,
@@ -122,6 +233,9 @@ class Scanner:
         self._executions: dict[ExecutionRef, ExecutionRecord | None] = {}
         self._attempts: dict[ExecutionRef, list[AttemptRecord]] = {}
         self._ref_locks: dict[ExecutionRef, threading.Lock] = defaultdict(threading.Lock)
+        # Admin calls in flight, whichever thread makes them: at most `workers`.
+        self._admin_slots = threading.BoundedSemaphore(settings.workers)
+        self._swept: dict[tuple[str, str], set[str]] = {}
 
     # -- cached Admin look-ups -------------------------------------------------------------
     def execution(self, ref: ExecutionRef) -> ExecutionRecord | None:
@@ -140,38 +254,54 @@ class Scanner:
             return self._attempts[ref]
 
     # -- phase 1: Loki ---------------------------------------------------------------------
-    def signals(self, window: Window, scope: ScanScope) -> tuple[dict, list[Gap], int]:
-        """Death-signal hits per (namespace, pod), the Loki gaps, and the shard count."""
+    def signals(
+        self, window: Window, scope: ScanScope, stop: threading.Event | None = None
+    ) -> tuple[dict[tuple[str, str], SignalHit], list[Gap], int]:
+        """The earliest death-signal hit per (namespace, pod), the Loki gaps, the shard count."""
         query = build_query(task_selector(self.settings, scope), [("|~", SIGNAL_LINE_REGEX)])
         labels = self.settings.loki
-        hits: dict[tuple[str, str], list[SignalHit]] = defaultdict(list)
+        hits: dict[tuple[str, str], SignalHit] = {}
         gaps: list[Gap] = []
         shards = len(window.split(min(labels.shard, labels.max_query_length)))
         self.progress.start("loki", "Reading Loki shards", shards)
-        for item in self.loki.scan(
+        items = self.loki.scan(
             query, window, shard=labels.shard, max_query_length=labels.max_query_length
-        ):
-            if isinstance(item, ShardOutcome):
-                if item.error is not None:
-                    gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
-                self.progress.advance("loki")
-                continue
-            hit = parse_signal(
-                item,
-                namespace_label=labels.namespace_label,
-                pod_label=labels.pod_label,
-                container_label=labels.container_label,
-            )
-            if hit is not None and hit.at in window:
-                hits[(hit.namespace, hit.pod)].append(hit)
+        )
+        try:
+            for item in items:
+                if stop is not None and stop.is_set():
+                    raise _Stopped()
+                if isinstance(item, ShardOutcome):
+                    if item.error is not None:
+                        gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+                    self.progress.advance("loki")
+                    continue
+                hit = parse_signal(
+                    item,
+                    namespace_label=labels.namespace_label,
+                    pod_label=labels.pod_label,
+                    container_label=labels.container_label,
+                )
+                if hit is not None and hit.at in window:
+                    # Only the earliest line of a pod counts (SPEC §5); ties keep the first.
+                    key = (hit.namespace, hit.pod)
+                    first = hits.get(key)
+                    if first is None or hit.at < first.at:
+                        hits[key] = hit
+        finally:
+            items.close()  # stops the shard workers when the scan stops early
         self.progress.finish("loki")
         return hits, gaps, shards
 
-    # -- phase 2: resolve pods to attempts -------------------------------------------------
+    # -- signalled pods that no swept execution claimed: one by one ---------------------------
     def resolve(
         self, namespace: str, pod: str, at: datetime, scope: ScanScope
     ) -> tuple[ExecutionRecord, AttemptRecord] | str:
-        """The attempt a pod belongs to, or why it is none (a cleared-reason string)."""
+        """The attempt a pod belongs to, or why it is none (a cleared-reason string).
+
+        Executions the current run has swept already are skipped: their attempts were matched
+        against every signalled pod when they were read.
+        """
         flyte = self.settings.flyte
         pd = namespace_to_project_domain(namespace, flyte.namespace_template, flyte.domains)
         if pd is None:
@@ -185,6 +315,8 @@ class Scanner:
         if parsed is not None:
             for name, _node, _attempt in parsed.candidates:
                 ref = ExecutionRef(project, domain, name)
+                if self._was_swept(ref):
+                    continue
                 ex = self.execution(ref)
                 if ex is None:
                     continue
@@ -198,6 +330,8 @@ class Scanner:
             # Executions live at the signal: created before it, still changing after it.
             filters=live_during(at, at + timedelta(seconds=1)),
         ):
+            if self._was_swept(ex.ref):
+                continue
             with self._lock:
                 self._executions.setdefault(ex.ref, ex)
             for a in self.attempts(ex.ref):
@@ -205,123 +339,289 @@ class Scanner:
                     return ex, a
         return SIGNAL_NOT_FLYTE_POD
 
+    def _was_swept(self, ref: ExecutionRef) -> bool:
+        with self._lock:
+            return ref.name in self._swept.get((ref.project, ref.domain), ())
+
     # -- the whole scan ----------------------------------------------------------------------
     def run(self, window: Window, scope: ScanScope = ScanScope()) -> Report:
-        summary = Summary()
-        findings: list[Finding] = []
-        gaps: list[Gap] = []
-        pod_hits, loki_gaps, _ = self.signals(window, scope)
-        gaps.extend(loki_gaps)
+        """Scan `window`: findings, summary and gaps (SPEC §5-§7)."""
+        workers = self.settings.workers
+        self._window, self._scope = window, scope
+        self._summary = Summary()
+        self._findings: list[Finding] = []
+        self._finding_execs: dict[ExecutionRef, ExecutionRecord] = {}
+        self._gaps: list[Gap] = []
+        self._swept = {}
+        # Signals: pod hits, the index that joins them to attempts, and whether both are final.
+        self._pod_hits: dict[tuple[str, str], SignalHit] = {}
+        self._pod_index: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
+        self._matched: set[tuple[str, str]] = set()
+        self._signals_final = False
+        self._parked: list[tuple[ExecutionRecord, list[AttemptRecord], list[_Candidate]]] = []
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+        self._admin_lane = _Lane("admin", workers, self._stop, self._errors)
+        self._s3_lane = _Lane("s3", workers, self._stop, self._errors)
+        try:
+            return self._run(window, scope)
+        finally:
+            self._stop.set()  # whatever happened, no thread goes on working for this run
+            self._admin_lane.close()
+            self._s3_lane.close()
 
-        # Resolve each signalled pod to its attempt; a PyTorchJob's pods collapse into one.
-        by_attempt: dict[AttemptRef, list[SignalHit]] = defaultdict(list)
-        records: dict[AttemptRef, tuple[ExecutionRecord, AttemptRecord]] = {}
-        self.progress.start("resolve", "Resolving signalled pods", len(pod_hits))
+    def _run(self, window: Window, scope: ScanScope) -> Report:
+        loki = threading.Thread(
+            target=self._guarded, args=(self._loki_phase,), name="loki", daemon=True
+        )
+        loki.start()
+        self.progress.start("sweep", "Sweeping Admin executions", None)
+        listers = [
+            threading.Thread(target=self._guarded, args=(job,), name=f"list-{i}", daemon=True)
+            for i, job in enumerate(self._listing_jobs(window, scope))
+        ]
+        for t in listers:
+            t.start()
+        for t in listers:
+            _join(t, self._errors)
+        _join(loki, self._errors)  # signals are final from here on
+        self._admin_lane.drain()  # every swept execution matched and its checks queued
+        self.progress.finish("sweep")
 
-        def resolve_one(key: tuple[str, str]) -> None:
-            ns, pod = key
-            first = earliest(pod_hits[key])
-            assert first is not None
-            try:
-                result = self.resolve(ns, pod, first.at, scope)
-            except SourceError as e:
-                with self._lock:
-                    gaps.append(Gap("admin", first.at, first.at, f"pod {ns}/{pod}: {e.cause}"))
-                return
-            finally:
-                self.progress.advance("resolve")
-            with self._lock:
-                if isinstance(result, str):
-                    if result != "out-of-scope":
-                        summary.attempts_examined += 1
-                        summary.clear(result)
-                    return
-                ex, att = result
-                by_attempt[att.ref].extend(pod_hits[key])
-                records[att.ref] = (ex, att)
-
-        self._parallel(resolve_one, list(pod_hits))
-        self.progress.finish("resolve")
-
-        # Signalled attempts: Admin phase + S3 outputs.pb decide.
-        self.progress.start("check", "Checking signalled attempts", len(by_attempt))
-
-        def check_signalled(ref: AttemptRef) -> None:
-            ex, att = records[ref]
-            signal = earliest(by_attempt[ref])
-            assert signal is not None
-            outputs = self._outputs(att) if att.phase == "SUCCEEDED" else None
+        # Signalled pods no swept execution claimed: look each one up (SPEC §5 not-a-pod etc.).
+        unmatched = sorted(k for k in self._pending_pods() if k not in self._matched)
+        late: dict[AttemptRef, list[Any]] = {}
+        for key in unmatched:
+            self._admin_lane.submit(partial(self._resolve_one, key, late))
+        self._admin_lane.drain()
+        for ex, att, hits in late.values():
             later = [a for a in self.attempts(ex.ref) if a.ref.node_id == att.ref.node_id]
-            verdict = classify_signalled(att, ex, signal, outputs, later_attempts=later)
-            self._record(verdict, ex, att, signal, outputs, summary, findings, gaps)
-            self.progress.advance("check")
+            self._signalled(_Candidate(ex, att, earliest(hits), later))
+        self._s3_lane.drain()
 
-        self._parallel(check_signalled, list(by_attempt))
-        self.progress.finish("check")
-
-        # Admin sweep: elastic successes without outputs.pb and without any signal evidence.
-        gaps.extend(self._sweep(window, scope, set(by_attempt), summary, findings, gaps))
-
-        findings.sort(
+        findings = sorted(
+            self._findings,
             key=lambda f: (
                 f.signal.at if f.signal else f.succeeded_at or window.end,
                 str(f.attempt),
-            )
+            ),
         )
         findings = self._relaunched(findings)
-        gaps.sort(key=lambda g: (g.source, g.start or window.start))
-        return Report(TOOL, window, tuple(gaps), summary, tuple(findings))
+        gaps = sorted(
+            self._gaps,
+            key=lambda g: (g.source, g.start or window.start, g.end or window.end, g.error),
+        )
+        return Report(TOOL, window, tuple(gaps), self._summary, tuple(findings))
 
-    def _sweep(
-        self,
-        window: Window,
-        scope: ScanScope,
-        signalled: set[AttemptRef],
-        summary: Summary,
-        findings: list[Finding],
-        gaps: list[Gap],
-    ) -> list[Gap]:
-        sweep_gaps: list[Gap] = []
+    def _guarded(self, fn: Callable[[], None]) -> None:
         try:
-            projects = list(scope.projects) or self.admin.list_projects()
+            fn()
+        except _Stopped:
+            pass
+        except BaseException as e:  # surfaces in the main thread (LokiQueryError, bugs)
+            self._errors.append(e)
+            self._stop.set()
+
+    # -- Loki, then the join index ---------------------------------------------------------------
+    def _loki_phase(self) -> None:
+        hits, gaps, _ = self.signals(self._window, self._scope, self._stop)
+        flyte = self.settings.flyte
+        scope = self._scope
+        index: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
+        pending: dict[tuple[str, str], SignalHit] = {}
+        not_flyte = 0
+        for (ns, pod), hit in hits.items():
+            pd = namespace_to_project_domain(ns, flyte.namespace_template, flyte.domains)
+            if pd is None:
+                not_flyte += 1
+                continue
+            project, domain = pd
+            if (scope.projects and project not in scope.projects) or (
+                scope.domains and domain not in scope.domains
+            ):
+                continue
+            pending[(ns, pod)] = hit
+            parsed = parse_pod_name(pod)
+            # A PyTorchJob replica is found by its job's generated name, as `resolve` does.
+            for name in dict.fromkeys([pod, parsed.generated if parsed else pod]):
+                index[(project, domain, name)].append((ns, pod))
+        with self._lock:
+            self._gaps.extend(gaps)
+            for _ in range(not_flyte):
+                self._summary.attempts_examined += 1
+                self._summary.clear(SIGNAL_NOT_FLYTE_POD)
+            self._pod_hits = pending
+            self._pod_index = dict(index)
+            self._signals_final = True
+            parked, self._parked = self._parked, []
+        for ex, attempts, candidates in parked:
+            self._settle(ex, attempts, candidates)
+
+    def _pending_pods(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(self._pod_hits)
+
+    # -- the Admin sweep -------------------------------------------------------------------------
+    def _listing_jobs(self, window: Window, scope: ScanScope) -> list[Callable[[], None]]:
+        """One job per lister thread; they share the (project, domain) pairs to list."""
+        try:
+            with self._admin_slots:
+                projects = list(scope.projects) or self.admin.list_projects()
         except SourceError as e:
-            return [Gap("admin", window.start, window.end, f"listing projects: {e.cause}")]
+            self._add_gap(Gap("admin", window.start, window.end, f"listing projects: {e.cause}"))
+            return []
         domains = list(scope.domains) or list(self.settings.flyte.domains)
+        todo: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+        pairs = [(p, d) for p in projects for d in domains]
+        for pair in pairs:
+            todo.put(pair)
         filters = live_during(window.start, window.end)
-        executions: list[ExecutionRecord] = []
-        for project in projects:
-            for domain in domains:
+
+        def lister() -> None:
+            while True:
                 try:
-                    executions.extend(self.admin.list_executions(project, domain, filters=filters))
-                except SourceError as e:
-                    sweep_gaps.append(
-                        Gap("admin", window.start, window.end, f"{project}/{domain}: {e.cause}")
-                    )
-        self.progress.start("sweep", "Sweeping Admin for output-less successes", len(executions))
+                    project, domain = todo.get_nowait()
+                except queue.Empty:
+                    return
+                self._list_one(project, domain, filters)
 
-        def sweep_one(ex: ExecutionRecord) -> None:
+        # Listing is one page per hundred executions: a few listers keep every worker busy.
+        return [lister] * max(1, min(len(pairs), (self.settings.workers + 3) // 4))
+
+    def _list_one(self, project: str, domain: str, filters: str) -> None:
+        executions = self.admin.list_executions(project, domain, filters=filters)
+        while True:
             try:
-                attempts = self.attempts(ex.ref)
+                with self._admin_slots:
+                    ex = next(executions, None)
             except SourceError as e:
-                with self._lock:
-                    sweep_gaps.append(
-                        Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}")
-                    )
+                w = self._window
+                self._add_gap(Gap("admin", w.start, w.end, f"{project}/{domain}: {e.cause}"))
                 return
-            finally:
-                self.progress.advance("sweep")
-            for att in attempts:
-                if att.ref in signalled or not sweep_candidate(att, window):
-                    continue
-                outputs = self._outputs(att)
-                with self._lock:
-                    self._executions.setdefault(ex.ref, ex)
-                verdict = classify_unsignalled(att, outputs)
-                self._record(verdict, ex, att, None, outputs, summary, findings, gaps)
+            if ex is None:
+                return
+            self._admin_lane.submit(partial(self._sweep_execution, ex))
 
-        self._parallel(sweep_one, executions)
-        self.progress.finish("sweep")
-        return sweep_gaps
+    def _sweep_execution(self, ex: ExecutionRecord) -> None:
+        try:
+            with self._admin_slots:
+                attempts = self.admin.list_attempts(ex.ref)
+        except SourceError as e:
+            self._add_gap(Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}"))
+            return
+        finally:
+            self.progress.advance("sweep")
+        window = self._window
+        candidates = [_Candidate(ex, a) for a in attempts if sweep_candidate(a, window)]
+        # Whether signalled or not, an elastic success needs its outputs.pb: check it now.
+        for c in candidates:
+            self._s3_lane.submit(partial(self._check_outputs, c))
+        with self._lock:
+            self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
+            if not self._signals_final:
+                self._parked.append((ex, attempts, candidates))
+                return
+        self._settle(ex, attempts, candidates)
+
+    def _settle(
+        self, ex: ExecutionRecord, attempts: list[AttemptRecord], candidates: list[_Candidate]
+    ) -> None:
+        """Signals are final: join them to this execution's attempts and release its candidates."""
+        hits = self._match(ex, attempts)
+        by_ref = {c.att.ref: c for c in candidates}
+        for att in attempts:
+            signal = hits.get(att.ref)
+            c = by_ref.get(att.ref)
+            if signal is not None:
+                later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
+                if c is None:
+                    self._signalled(_Candidate(ex, att, signal, later))
+                    continue
+                c.later = later
+            if c is not None:
+                self._release(c, signal)
+
+    def _match(
+        self, ex: ExecutionRecord, attempts: list[AttemptRecord]
+    ) -> dict[AttemptRef, SignalHit]:
+        """The earliest signal of each attempt whose pods logged one (SPEC §5)."""
+        index = self._pod_index
+        if not index:
+            return {}
+        project, domain = ex.ref.project, ex.ref.domain
+        out: dict[AttemptRef, SignalHit] = {}
+        with self._lock:
+            for att in attempts:
+                for name in att.pods:
+                    for key in index.get((project, domain, name), ()):
+                        if key in self._matched:
+                            continue  # a pod belongs to one attempt: the first that claims it
+                        self._matched.add(key)
+                        hit = self._pod_hits[key]
+                        best = out.get(att.ref)
+                        if best is None or (hit.at, hit.pod) < (best.at, best.pod):
+                            out[att.ref] = hit
+        return out
+
+    def _resolve_one(self, key: tuple[str, str], late: dict[AttemptRef, list[Any]]) -> None:
+        ns, pod = key
+        hit = self._pod_hits[key]
+        try:
+            with self._admin_slots:
+                result = self.resolve(ns, pod, hit.at, self._scope)
+        except SourceError as e:
+            self._add_gap(Gap("admin", hit.at, hit.at, f"pod {ns}/{pod}: {e.cause}"))
+            return
+        with self._lock:
+            if isinstance(result, str):
+                if result != "out-of-scope":
+                    self._summary.attempts_examined += 1
+                    self._summary.clear(result)
+                return
+            ex, att = result
+            # A PyTorchJob's pods collapse into one attempt.
+            late.setdefault(att.ref, [ex, att, []])[2].append(hit)
+
+    # -- candidates: outputs.pb, then the verdict ----------------------------------------------
+    def _signalled(self, c: _Candidate) -> None:
+        """A signalled attempt the sweep did not check: outputs.pb if it SUCCEEDED, then decide."""
+        c.final = True
+        if c.att.phase == "SUCCEEDED":
+            self._s3_lane.submit(partial(self._check_outputs, c))
+        else:
+            c.checked = c.done = True
+            self._conclude(c)  # failed or unfinished: cleared without S3
+
+    def _release(self, c: _Candidate, signal: SignalHit | None) -> None:
+        with self._lock:
+            c.signal, c.final = signal, True
+            ready = c.checked and not c.done
+            c.done = c.done or ready
+        if ready:
+            self._s3_lane.submit(partial(self._conclude, c))  # a finding lists its checkpoint
+
+    def _check_outputs(self, c: _Candidate) -> None:
+        outputs = self._outputs(c.att)
+        with self._lock:
+            c.outputs, c.checked = outputs, True
+            ready = c.final and not c.done
+            c.done = c.done or ready
+        if ready:
+            self._conclude(c)
+
+    def _conclude(self, c: _Candidate) -> None:
+        if c.signal is not None:
+            outputs = c.outputs if c.att.phase == "SUCCEEDED" else None
+            verdict = classify_signalled(c.att, c.ex, c.signal, outputs, later_attempts=c.later)
+        else:
+            assert c.outputs is not None
+            outputs = c.outputs
+            verdict = classify_unsignalled(c.att, outputs)
+        self._record(verdict, c.ex, c.att, c.signal, outputs)
+
+    def _add_gap(self, gap: Gap) -> None:
+        with self._lock:
+            self._gaps.append(gap)
 
     # -- helpers -------------------------------------------------------------------------------
     def _outputs(self, att: AttemptRecord) -> ObjectCheck:
@@ -336,14 +636,12 @@ class Scanner:
         att: AttemptRecord,
         signal: SignalHit | None,
         outputs: ObjectCheck | None,
-        summary: Summary,
-        findings: list[Finding],
-        gaps: list[Gap],
     ) -> None:
         finding = None
         if verdict.verdict is not None:
             finding = self._finding(verdict, ex, att, signal, outputs)
         with self._lock:
+            summary = self._summary
             summary.attempts_examined += 1
             if verdict.verdict is None:
                 summary.clear(verdict.cleared or "cleared")
@@ -353,7 +651,7 @@ class Scanner:
             else:
                 summary.suspected += 1
             if outputs is not None and outputs.state == "unknown":
-                gaps.append(
+                self._gaps.append(
                     Gap(
                         "s3",
                         att.ended_at,
@@ -362,7 +660,8 @@ class Scanner:
                     )
                 )
             assert finding is not None
-            findings.append(finding)
+            self._findings.append(finding)
+            self._finding_execs[ex.ref] = ex
 
     def _finding(
         self,
@@ -419,7 +718,8 @@ class Scanner:
         ck = self.settings.checkpoints
         if ck.input or (ck.template and "{inputs." in ck.template):
             try:
-                inputs = self.admin.get_inputs(ex.ref)
+                with self._admin_slots:
+                    inputs = self.admin.get_inputs(ex.ref)
             except SourceError as e:
                 return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
         loc = checkpoint_location(ck, att, ex, inputs)
@@ -442,27 +742,29 @@ class Scanner:
 
         scopes: dict[tuple[str, str], datetime] = {}
         for f in findings:
-            ex = self._executions.get(f.attempt.execution)
+            ex = self._finding_execs.get(f.attempt.execution)
             since = ex.created_at if ex and ex.created_at else f.succeeded_at
             key = (f.attempt.execution.project, f.attempt.execution.domain)
             if since is not None and (key not in scopes or since < scopes[key]):
                 scopes[key] = since
         relaunches: dict[ExecutionRef, ExecutionRef] = {}
-        for (project, domain), since in scopes.items():
+
+        def lookup(project: str, domain: str, since: datetime) -> None:
             try:
-                relaunches.update(self.admin.relaunches_of(project, domain, since))
+                with self._admin_slots:
+                    found = self.admin.relaunches_of(project, domain, since)
             except SourceError as e:
                 log.warning(
                     "could not look up existing relaunches in %s/%s: %s", project, domain, e.cause
                 )
-        return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+                return
+            with self._lock:
+                relaunches.update(found)
 
-    def _parallel(self, fn: Callable, items: Sequence) -> None:
-        if not items:
-            return
-        with ThreadPoolExecutor(max_workers=self.settings.workers) as pool:
-            for fut in [pool.submit(fn, item) for item in items]:
-                fut.result()
+        for (project, domain), since in sorted(scopes.items()):
+            self._admin_lane.submit(partial(lookup, project, domain, since))
+        self._admin_lane.drain()
+        return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
 
 
 def _ref_parts(ref: ExecutionRef) -> tuple[str, str, str]:
