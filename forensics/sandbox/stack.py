@@ -128,17 +128,23 @@ def sandbox(
         loki_url = loki.start()
         stack.callback(loki.stop)
 
-        config = config_dir / "config.yaml"
-        config.write_text(flytectl_config(admin_address))
-        env = {
-            "LOKI_ADDR": loki_url,
-            "FLYTE_PLATFORM_URL": admin_address,
-            "FLYTE_PLATFORM_INSECURE": "True",
-            "FLYTECTL_CONFIG": str(config),
-            "AWS_ENDPOINT_URL_S3": s3_url,
-            "AWS_ACCESS_KEY_ID": SANDBOX_ACCESS_KEY_ID,
-            "AWS_SECRET_ACCESS_KEY": SANDBOX_SECRET_ACCESS_KEY,
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_REGION": "us-east-1",
-        }
+        env = sandbox_env(loki_url, admin_address, s3_url, config_dir)
         yield Sandbox(loki=loki, admin=admin, s3=s3, env=env)
+
+
+def sandbox_env(loki_url: str, admin_address: str, s3_url: str, config_dir: Path) -> dict[str, str]:
+    """The environment that points every client at the three servers (writes the Flyte config
+    into `config_dir`); for stacks assembled by hand, e.g. with S3 in another process."""
+    config = config_dir / "config.yaml"
+    config.write_text(flytectl_config(admin_address))
+    return {
+        "LOKI_ADDR": loki_url,
+        "FLYTE_PLATFORM_URL": admin_address,
+        "FLYTE_PLATFORM_INSECURE": "True",
+        "FLYTECTL_CONFIG": str(config),
+        "AWS_ENDPOINT_URL_S3": s3_url,
+        "AWS_ACCESS_KEY_ID": SANDBOX_ACCESS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": SANDBOX_SECRET_ACCESS_KEY,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }
