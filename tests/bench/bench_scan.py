@@ -1,0 +1,588 @@
+"""Benchmark: a 30-day scan of a busy cluster through the real CLI, against its latency bound.
+
+Run:   .venv/bin/python tests/bench/bench_scan.py            (the full set, ~20 min on 2 cores)
+       .venv/bin/python tests/bench/bench_scan.py --quick    (2,000 attempts, a smoke run)
+
+Each row seeds the sandbox servers on loopback (the Loki-API and Flyte Admin gRPC servers in this
+process, moto S3 in a child process of its own, so that the costliest server per request does not
+share an interpreter lock with the others) with a synthetic month (`forensics.sandbox.synthetic`),
+injects latency on every request (Loki 50 ms, Admin 5 ms, S3 5 ms), runs
+`python -m forensics scan -o json` as a subprocess against it, and reads what the servers
+recorded. Rows:
+
+  1x            20,000 elastic attempts, 2,000 signalled, 300 affected, 1,000,000 noise lines
+  1x workers=1  the same scan with `--workers 1`: what concurrency buys
+  1x, 10x noise the same attempts under 10,000,000 noise lines: cost must not follow log volume
+  10x           200,000 attempts, 20,000 signalled, 3,000 affected, 10,000,000 noise lines
+  latency-check 2,000 attempts with ten times the latency: where CPU does not bind, how close
+                the pipeline gets to its bound
+
+The lower bound (`bound`) is what the scan could not beat with free CPUs and the minimal number
+of requests. Each source serves at most W = --workers requests at once (SPEC §8), and the
+sources are independent, so
+
+    bound = max(T_loki, T_admin, T_s3)
+    T_loki  = max(ceil(R_loki / W), max_shard pages) * latency_loki
+              R_loki = sum over the 24 h shards of (matching lines // 5000 + 1) pages
+    T_admin = max(ceil(R_admin / W), chain) * latency_admin
+              R_admin = ListProjects + per (project, domain) (executions // 100 + 1) pages of
+              ListExecutions + per execution 1 ListNodeExecutions + 1 ListTaskExecutions per
+              task node + 1 GetTask per distinct task + 1 relaunch lookup per (project, domain)
+              with findings; chain = the longest dependent sequence: ListProjects, the pages of
+              the largest (project, domain), ListNodeExecutions, ListTaskExecutions, GetTask,
+              and the relaunch lookup after the last finding
+    T_s3    = ceil(R_s3 / W) * latency_s3
+              R_s3 = one outputs.pb HEAD per candidate (elastic success ending in the window, or
+              signalled success) + one ListObjectsV2 page per finding with a checkpoint location
+
+Process start-up (imports: ~1 s) and CPU are not in the bound. On a small machine CPU binds: the
+sandbox servers and the client share the cores, so the table also shows the CPU seconds of the
+CLI process (`cli`), of this process (`srv`: Admin and Loki) and of the S3 process (`s3`), and
+`floor`, the wall time that CPU alone forces: max(cli, srv, s3, (cli + srv + s3) / cores) — each
+process is one Python interpreter whose threads take turns on one core.
+
+Columns: requests per source as the servers recorded them (retries included) with the minimum in
+parentheses and the ratio per candidate attempt (`summary.attempts_examined`); bytes of Loki
+response bodies; peak RSS of the CLI process (VmHWM from /proc, polled); whether the findings
+equal those of the first run on the same attempts and the generator's expectation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from forensics.config import Settings
+from forensics.evidence import SIGNAL_LINE_REGEX
+from forensics.model import to_ns
+from forensics.sandbox.admin_server import AdminFaults, AdminServer
+from forensics.sandbox.loki_server import LokiFaults, LokiServer
+from forensics.sandbox.s3_server import S3Faults, S3Server
+from forensics.sandbox.stack import Sandbox, sandbox_env
+from forensics.sandbox.synthetic import SyntheticMonth, noise_texts, synthetic_month
+
+PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_query)
+ADMIN_PAGE = 100  # the client's Admin page size
+DEFAULT_WORKERS = Settings.workers
+ROWS = ("1x", "serial", "noise", "10x", "latency")
+ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Injected latency per request, in seconds."""
+
+    loki: float = 0.05
+    admin: float = 0.005
+    s3: float = 0.005
+
+
+@dataclass(frozen=True)
+class Size:
+    """One synthetic month."""
+
+    attempts: int
+    signalled: int
+    affected: int
+    noise: int
+
+
+@dataclass
+class Minimum:
+    """The fewest requests a complete scan of a month needs, and its latency lower bound."""
+
+    loki: int
+    loki_pages_max: int
+    admin: int
+    admin_chain: int
+    s3: int
+
+    def bound(self, workers: int, lat: Latency) -> float:
+        t_loki = max(math.ceil(self.loki / workers), self.loki_pages_max) * lat.loki
+        t_admin = max(math.ceil(self.admin / workers), self.admin_chain) * lat.admin
+        t_s3 = math.ceil(self.s3 / workers) * lat.s3
+        return max(t_loki, t_admin, t_s3)
+
+
+@dataclass
+class Run:
+    """What one CLI run cost and found."""
+
+    label: str
+    size: Size
+    workers: int
+    lat: Latency
+    wall: float = 0.0
+    bound: float = 0.0
+    cli_cpu: float = 0.0
+    srv_cpu: float = 0.0  # this process: the Admin and Loki servers
+    s3_cpu: float = 0.0  # the S3 server's process
+    rss_mb: float = 0.0
+    loki: int = 0
+    loki_bytes: int = 0
+    loki_max_limit: int = 0
+    loki_unfiltered: int = 0
+    admin: Counter[str] = field(default_factory=Counter)
+    s3: int = 0
+    examined: int = 0
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    same: str = ""
+    minimum: Minimum | None = None
+    seed_s: dict[str, float] = field(default_factory=dict)
+    load: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def floor(self) -> float:
+        """The wall time CPU alone forces: each process runs on one core at a time."""
+        parts = (self.cli_cpu, self.srv_cpu, self.s3_cpu)
+        return max(*parts, sum(parts) / (os.cpu_count() or 1))
+
+
+# -- the minimal requests of a month ------------------------------------------------------------
+
+
+def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
+    """Count the requests a complete scan of `month` cannot do without (see the docstring)."""
+    w = month.window
+    sc = month.scenario
+    signal_re = re.compile(SIGNAL_LINE_REGEX)
+    assert not any(signal_re.search(line) for line in noise_texts()), "noise must not match"
+    shard_ns = to_ns(w.start + timedelta(hours=24)) - to_ns(w.start)
+    start = to_ns(w.start)
+    per_shard: Counter[int] = Counter()
+    for line in sc.log_lines:
+        if start <= line.ts_ns < to_ns(w.end) and signal_re.search(line.line):
+            per_shard[(line.ts_ns - start) // shard_ns] += 1
+    shards = len(w.split(timedelta(hours=24)))
+    pages = [per_shard[i] // PAGE + 1 for i in range(shards)]
+
+    per_pd: Counter[tuple[str, str]] = Counter()
+    tasks: set[tuple[str, str, str]] = set()
+    admin = 0
+    s3 = 0
+    findings_pd: set[tuple[str, str]] = set()
+    for ex in sc.executions:
+        live = ex.updated_at >= w.start and ex.created_at < w.end
+        if not live:
+            continue
+        per_pd[(ex.project, ex.domain)] += 1
+        admin += 1  # ListNodeExecutions
+        for node in ex.nodes:
+            admin += 1  # ListTaskExecutions
+            for a in node.attempts:
+                tasks.add((ex.project, ex.domain, a.task.name))
+                elastic = (a.task.task_type, a.task.task_type_version) in ELASTIC
+                ended = a.ended_at is not None and w.start <= a.ended_at < w.end
+                if elastic and a.phase == "SUCCEEDED" and ended:
+                    s3 += 1  # outputs.pb
+                key = (ex.project, ex.domain, ex.name, node.node_id, a.attempt)
+                if key in month.expected:
+                    findings_pd.add((ex.project, ex.domain))
+                    if node.checkpoint_uri:
+                        s3 += 1  # the checkpoint listing (one page: < 1000 objects)
+    projects = {p for p, _ in per_pd}
+    list_pages = {(p, d): per_pd[(p, d)] // ADMIN_PAGE + 1 for p in projects for d in domains}
+    admin += 1 + sum(list_pages.values()) + len(tasks) + len(findings_pd)
+    chain = 1 + max(list_pages.values(), default=1) + 2 + 1 + 1
+    return Minimum(sum(pages), max(pages), admin, chain, s3)
+
+
+# -- the stack: Admin and Loki here, S3 in a child process -------------------------------------
+
+
+def month_of(size: Size) -> SyntheticMonth:
+    return synthetic_month(
+        attempts=size.attempts,
+        signalled=size.signalled,
+        affected=size.affected,
+        noise_lines=size.noise,
+    )
+
+
+def _serve_s3(size: Size, latency: float, conn: Connection) -> None:
+    """Child process: moto S3 seeded with the same month (the generator is deterministic).
+
+    In its own process, moto (the costliest server per request) does not share one interpreter
+    lock with the Admin and Loki servers, as a remote S3 would not.
+    """
+    month = month_of(size)
+    server = S3Server(month.scenario, S3Faults(latency=latency))
+    conn.send((server.start(), len(month.scenario.executions)))
+    while conn.recv() == "stats":
+        conn.send((len(server.requests), _cpu(resource.RUSAGE_SELF)))
+    server.stop()
+
+
+class S3Child:
+    """The sandbox S3 running in a child process: its request count and CPU seconds."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def stats(self) -> tuple[int, float]:
+        self._conn.send("stats")
+        return self._conn.recv()
+
+
+@contextmanager
+def stack(
+    month: SyntheticMonth, size: Size, lat: Latency, home: Path, times: dict[str, float]
+) -> Iterator[tuple[Sandbox, S3Child]]:
+    """Admin and Loki in this process, S3 in a child; the noise loaded into Loki."""
+    ctx = mp.get_context("spawn")
+    here, there = ctx.Pipe()
+    child = ctx.Process(target=_serve_s3, args=(size, lat.s3, there), daemon=True)
+    t = time.perf_counter()
+    child.start()
+    with ExitStack() as stop:
+        stop.callback(child.join, 120)
+        stop.callback(here.send, "stop")
+        admin = AdminServer(month.scenario, AdminFaults(latency=lat.admin))
+        address = admin.start()
+        stop.callback(admin.stop)
+        loki = LokiServer(month.scenario.log_lines, LokiFaults(latency=lat.loki))
+        loki_url = loki.start()
+        stop.callback(loki.stop)
+        times["seed Admin, Loki"] = time.perf_counter() - t
+        s3_url, executions = here.recv()
+        assert executions == len(month.scenario.executions), "S3 seeded another month"
+        times["seed S3 (child, in parallel)"] = time.perf_counter() - t
+        t = time.perf_counter()
+        loki.add_lines(month.noise())
+        times["load noise into Loki"] = time.perf_counter() - t
+        env = sandbox_env(loki_url, address, s3_url, home)
+        box = Sandbox(loki=loki, admin=admin, s3=None, env=env)  # type: ignore[arg-type]
+        yield box, S3Child(here)
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+def _peak_rss(pid: int, stop: threading.Event, out: list[int]) -> None:
+    # VmHWM is the process's own high-water mark (reset by exec), so polling it loses nothing
+    # but what happens in the last interval before exit.
+    path = Path(f"/proc/{pid}/status")
+    while not stop.is_set():
+        try:
+            for line in path.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    out[0] = max(out[0], int(line.split()[1]))
+        except OSError:
+            return
+        stop.wait(0.05)
+
+
+def _cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def measure(
+    label: str,
+    box: Sandbox,
+    s3: S3Child,
+    month: SyntheticMonth,
+    size: Size,
+    lat: Latency,
+    workers: int | None,
+    home: Path,
+) -> Run:
+    """Run the CLI once against the stack and read what the servers recorded."""
+    w = month.window
+    cmd = [sys.executable, "-m", "forensics", "scan", "-o", "json", "--no-progress"]
+    cmd += ["--since", w.start.strftime("%Y-%m-%d"), "--until", w.end.strftime("%Y-%m-%d")]
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    env = box.child_environ() | {"XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(home)}
+    loki0, admin0 = len(box.loki.requests), box.admin.call_counts()
+    s3_0, s3_cpu0 = s3.stats()
+    load0 = os.getloadavg()[0]
+    cli0, srv0 = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    peak, done = [0], threading.Event()
+    poller = threading.Thread(target=_peak_rss, args=(proc.pid, done, peak), daemon=True)
+    poller.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - started
+    done.set()
+    poller.join()
+    run = Run(label, size, workers or DEFAULT_WORKERS, lat, wall=wall, rss_mb=peak[0] / 1024)
+    run.cli_cpu = _cpu(resource.RUSAGE_CHILDREN) - cli0
+    run.srv_cpu = _cpu(resource.RUSAGE_SELF) - srv0
+    s3_1, s3_cpu1 = s3.stats()
+    run.s3, run.s3_cpu = s3_1 - s3_0, s3_cpu1 - s3_cpu0
+    run.load = (load0, os.getloadavg()[0])
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{label}: scan exited {proc.returncode}:\n{err[-3000:]}")
+    report = json.loads(out)
+    if not report["complete"]:
+        raise SystemExit(f"{label}: incomplete scan: {report['gaps'][:3]}\n{err[-2000:]}")
+    loki = box.loki.requests.snapshot()[loki0:]
+    run.loki = len(loki)
+    run.loki_bytes = sum(r.bytes for r in loki)
+    run.loki_max_limit = max((int(r.params.get("limit") or 0) for r in loki), default=0)
+    run.loki_unfiltered = sum(
+        1 for r in loki if r.path.endswith("query_range") and "|~" not in r.params.get("query", "")
+    )
+    run.admin = box.admin.call_counts() - admin0
+    run.examined = report["summary"]["attempts_examined"]
+    run.findings = report["findings"]
+    return run
+
+
+def expected_ok(run: Run, month: SyntheticMonth) -> bool:
+    got = {
+        (e["project"], e["domain"], e["name"], f["node_id"], f["attempt"]): f["verdict"]
+        for f in run.findings
+        for e in (f["execution"],)
+    }
+    return got == month.expected
+
+
+def run_size(
+    label: str,
+    size: Size,
+    lat: Latency,
+    worker_counts: list[int | None],
+    home: Path,
+    console: Console,
+    reference: dict[Size, list[dict[str, Any]]],
+) -> list[Run]:
+    """Seed one month, then scan it once per worker count."""
+    times: dict[str, float] = {}
+    t = time.perf_counter()
+    month = month_of(size)
+    times["generate"] = time.perf_counter() - t
+    minimal = minimum(month, tuple(Settings().flyte.domains))
+    runs: list[Run] = []
+    with stack(month, size, lat, home, times) as (box, s3):
+        console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
+        for workers in worker_counts:
+            name = label if workers is None else f"{label} workers={workers}"
+            run = measure(name, box, s3, month, size, lat, workers, home)
+            run.minimum, run.seed_s = minimal, times
+            run.bound = minimal.bound(run.workers, lat)
+            # The same attempts under any noise and worker count: the same findings, exactly.
+            first = reference.setdefault(replace(size, noise=0), run.findings)
+            run.same = "yes" if run.findings == first and expected_ok(run, month) else "NO"
+            console.log(f"{name}: {run.wall:.1f}s (bound {run.bound:.1f}s), findings {run.same}")
+            runs.append(run)
+    return runs
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+def table(runs: list[Run]) -> Table:
+    t = Table(title="elastic-audit scan of a synthetic 30-day month (sandbox on loopback)")
+    for col, just in [
+        ("run", "left"),
+        ("attempts / signalled / affected", "right"),
+        ("log lines", "right"),
+        ("W", "right"),
+        ("wall s", "right"),
+        ("bound s", "right"),
+        ("wall/bound", "right"),
+        ("CPU s cli+srv+s3 (floor)", "right"),
+        ("Loki req (min)", "right"),
+        ("Loki MB", "right"),
+        ("Admin calls (/cand)", "right"),
+        ("S3 calls (/cand)", "right"),
+        ("peak RSS MB", "right"),
+        ("findings", "right"),
+        ("same", "center"),
+    ]:
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for r in runs:
+        m = r.minimum
+        assert m is not None
+        admin = sum(r.admin.values())
+        t.add_row(
+            r.label,
+            f"{r.size.attempts:,} / {r.size.signalled:,} / {r.size.affected:,}",
+            f"{r.size.noise:,}",
+            str(r.workers),
+            f"{r.wall:.1f}",
+            f"{r.bound:.1f}",
+            f"{r.wall / r.bound:.2f}",
+            f"{r.cli_cpu:.0f}+{r.srv_cpu:.0f}+{r.s3_cpu:.0f} ({r.floor:.0f})",
+            f"{r.loki} ({m.loki})",
+            f"{r.loki_bytes / 2**20:.2f}",
+            f"{admin:,} ({admin / max(r.examined, 1):.2f})",
+            f"{r.s3:,} ({r.s3 / max(r.examined, 1):.2f})",
+            f"{r.rss_mb:.0f}",
+            f"{len(r.findings):,}",
+            r.same,
+        )
+    return t
+
+
+def verdicts(runs: list[Run]) -> list[str]:
+    """The issue's targets, one line each."""
+    out = []
+    main = {r.label: r for r in runs}
+    for r in runs:
+        if "workers=" in r.label or r.label == "latency-check":
+            continue
+        ok = r.wall <= 1.5 * r.bound
+        out.append(
+            f"{'met ' if ok else 'MISS'} {r.label}: wall {r.wall:.1f}s = {r.wall / r.bound:.2f}x "
+            f"the bound {r.bound:.1f}s (target <= 1.5x; CPU floor {r.floor:.1f}s)"
+        )
+    for r in runs:
+        m = r.minimum
+        assert m is not None
+        ok = r.loki == m.loki and r.loki_max_limit <= PAGE and r.loki_unfiltered == 0
+        out.append(
+            f"{'met ' if ok else 'MISS'} {r.label}: Loki {r.loki} requests, minimum {m.loki}; "
+            f"largest page {r.loki_max_limit}; unfiltered queries {r.loki_unfiltered}"
+        )
+        a, s = sum(r.admin.values()) / max(r.examined, 1), r.s3 / max(r.examined, 1)
+        out.append(
+            f"{'met ' if a <= 4 and s <= 2 else 'MISS'} {r.label}: {a:.2f} Admin and {s:.2f} "
+            f"S3 calls per candidate attempt ({r.examined:,} examined; target <= 4 and <= 2)"
+        )
+    ten = main.get("10x")
+    if ten is not None:
+        out.append(
+            f"{'met ' if ten.rss_mb <= 300 else 'MISS'} 10x: peak RSS {ten.rss_mb:.0f} MB "
+            "(target <= 300 MB)"
+        )
+    one, noisy = main.get("1x"), main.get("1x, 10x noise")
+    if one is not None and noisy is not None:
+        out.append(
+            f"info 1x -> 10x noise: peak RSS {one.rss_mb:.0f} -> {noisy.rss_mb:.0f} MB, "
+            f"Loki MB {one.loki_bytes / 2**20:.2f} -> {noisy.loki_bytes / 2**20:.2f} "
+            "(log volume must not show)"
+        )
+    serial = main.get("1x workers=1")
+    if one is not None and serial is not None:
+        speedup = serial.wall / one.wall
+        out.append(
+            f"{'met ' if speedup >= 8 else 'MISS'} default workers ({one.workers}) "
+            f"{speedup:.1f}x faster than --workers 1 ({serial.wall:.0f}s vs {one.wall:.0f}s; "
+            f"bounds {serial.bound:.0f}s vs {one.bound:.0f}s; target >= 8x)"
+        )
+    same = all(r.same == "yes" for r in runs)
+    out.append(
+        f"{'met ' if same else 'MISS'} findings identical at every worker count and noise "
+        "level, and equal to the generator's expectation"
+    )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="a tenth of every size")
+    parser.add_argument(
+        "--rows",
+        default=",".join(ROWS),
+        help=f"comma-separated subset of {', '.join(ROWS)} (default: all)",
+    )
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+
+    console = Console(stderr=True)
+    scale = 10 if args.quick else 1
+    one = Size(20_000 // scale, 2_000 // scale, 300 // scale, 1_000_000 // scale)
+    lat = Latency()
+    began = time.perf_counter()
+    runs: list[Run] = []
+    reference: dict[Size, list[dict[str, Any]]] = {}
+    rows = [r.strip() for r in args.rows.split(",") if r.strip()]
+    unknown = set(rows) - set(ROWS)
+    if unknown:
+        parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(ROWS)}")
+    with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
+        home = Path(tmp)
+        counts: list[int | None] = [None] if "1x" in rows else []
+        counts += [1] if "serial" in rows else []
+        if counts:
+            runs += run_size("1x", one, lat, counts, home, console, reference)
+        if "noise" in rows:
+            noisy = Size(one.attempts, one.signalled, one.affected, one.noise * 10)
+            runs += run_size("1x, 10x noise", noisy, lat, [None], home, console, reference)
+        if "10x" in rows:
+            ten = Size(*(v * 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
+            runs += run_size("10x", ten, lat, [None], home, console, reference)
+        if "latency" in rows:
+            small = Size(*(v // 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
+            slow = Latency(lat.loki * 10, lat.admin * 10, lat.s3 * 10)
+            runs += run_size("latency-check", small, slow, [None], home, console, reference)
+    total = time.perf_counter() - began
+
+    out = Console(width=240)
+    out.print(table(runs))
+    for line in verdicts(runs):
+        out.print(line, highlight=False)
+    loads = ", ".join(f"{r.label}: {r.load[0]:.1f}->{r.load[1]:.1f}" for r in runs)
+    out.print(
+        f"latency: Loki {lat.loki * 1000:.0f} ms, Admin {lat.admin * 1000:.0f} ms, "
+        f"S3 {lat.s3 * 1000:.0f} ms per request (latency-check: x10); {os.cpu_count()} cores; "
+        f"load average {loads}; benchmark took {total / 60:.1f} min",
+        highlight=False,
+    )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                [
+                    {
+                        "run": r.label,
+                        "size": r.size.__dict__,
+                        "workers": r.workers,
+                        "latency": r.lat.__dict__,
+                        "wall_s": r.wall,
+                        "bound_s": r.bound,
+                        "cli_cpu_s": r.cli_cpu,
+                        "server_cpu_s": r.srv_cpu,
+                        "s3_server_cpu_s": r.s3_cpu,
+                        "floor_s": r.floor,
+                        "loki_requests": r.loki,
+                        "loki_minimum": r.minimum.loki if r.minimum else None,
+                        "loki_bytes": r.loki_bytes,
+                        "admin_calls": dict(r.admin),
+                        "admin_minimum": r.minimum.admin if r.minimum else None,
+                        "s3_requests": r.s3,
+                        "s3_minimum": r.minimum.s3 if r.minimum else None,
+                        "attempts_examined": r.examined,
+                        "peak_rss_mb": r.rss_mb,
+                        "findings": len(r.findings),
+                        "same": r.same,
+                        "seed_s": r.seed_s,
+                        "load": r.load,
+                    }
+                    for r in runs
+                ],
+                indent=2,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()
