@@ -509,13 +509,6 @@ def test_ctrl_c_mid_scan_exits_130_and_leaves_no_report_file(env, tmp_path, phas
     assert list(out.iterdir()) == []  # no report, no temporary file
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "needs scan.py fix: Scanner._parallel leaves its ThreadPoolExecutor with "
-        "shutdown(wait=True), so Ctrl-C waits for every queued candidate to be resolved first"
-    ),
-)
 def test_ctrl_c_while_admin_is_slow_stops_without_working_through_the_queue(env, tmp_path):
     # One worker, one second per ListTaskExecutions: after Ctrl-C at most the call in flight
     # and the rest of its candidate (two nodes at most) may follow, not the whole queue.
