@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from forensics.errors import ElasticAuditError, UsageError
+from forensics.fsutil import write_atomic
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -771,30 +771,6 @@ def plan_bump(
 # --------------------------------------------------------------------------- writing
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` by `data` through a temporary file in the same directory."""
-    try:
-        mode, owner = path.stat().st_mode & 0o7777, (path.stat().st_uid, path.stat().st_gid)
-    except FileNotFoundError:
-        mode, owner = 0o644, None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".pin-bump")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        if owner and os.geteuid() == 0:  # keep the owner when run as root (sudo, CI)
-            os.chown(tmp, *owner)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 class FileSet:
     """Writes a set of files all or nothing, and can put them back afterwards.
 
@@ -838,7 +814,7 @@ class FileSet:
             # alone, and one it reached (or half-reached) is put back.
             self.written.append(path)
             try:
-                _write_atomic(path, updates[path])
+                write_atomic(path, updates[path], suffix=".pin-bump")
             except OSError as e:
                 failed = self.restore()
                 msg = f"writing {path} failed ({e.strerror or e})"
@@ -857,7 +833,7 @@ class FileSet:
         for path in reversed(self.written):
             try:
                 if path.read_bytes() != self.originals[path]:
-                    _write_atomic(path, self.originals[path])
+                    write_atomic(path, self.originals[path], suffix=".pin-bump")
                 if path in self.times:  # as it was, timestamps included (make, CI caches)
                     os.utime(path, ns=self.times[path])
             except OSError:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -65,3 +67,14 @@ class Progress:
             task = self._tasks.pop(key, None)
         if task is not None:
             self._bar.remove_task(task)
+
+
+@contextmanager
+def spinner(message: str, *, enabled: bool = True) -> Iterator[None]:
+    """A spinner on stderr while one slow step runs; nothing when disabled or not a terminal."""
+    console = Console(stderr=True)
+    if enabled and console.is_terminal:
+        with console.status(message):
+            yield
+    else:
+        yield

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
 
 from forensics.cli import OutputFormat
 from forensics.config import Settings, load_settings
+from forensics.fsutil import write_atomic
 
 ConfigOpt = typer.Option(
     None,
@@ -104,21 +104,7 @@ def setup_logging(verbose: bool) -> None:
 
 def write_atomically(path: str, text: str) -> None:
     """Write `text` to `path` via a temp file in the same directory and a rename: all or nothing."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    write_atomic(path, text.encode("utf-8"))
 
 
 def check_writable_file(path: str, flag: str) -> None:

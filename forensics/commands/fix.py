@@ -25,6 +25,7 @@ from forensics.patch import (
     load_patch,
     parse_patch,
 )
+from forensics.progress import spinner
 
 fix_app = typer.Typer(
     name="fix",
@@ -204,12 +205,8 @@ def check_cmd(
     if source is not None:
         result = check_source(source)
     else:
-        console = Console(stderr=True)
-        if no_progress or not console.is_terminal:
+        with spinner("probing the plugin in the target interpreter", enabled=not no_progress):
             result = check_environment(python)
-        else:
-            with console.status("probing the plugin in the target interpreter"):
-                result = check_environment(python)
     if fmt == OutputFormat.json:
         emit(json.dumps(result.to_dict(), indent=2))
     else:

@@ -6,8 +6,6 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,6 +28,7 @@ from forensics.pins import (
     normalize_sha,
     plan_bump,
 )
+from forensics.progress import spinner
 from forensics.sources.github import CommitVerification, GitHubClient
 
 EXAMPLES = """\
@@ -60,15 +59,6 @@ class CommitRefused(ElasticAuditError):
 
 def _log(message: str) -> None:
     typer.echo(f"elastic-audit: {message}", err=True)
-
-
-@contextmanager
-def _progress(message: str, enabled: bool) -> Iterator[None]:
-    if enabled and sys.stderr.isatty():
-        with Console(stderr=True).status(message):
-            yield
-    else:
-        yield
 
 
 def _git_toplevel() -> Path:
@@ -282,11 +272,11 @@ def pin_bump(
         client = GitHubClient.from_env(repo)
         try:
             if not no_verify:
-                with _progress(f"verifying {sha[:12]} on {repo}", not no_progress):
+                with spinner(f"verifying {sha[:12]} on {repo}", enabled=not no_progress):
                     verification = client.verify_commit(sha)
                 _log(f"verified: {sha} is on branch {verification.branch!r} of {repo}")
             if require_fix:
-                with _progress(f"checking the plugin source at {sha[:12]}", not no_progress):
+                with spinner(f"checking the plugin source at {sha[:12]}", enabled=not no_progress):
                     fix = _require_fix(client, sha)
                 _log(f"fix present at {sha}: {fix['reason']}")
         finally:
@@ -297,7 +287,7 @@ def pin_bump(
         applied: FileSet = apply_plan(plan)
         if lock and plan.stale_locks:
             assert uv is not None
-            with _progress("uv lock", not no_progress):
+            with spinner("uv lock", enabled=not no_progress):
                 locked = lock_projects(plan.stale_locks, applied, uv=uv)
     summary = _summary(plan, mode, verification, fix, locked)
     if check:
