@@ -570,7 +570,9 @@ class Scanner:
             with self._admin_slots:
                 result = self.resolve(ns, pod, hit.at, self._scope)
         except SourceError as e:
-            self._add_gap(Gap("admin", hit.at, hit.at, f"pod {ns}/{pod}: {e.cause}"))
+            # The second around the signal: a window a rescan can cover (a point could not).
+            end = hit.at + timedelta(seconds=1)
+            self._add_gap(Gap("admin", hit.at, end, f"pod {ns}/{pod}: {e.cause}"))
             return
         with self._lock:
             if isinstance(result, str):
@@ -754,8 +756,15 @@ class Scanner:
                 with self._admin_slots:
                     found = self.admin.relaunches_of(project, domain, since)
             except SourceError as e:
-                log.warning(
-                    "could not look up existing relaunches in %s/%s: %s", project, domain, e.cause
+                # relaunched_as would read "not relaunched" for what is merely unknown.
+                self._add_gap(
+                    Gap(
+                        "admin",
+                        since,
+                        None,
+                        f"existing relaunches in {project}/{domain} "
+                        f"could not be listed, relaunched_as may be missing: {e.cause}",
+                    )
                 )
                 return
             with self._lock:

@@ -179,3 +179,19 @@ def test_unknown_config_key_is_exit_2_naming_key_and_file(env, capsys):
     env.write_text("[loki]\npod_lable = 'pod'\n")
     code, out, err = run(["scan", *WINDOW], capsys)
     assert code == 2 and "pod_lable" in err and "elastic-audit.toml" in err and out == ""
+
+
+def test_unknown_relaunch_state_is_a_gap_not_a_silent_null(env, box, capsys):
+    import grpc
+
+    box.admin.faults.failing_filters["mode"] = grpc.StatusCode.INTERNAL  # only the look-up
+    try:
+        code, report, _ = scan_json(capsys)
+    finally:
+        box.admin.faults.failing_filters.clear()
+    assert code == 3 and report["complete"] is False
+    assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED_FINDINGS
+    assert report["gaps"] and all(
+        g["source"] == "admin" and "relaunched_as may be missing" in g["error"]
+        for g in report["gaps"]
+    )

@@ -106,6 +106,8 @@ class AdminFaults:
     unregistered_tasks: set[tuple[str, str, str, str]] = field(default_factory=set)
     max_inline_bytes: int | None = None
     drop_cancelled: bool = False
+    # Fail every list call whose `filters` contains the key (e.g. "mode" for relaunch look-ups).
+    failing_filters: dict[str, grpc.StatusCode] = field(default_factory=dict)
 
     def fail_next(
         self, method: str, times: int = 1, code: grpc.StatusCode = Status.UNAVAILABLE
@@ -717,7 +719,7 @@ def _rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
     def handler(self: _Servicer, request: Any, context: grpc.ServicerContext) -> Any:
         server = self.server
         server._record(method, request)
-        delay, code = server._fault(method)
+        delay, code = server._fault(method, request)
         if delay:
             time.sleep(delay)
             if server.faults.drop_cancelled and not context.is_active():
@@ -1135,11 +1137,15 @@ class AdminServer:
         with self._calls_lock:
             self._calls.append((method, copy))
 
-    def _fault(self, method: str) -> tuple[float, grpc.StatusCode | None]:
+    def _fault(self, method: str, request: Any) -> tuple[float, grpc.StatusCode | None]:
         f = self.faults
         with self._calls_lock:
             queue = f.failures.get(method)
             code = queue.pop(0) if queue else None
+        filters = getattr(request, "filters", "")
+        for needle, failing in f.failing_filters.items():
+            if code is None and filters and needle in filters:
+                code = failing
         return f.latency_by_method.get(method, f.latency), code
 
     def _take_lost_relaunch(self) -> bool:
