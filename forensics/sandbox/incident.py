@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from forensics.model import UTC, to_ns
 from forensics.sandbox.scenario import (
@@ -186,6 +187,29 @@ class ScenarioBuilder:
         self.scenario.executions.append(ex)
         return ex
 
+    def one_node(
+        self,
+        project: str,
+        domain: str,
+        name: str,
+        phase: str,
+        created: datetime,
+        updated: datetime,
+        *attempts: SandboxAttempt,
+        is_array: bool = False,
+        checkpoint_uri: str | None = None,
+        **execution: Any,
+    ) -> SandboxExecution:
+        """The common shape: an execution whose one node `n0` (in the same phase) ran `attempts`."""
+        node = SandboxNode(
+            "n0", phase, list(attempts), is_array=is_array, checkpoint_uri=checkpoint_uri
+        )
+        return self.add(
+            SandboxExecution(
+                project, domain, name, phase, created, updated, nodes=[node], **execution
+            )
+        )
+
     def checkpoint_objects(self, prefix: str, times: list[datetime]) -> None:
         bucket, _, key = prefix.removeprefix("s3://").partition("/")
         self.scenario.buckets.add(bucket)
@@ -198,489 +222,159 @@ class ScenarioBuilder:
         return self.scenario
 
 
-def _pods(name: str, node: str, attempt: int) -> list[str]:
-    return [f"{name}-{node}-{attempt}"]
+def _try(
+    name: str,
+    n: int,
+    phase: str,
+    start: datetime,
+    end: datetime | None,
+    task: SandboxTask,
+    *,
+    node: str = "n0",
+    pods: list[str] | None = None,
+    **kw: Any,
+) -> SandboxAttempt:
+    """Attempt `n` of `node`, its pod named as Flyte names short ones: `<exec>-<node>-<n>`."""
+    return SandboxAttempt(n, phase, start, end, pods or [f"{name}-{node}-{n}"], task, **kw)
 
 
+# The scenario reads as a table: one execution per block, one attempt per call.
+# fmt: off
 def reference_scenario(labels: LabelNames = LabelNames()) -> Scenario:
     """The reference incident and one neighbour for every verdict and not-finding class."""
     from forensics.evidence import generated_name
 
     b = ScenarioBuilder(labels)
-    gs1 = ("gs1", "production")
+    gs1, dev = ("gs1", "production"), ("gs1", "development")
     ns = "gs1-production"
+    task = b.task(*gs1, "bigmodel.train")
+    pt = b.task(*gs1, "bigmodel.train_multinode", task_type="pytorch")
 
     # 1. The reference incident (SPEC §1): single-node Elastic, SIGTERM, success 7 s later,
     #    no outputs.pb, empty checkpoint prefix given as the `checkpoint_dir` input.
     name = REFERENCE[2]
-    sig_at = _t(10, 19, 45, 22)
-    ok_at = _t(10, 19, 45, 29)
-    task = b.task(*gs1, "bigmodel.train")
-    ex = b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(10, 11, 2, 5),
-            ok_at + timedelta(seconds=3),
-            inputs={"checkpoint_dir": REFERENCE_CHECKPOINT, "model": "bigmodel-c42-nem1b"},
-            labels={"team": "distill"},
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [
-                        SandboxAttempt(
-                            0, "SUCCEEDED", _t(10, 11, 2, 30), ok_at, _pods(name, "n0", 0), task
-                        )
-                    ],
-                )
-            ],
-        )
-    )
+    sig_at, ok_at = _t(10, 19, 45, 22), _t(10, 19, 45, 29)
+    ex = b.one_node(*gs1, name, "SUCCEEDED", _t(10, 11, 2, 5), ok_at + timedelta(seconds=3),
+                    _try(name, 0, "SUCCEEDED", _t(10, 11, 2, 30), ok_at, task),
+                    inputs={"checkpoint_dir": REFERENCE_CHECKPOINT, "model": "bigmodel-c42-nem1b"},
+                    labels={"team": "distill"})
     b.signal_pod(sig_at, ns, f"{name}-n0-0", f"{name}-n0-0")
     b.propeller(ok_at, ex, "n0", "python-task")
 
     # 2. Multi-node Elastic (PyTorchJob): both workers signalled (Python 3.10 rendering,
     #    CRI-wrapped) → ONE finding; Flyte's own checkpoint holds steps written before the signal.
     name = "bq7k2m9x4c8d1f6h3j5n"
-    pt = b.task(*gs1, "bigmodel.train_multinode", task_type="pytorch")
-    sig_at = _t(9, 3, 12, 40)
-    ok_at = _t(9, 3, 12, 51)
+    sig_at, ok_at = _t(9, 3, 12, 40), _t(9, 3, 12, 51)
     ck = f"s3://flyte-metadata/raw/ab/{name}-n0-0/_flytecheckpoints/"
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(8, 22, 0, 0),
-            ok_at + timedelta(seconds=2),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    checkpoint_uri=ck,
-                    attempts=[
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(8, 22, 0, 30),
-                            ok_at,
-                            [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"],
-                            pt,
-                        )
-                    ],
-                )
-            ],
-        )
-    )
-    b.signal_pod(
-        sig_at + timedelta(milliseconds=400),
-        ns,
-        f"{name}-n0-0-worker-1",
-        "pytorch",
-        wrap="cri",
-        sig="Signals.SIGTERM",
-        pid=88,
-    )
-    b.signal_pod(
-        sig_at, ns, f"{name}-n0-0-worker-0", "pytorch", wrap="cri", sig="Signals.SIGTERM", pid=87
-    )
+    workers = [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"]
+    b.one_node(*gs1, name, "SUCCEEDED", _t(8, 22, 0, 0), ok_at + timedelta(seconds=2),
+               _try(name, 0, "SUCCEEDED", _t(8, 22, 0, 30), ok_at, pt, pods=workers),
+               checkpoint_uri=ck)
+    b.signal_pod(sig_at + timedelta(milliseconds=400), ns, workers[1], "pytorch", wrap="cri",
+                 sig="Signals.SIGTERM", pid=88)
+    b.signal_pod(sig_at, ns, workers[0], "pytorch", wrap="cri", sig="Signals.SIGTERM", pid=87)
     b.checkpoint_objects(ck, [_t(9, 1, 0, 0), _t(9, 2, 0, 0), _t(9, 3, 0, 0)])
 
-    # 3. SIGINT, docker-json wrapped, in the development domain; the checkpoint template
-    #    finds nothing → empty. A later relaunch of it exists already → relaunched_as.
-    dev = ("gs1", "development")
+    # 3. SIGINT, docker-json wrapped, in the development domain; no checkpoint location is
+    #    known → unknown. A later relaunch of it exists already → relaunched_as.
     name = "c3p8r2w6y1t5u9e4o7i0"
-    sig_at = _t(6, 8, 30, 0)
-    ok_at = _t(6, 8, 30, 4)
-    b.add(
-        SandboxExecution(
-            *dev,
-            name,
-            "SUCCEEDED",
-            _t(6, 7, 0, 0),
-            ok_at + timedelta(seconds=2),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(6, 7, 0, 20),
-                            ok_at,
-                            _pods(name, "n0", 0),
-                            b.task(*dev, "small.train"),
-                        )
-                    ],
-                )
-            ],
-        )
-    )
+    sig_at, ok_at = _t(6, 8, 30, 0), _t(6, 8, 30, 4)
+    small = b.task(*dev, "small.train")
+    b.one_node(*dev, name, "SUCCEEDED", _t(6, 7, 0, 0), ok_at + timedelta(seconds=2),
+               _try(name, 0, "SUCCEEDED", _t(6, 7, 0, 20), ok_at, small))
     b.signal_pod(sig_at, "gs1-development", f"{name}-n0-0", f"{name}-n0-0", wrap="docker", sig="2")
     relaunch = "d5a1s9d3f7g2h6j0k4l8"
-    b.add(
-        SandboxExecution(
-            *dev,
-            relaunch,
-            "RUNNING",
-            _t(7, 9, 0, 0),
-            _t(7, 9, 5, 0),
-            mode="RELAUNCH",
-            reference_execution=(*dev, name),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "RUNNING",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "RUNNING",
-                            _t(7, 9, 0, 30),
-                            None,
-                            _pods(relaunch, "n0", 0),
-                            b.task(*dev, "small.train"),
-                        )
-                    ],
-                )
-            ],
-        )
-    )
+    b.one_node(*dev, relaunch, "RUNNING", _t(7, 9, 0, 0), _t(7, 9, 5, 0),
+               _try(relaunch, 0, "RUNNING", _t(7, 9, 0, 30), None, small),
+               mode="RELAUNCH", reference_execution=(*dev, name))
 
     # 4. Hashed pod name: a user-named execution so long that the pod name is `f` + base32.
     name = "nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"
     pod = generated_name([name, "n0", 0])
-    sig_at = _t(5, 2, 10, 0)
-    ok_at = _t(5, 2, 10, 9)
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(4, 20, 0, 0),
-            ok_at + timedelta(seconds=1),
-            inputs={"checkpoint_dir": "s3://exa-models/checkpoints/gs1-distill/nightly/"},
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [SandboxAttempt(0, "SUCCEEDED", _t(4, 20, 1, 0), ok_at, [pod], task)],
-                )
-            ],
-        )
-    )
+    sig_at, ok_at = _t(5, 2, 10, 0), _t(5, 2, 10, 9)
+    b.one_node(*gs1, name, "SUCCEEDED", _t(4, 20, 0, 0), ok_at + timedelta(seconds=1),
+               _try(name, 0, "SUCCEEDED", _t(4, 20, 1, 0), ok_at, task, pods=[pod]),
+               inputs={"checkpoint_dir": "s3://exa-models/checkpoints/gs1-distill/nightly/"})
     b.signal_pod(sig_at, ns, pod, pod)
-    b.checkpoint_objects(
-        "s3://exa-models/checkpoints/gs1-distill/nightly/", [_t(5, 1, 0, 0), _t(5, 2, 10, 5)]
-    )
+    b.checkpoint_objects("s3://exa-models/checkpoints/gs1-distill/nightly/",
+                         [_t(5, 1, 0, 0), _t(5, 2, 10, 5)])
 
     # 5. Nested (dynamic) node: the elastic task runs as n0-0-dn1 under a dynamic parent.
     name = "e8r4t2y6u0i3o7p1a5s9"
-    sig_at = _t(7, 14, 0, 0)
-    ok_at = _t(7, 14, 0, 6)
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(7, 12, 0, 0),
-            ok_at + timedelta(seconds=5),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    is_parent=True,
-                    is_dynamic=True,
-                    attempts=[
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(7, 12, 0, 10),
-                            _t(7, 12, 0, 40),
-                            _pods(name, "n0", 0),
-                            b.task(*gs1, "sweep.plan", version=0),
-                            write_outputs=True,
-                        )
-                    ],
-                ),
-                SandboxNode(
-                    "n0-0-dn1",
-                    "SUCCEEDED",
-                    spec_node_id="dn1",
-                    parent_unique_id="n0",
-                    attempts=[
-                        SandboxAttempt(
-                            0, "SUCCEEDED", _t(7, 12, 1, 0), ok_at, _pods(name, "n0-0-dn1", 0), task
-                        )
-                    ],
-                ),
-            ],
-        )
-    )
+    sig_at, ok_at = _t(7, 14, 0, 0), _t(7, 14, 0, 6)
+    plan = b.task(*gs1, "sweep.plan", version=0)
+    b.add(SandboxExecution(*gs1, name, "SUCCEEDED", _t(7, 12, 0, 0), ok_at + timedelta(seconds=5), nodes=[
+        SandboxNode("n0", "SUCCEEDED", is_parent=True, is_dynamic=True, attempts=[
+            _try(name, 0, "SUCCEEDED", _t(7, 12, 0, 10), _t(7, 12, 0, 40), plan, write_outputs=True),
+        ]),
+        SandboxNode("n0-0-dn1", "SUCCEEDED", spec_node_id="dn1", parent_unique_id="n0", attempts=[
+            _try(name, 0, "SUCCEEDED", _t(7, 12, 1, 0), ok_at, task, node="n0-0-dn1"),
+        ]),
+    ]))
     b.signal_pod(sig_at, ns, f"{name}-n0-0-dn1-0", f"{name}-n0-0-dn1-0")
 
     # 6. Not a finding: signalled, but rank 0 had finished and outputs.pb was written.
     name = "f1g5h9j3k7l2z6x0c4v8"
-    sig_at = _t(8, 10, 0, 0)
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(8, 9, 0, 0),
-            _t(8, 10, 0, 9),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(8, 9, 0, 5),
-                            _t(8, 10, 0, 7),
-                            _pods(name, "n0", 0),
-                            task,
-                            write_outputs=True,
-                        )
-                    ],
-                )
-            ],
-        )
-    )
-    b.signal_pod(sig_at, ns, f"{name}-n0-0", f"{name}-n0-0", plugin_lines=False)
+    b.one_node(*gs1, name, "SUCCEEDED", _t(8, 9, 0, 0), _t(8, 10, 0, 9),
+               _try(name, 0, "SUCCEEDED", _t(8, 9, 0, 5), _t(8, 10, 0, 7), task, write_outputs=True))
+    b.signal_pod(_t(8, 10, 0, 0), ns, f"{name}-n0-0", f"{name}-n0-0", plugin_lines=False)
 
     # 7. Not a finding: signalled attempt failed (exit 143) and was retried successfully.
     name = "g2h6j0k4l8q3w7e1r5t9"
     sig_at = _t(8, 16, 0, 0)
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(8, 15, 0, 0),
-            _t(8, 18, 0, 5),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "RETRYABLE_FAILED",
-                            _t(8, 15, 0, 5),
-                            sig_at + timedelta(seconds=30),
-                            _pods(name, "n0", 0),
-                            task,
-                            write_error=True,
-                        ),
-                        SandboxAttempt(
-                            1,
-                            "SUCCEEDED",
-                            _t(8, 16, 1, 0),
-                            _t(8, 18, 0, 0),
-                            _pods(name, "n0", 1),
-                            task,
-                            write_outputs=True,
-                        ),
-                    ],
-                )
-            ],
-        )
-    )
+    b.one_node(*gs1, name, "SUCCEEDED", _t(8, 15, 0, 0), _t(8, 18, 0, 5),
+               _try(name, 0, "RETRYABLE_FAILED", _t(8, 15, 0, 5), sig_at + timedelta(seconds=30),
+                    task, write_error=True),
+               _try(name, 1, "SUCCEEDED", _t(8, 16, 1, 0), _t(8, 18, 0, 0), task, write_outputs=True))
     b.signal_pod(sig_at, ns, f"{name}-n0-0", f"{name}-n0-0", plugin_lines=False)
 
     # 8. Not a finding: the operator SIGTERMed worker-1 after worker-0's genuine failure;
     #    the attempt and the execution failed.
     name = "h3j7k1l5z9x4c8v2b6n0"
-    sig_at = _t(9, 20, 0, 10)
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "FAILED",
-            _t(9, 19, 0, 0),
-            _t(9, 20, 0, 30),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "FAILED",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "FAILED",
-                            _t(9, 19, 0, 5),
-                            _t(9, 20, 0, 20),
-                            [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"],
-                            pt,
-                            write_error=True,
-                            reason="worker-0: CUDA error",
-                        )
-                    ],
-                )
-            ],
-        )
-    )
-    b.signal_pod(sig_at, ns, f"{name}-n0-0-worker-1", "pytorch")
+    workers = [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"]
+    b.one_node(*gs1, name, "FAILED", _t(9, 19, 0, 0), _t(9, 20, 0, 30),
+               _try(name, 0, "FAILED", _t(9, 19, 0, 5), _t(9, 20, 0, 20), pt, pods=workers,
+                    write_error=True, reason="worker-0: CUDA error"))
+    b.signal_pod(_t(9, 20, 0, 10), ns, workers[1], "pytorch")
 
     # 9. Not a finding: a pod that is no Flyte task pod (a notebook in a team namespace).
-    b.signal_pod(
-        _t(7, 4, 0, 0), "research-notebooks", "jupyter-alice-0", "notebook", plugin_lines=False
-    )
+    b.signal_pod(_t(7, 4, 0, 0), "research-notebooks", "jupyter-alice-0", "notebook",
+                 plugin_lines=False)
 
     # 10. Suspected: elastic success with no outputs.pb and no log lines at all (logs expired).
     name = "j4k8l2z6x0c3v7b1n5m9"
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(5, 10, 0, 0),
-            _t(5, 12, 0, 2),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(5, 10, 0, 5),
-                            _t(5, 12, 0, 0),
-                            _pods(name, "n0", 0),
-                            task,
-                        )
-                    ],
-                )
-            ],
-        )
-    )
+    b.one_node(*gs1, name, "SUCCEEDED", _t(5, 10, 0, 0), _t(5, 12, 0, 2),
+               _try(name, 0, "SUCCEEDED", _t(5, 10, 0, 5), _t(5, 12, 0, 0), task))
 
     # 11. Healthy elastic success with outputs; 12. a plain python task (not elastic) without
     #     outputs; 13. a map task (array node, python-task v1) without outputs: not findings.
-    name = "k5l9z3x7c1v5b9n3m7q1"
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(6, 10, 0, 0),
-            _t(6, 11, 0, 2),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(6, 10, 0, 5),
-                            _t(6, 11, 0, 0),
-                            _pods(name, "n0", 0),
-                            task,
-                            write_outputs=True,
-                        )
-                    ],
-                )
-            ],
-        )
-    )
+    healthy = "k5l9z3x7c1v5b9n3m7q1"
+    b.one_node(*gs1, healthy, "SUCCEEDED", _t(6, 10, 0, 0), _t(6, 11, 0, 2),
+               _try(healthy, 0, "SUCCEEDED", _t(6, 10, 0, 5), _t(6, 11, 0, 0), task,
+                    write_outputs=True))
     name = "l6z0x4c8v2b6n0m4q8w2"
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(6, 12, 0, 0),
-            _t(6, 12, 5, 0),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(6, 12, 0, 5),
-                            _t(6, 12, 4, 0),
-                            _pods(name, "n0", 0),
-                            b.task(*gs1, "etl.load", version=0),
-                        )
-                    ],
-                )
-            ],
-        )
-    )
+    b.one_node(*gs1, name, "SUCCEEDED", _t(6, 12, 0, 0), _t(6, 12, 5, 0),
+               _try(name, 0, "SUCCEEDED", _t(6, 12, 0, 5), _t(6, 12, 4, 0),
+                    b.task(*gs1, "etl.load", version=0)))
     name = "m7x1c5v9b3n7m1q5w9e3"
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(6, 13, 0, 0),
-            _t(6, 13, 5, 0),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    is_array=True,
-                    attempts=[
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(6, 13, 0, 5),
-                            _t(6, 13, 4, 0),
-                            _pods(name, "n0", 0),
-                            b.task(*gs1, "etl.map_shards"),
-                        )
-                    ],
-                )
-            ],
-        )
-    )
+    b.one_node(*gs1, name, "SUCCEEDED", _t(6, 13, 0, 0), _t(6, 13, 5, 0),
+               _try(name, 0, "SUCCEEDED", _t(6, 13, 0, 5), _t(6, 13, 4, 0),
+                    b.task(*gs1, "etl.map_shards")),
+               is_array=True)
 
     # 14. Outside the window: a preemption on 2026-09-02 must not be reported for [09-04, 09-11).
     name = "n8c2v6b0n4m8q2w6e0r4"
-    b.add(
-        SandboxExecution(
-            *gs1,
-            name,
-            "SUCCEEDED",
-            _t(2, 1, 0, 0),
-            _t(2, 2, 0, 9),
-            nodes=[
-                SandboxNode(
-                    "n0",
-                    "SUCCEEDED",
-                    [
-                        SandboxAttempt(
-                            0,
-                            "SUCCEEDED",
-                            _t(2, 1, 0, 5),
-                            _t(2, 2, 0, 7),
-                            _pods(name, "n0", 0),
-                            task,
-                        )
-                    ],
-                )
-            ],
-        )
-    )
+    b.one_node(*gs1, name, "SUCCEEDED", _t(2, 1, 0, 0), _t(2, 2, 0, 9),
+               _try(name, 0, "SUCCEEDED", _t(2, 1, 0, 5), _t(2, 2, 0, 7), task))
     b.signal_pod(_t(2, 2, 0, 0), ns, f"{name}-n0-0", f"{name}-n0-0")
 
     # Unrelated noise in the task namespaces: ordinary training logs that Loki filters out.
+    pod = f"{healthy}-n0-0"
     for i in range(200):
-        at = WINDOW_START + timedelta(minutes=47 * i)
-        b.log(
-            at,
-            ns,
-            "k5l9z3x7c1v5b9n3m7q1-n0-0",
-            "k5l9z3x7c1v5b9n3m7q1-n0-0",
-            f"step {i * 100} loss={1.0 / (i + 1):.4f} lr=5e-5",
-        )
+        b.log(WINDOW_START + timedelta(minutes=47 * i), ns, pod, pod,
+              f"step {i * 100} loss={1.0 / (i + 1):.4f} lr=5e-5")
     return b.build()
+# fmt: on
 
 
 # What a correct scan of reference_scenario() over [WINDOW_START, WINDOW_END) concludes.
