@@ -603,7 +603,7 @@ class Scanner:
             self._s3_lane.submit(partial(self._conclude, c))  # a finding lists its checkpoint
 
     def _check_outputs(self, c: _Candidate) -> None:
-        outputs = self._outputs(c.att)
+        outputs = self.outputs(c.att)
         with self._lock:
             c.outputs, c.checked = outputs, True
             ready = c.final and not c.done
@@ -626,7 +626,8 @@ class Scanner:
             self._gaps.append(gap)
 
     # -- helpers -------------------------------------------------------------------------------
-    def _outputs(self, att: AttemptRecord) -> ObjectCheck:
+    def outputs(self, att: AttemptRecord) -> ObjectCheck:
+        """Whether the attempt's outputs.pb exists (unknown, with why, when Admin has no location)."""
         if not att.output_dir:
             return ObjectCheck("unknown", "Admin records no output location for this attempt")
         return self.store.outputs_check(att.output_dir)
@@ -778,6 +779,11 @@ class Scanner:
 
 def _ref_parts(ref: ExecutionRef) -> tuple[str, str, str]:
     return ref.project, ref.domain, ref.name
+
+
+def scanner_for(settings: Settings, *, progress: Progress | None = None) -> Scanner:
+    """A Scanner over the three production clients."""
+    return Scanner(settings, *build_sources(settings), progress=progress)
 
 
 def build_sources(settings: Settings) -> tuple[LokiClient, AdminClient, ObjectStore]:

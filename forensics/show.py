@@ -206,7 +206,7 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
     for a in attempts:
         tag = f"{a.ref.node_id}/{a.ref.attempt}"
         signal = earliest(hits.get(tag, []))
-        outputs = scanner._outputs(a) if a.phase == "SUCCEEDED" else None
+        outputs = scanner.outputs(a) if a.phase == "SUCCEEDED" else None
         if outputs is not None and a.ended_at:
             tl.events.append(
                 Event(

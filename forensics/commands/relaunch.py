@@ -136,10 +136,10 @@ def relaunch(
         checkpoint_input=checkpoint_input,
         checkpoint_template=checkpoint_template,
     )
-    from forensics.scan import Scanner, build_sources
+    from forensics.scan import scanner_for
     from forensics.show import build_timeline
 
-    scanner = Scanner(settings, *build_sources(settings))
+    scanner = scanner_for(settings)
 
     def recheck(ref):  # noqa: ANN001, ANN202
         tl = build_timeline(scanner, ref)

@@ -102,11 +102,10 @@ def scan(
             )
 
     from forensics.progress import Progress
-    from forensics.scan import Scanner, ScanScope, build_sources
+    from forensics.scan import ScanScope, scanner_for
 
-    loki, admin, store = build_sources(settings)
     with Progress.for_terminal(no_progress) as progress:
-        result = Scanner(settings, loki, admin, store, progress=progress).run(
+        result = scanner_for(settings, progress=progress).run(
             window, ScanScope(tuple(project), tuple(domain))
         )
     if report:

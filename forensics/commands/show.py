@@ -95,10 +95,10 @@ def show(
         checkpoint_input=checkpoint_input,
         checkpoint_template=checkpoint_template,
     )
-    from forensics.scan import Scanner, build_sources
+    from forensics.scan import scanner_for
     from forensics.show import build_timeline
 
-    scanner = Scanner(settings, *build_sources(settings))
+    scanner = scanner_for(settings)
     try:
         tl = build_timeline(scanner, ref)
     except NotFoundError:
