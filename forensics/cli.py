@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from enum import Enum
 
 import typer
@@ -80,11 +78,6 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: errors become one line on stderr and an exit code."""
     _register()
-    if threading.current_thread() is threading.main_thread():
-        # Importing flytekit (show, scan, relaunch need it) installs a SIGINT handler that
-        # calls exit(1) at once; Ctrl-C must stay a KeyboardInterrupt so every command can
-        # clean up (no partial report, pin files put back) and exit 130.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         rc = app(args=argv, prog_name="elastic-audit", standalone_mode=False)
     except ElasticAuditError as e:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import signal as signals
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -790,9 +789,5 @@ def build_sources(settings: Settings) -> tuple[LokiClient, AdminClient, ObjectSt
     """The three production clients, configured by their own conventions (SPEC §4)."""
     loki = LokiClient(settings.loki, workers=settings.workers)
     admin = AdminClient.from_settings(settings.flyte)
-    if threading.current_thread() is threading.main_thread():
-        # flytekit installs a SIGINT handler that calls exit(1) on import; Ctrl-C must stay a
-        # KeyboardInterrupt so the CLI exits 130 and leaves no partial report.
-        signals.signal(signals.SIGINT, signals.default_int_handler)
     store = ObjectStore.default(workers=settings.workers)
     return loki, admin, store

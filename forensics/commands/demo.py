@@ -85,8 +85,6 @@ def demo(
                 )
                 stop = threading.Event()
                 signal.signal(signal.SIGTERM, lambda *_: stop.set())
-                # flytekit's import installs a SIGINT handler that exits 1; Ctrl-C is the way out.
-                signal.signal(signal.SIGINT, signal.default_int_handler)
                 try:
                     while not stop.wait(3600):
                         pass

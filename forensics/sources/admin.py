@@ -30,6 +30,7 @@ import dataclasses
 import logging
 import random
 import re
+import signal
 import threading
 import time
 from collections import Counter
@@ -58,6 +59,12 @@ from google.protobuf import json_format
 from forensics.config import FlyteSettings
 from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
 from forensics.model import UTC, AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef, rfc3339
+
+# Importing flytekit installs a SIGINT handler that calls exit(1) at once. Ctrl-C must stay a
+# KeyboardInterrupt so every command can clean up (no partial report, no half-written pins,
+# an audit line for an interrupted relaunch) and exit 130: undo it here, where it is imported.
+if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 log = logging.getLogger(__name__)
 
