@@ -213,7 +213,9 @@ def test_concurrent_audit_writers_never_interleave(tmp_path):
     assert all(json.loads(line)["action"] == "dry-run" for line in lines)
 
 
-def test_a_recheck_that_cannot_read_outputs_refuses_instead_of_relaunching_a_healthy_run(box, capsys):
+def test_a_recheck_that_cannot_read_outputs_refuses_instead_of_relaunching_a_healthy_run(
+    box, capsys
+):
     from forensics.sandbox.s3_server import S3Faults, S3Rule
 
     box.s3.faults = S3Faults(access_denied=[S3Rule(bucket="flyte-metadata")])

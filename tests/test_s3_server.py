@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from datetime import datetime, timedelta, timezone
@@ -253,3 +254,23 @@ def test_naive_last_modified_is_refused_and_leaves_nothing_running(server):
             assert names == ["after-failure"]
     finally:
         server.start()
+
+
+def test_connections_stay_open_across_requests_as_s3_keeps_them(s3, caplog):
+    # boto3 over one connection for a HEAD that finds, a HEAD that misses (404), an error
+    # document and a listing: a server that closed after each answer would make every request
+    # pay a new TCP connection (and a new server thread), which real S3 never charges.
+    c = client(s3.url)
+    with caplog.at_level(logging.DEBUG, logger="urllib3.connectionpool"):
+        c.head_object(Bucket="exa-models", Key=CHECKPOINT)
+        with pytest.raises(ClientError):
+            c.head_object(Bucket="exa-models", Key="checkpoints/none")
+        with pytest.raises(ClientError):
+            c.get_object(Bucket="no-such-bucket", Key="key")
+        c.list_objects_v2(Bucket="exa-models", Prefix="checkpoints/")
+        c.head_object(Bucket="exa-models", Key=CHECKPOINT)
+    # urllib3 logs each connect: the first one, and any reconnect after the server closed one
+    connects = ("Starting new HTTP connection", "Resetting dropped connection")
+    opened = [r for r in caplog.records if r.getMessage().startswith(connects)]
+    assert [r.status for r in s3.requests] == [200, 404, 404, 200, 200]
+    assert len(opened) == 1

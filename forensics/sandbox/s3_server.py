@@ -22,6 +22,9 @@ log = logging.getLogger(__name__)
 
 OUTPUTS_FILE = "outputs.pb"
 ERROR_FILE = "error.pb"
+# Requests served at once (each holds a thread through its injected latency); idle keep-alive
+# connections wait in cheroot's selector, not in a thread.
+_SERVER_THREADS = 32
 
 
 @dataclass
@@ -183,10 +186,11 @@ class S3Server:
     """moto's S3 on a free loopback port, seeded from `scenario`, faults in front of it.
 
     moto keeps S3 state in process-wide backends, so one S3Server may run per process at a
-    time; its state is reset when it starts and when it stops. Built from the same pieces as
-    moto's ThreadedMotoServer (werkzeug's threaded server, moto's DomainDispatcherApplication
-    and request handler): ThreadedMotoServer builds its WSGI app internally, so it cannot take
-    the fault middleware, and its stop() leaves the listening socket open.
+    time; its state is reset when it starts and when it stops. moto's own app (its
+    DomainDispatcherApplication) behind the fault middleware, served by cheroot: moto's
+    ThreadedMotoServer builds its app internally, so it cannot take the middleware, its stop()
+    leaves the listening socket open, and its werkzeug server closes every connection after one
+    request where S3 keeps them alive.
     """
 
     _running: S3Server | None = None
@@ -211,20 +215,15 @@ class S3Server:
         if self._url is not None:
             return self._url
         try:
+            from cheroot.wsgi import Server as WSGIServer
             from moto.moto_server.werkzeug_app import (
                 DomainDispatcherApplication,
-                MotoRequestHandler,
                 create_backend_app,
             )
-            from werkzeug.serving import make_server
         except ImportError:
             raise ConfigError(
-                "the sandbox S3 needs moto's server: pip install 'moto[server,s3]'"
+                "the sandbox S3 needs moto's server: pip install 'moto[server,s3]' cheroot"
             ) from None
-
-        class QuietHandler(MotoRequestHandler):
-            def log(self, type: str, message: str, *args: Any) -> None:
-                log.debug("s3 sandbox: " + message, *args)
 
         with S3Server._running_lock:
             if S3Server._running is not None:
@@ -236,26 +235,28 @@ class S3Server:
             _reset_moto_s3()
             self.seed()
             app = _FaultMiddleware(_s3_only(DomainDispatcherApplication)(create_backend_app), self)
-            self._server = make_server(
-                "127.0.0.1", 0, app, threaded=True, request_handler=QuietHandler
+            # S3 keeps HTTP/1.1 connections alive; werkzeug's server (ThreadedMotoServer's) closes
+            # every one, which would make each request pay a TCP connect and a new server thread.
+            self._server = WSGIServer(
+                ("127.0.0.1", 0), app, numthreads=_SERVER_THREADS, server_name="sandbox-s3"
             )
+            self._server.prepare()  # binds the port
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name="sandbox-s3", daemon=True
+                target=self._server.serve, name="sandbox-s3", daemon=True
             )
             self._thread.start()
         except BaseException:
             self.stop()
             raise
-        self._url = f"http://127.0.0.1:{self._server.server_port}"
+        self._url = f"http://127.0.0.1:{self._server.bind_addr[1]}"
         return self._url
 
     def stop(self) -> None:
         """Stop serving, close the port, and drop the seeded state. Safe to call twice."""
         if self._server is not None:
+            self._server.stop()  # closes the port; returns once serve() has ended
             if self._thread is not None:
-                self._server.shutdown()
                 self._thread.join(timeout=10)
-            self._server.server_close()
             self._server = None
             self._thread = None
         with S3Server._running_lock:
