@@ -331,3 +331,20 @@ def test_forbidden_reason_never_shows_credentials(store, s3):
     )
     assert SECRET_KEY not in shown
     assert ACCESS_KEY not in shown
+
+
+def test_requests_name_the_tool_in_their_user_agent(store):
+    # S3 access logs and a proxy's logs show which tool made the calls; botocore's own parts stay
+    sent: list[str] = []
+
+    def record(request, **_):
+        agent = request.headers["User-Agent"]  # bytes once the request is prepared
+        sent.append(agent.decode() if isinstance(agent, bytes) else agent)
+
+    store._client.meta.events.register("before-send.s3", record)
+    store.outputs_check(output_dir(0))
+    store.outputs_check(output_dir(1))
+    assert len(sent) == 2
+    for agent in sent:
+        assert agent.startswith("elastic-audit/0.1.0 Boto3/")
+        assert " Botocore/" in agent and " Python/" in agent
