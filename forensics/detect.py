@@ -26,6 +26,9 @@ SIGNAL_NOT_FINISHED = "signal-attempt-not-finished"
 SIGNAL_AFTER_SUCCESS = "signal-after-success"
 SIGNAL_OUTSIDE_SCOPE = "signal-outside-scope"
 OUTPUTS_WRITTEN = "outputs-written"
+# A success of a task whose interface declares outputs: propeller's ValidateOutput turns a missing
+# outputs.pb into "OutputsNotFound" (FACTS §1.3-1.4), so Flyte's own success proves it was written.
+OUTPUTS_DECLARED = "outputs-declared"
 
 FAILED_PHASES = frozenset({"FAILED", "RETRYABLE_FAILED", "ABORTED", "TIMED_OUT"})
 
@@ -56,6 +59,8 @@ def classify_signalled(
     if attempt.phase == "SUCCEEDED":
         if attempt.ended_at is not None and attempt.ended_at < signal.at:
             return Verdict(None, SIGNAL_AFTER_SUCCESS)
+        if attempt.outputs_declared:
+            return Verdict(None, OUTPUTS_DECLARED)
         if outputs is None or outputs.state == "unknown":
             reason = outputs.reason if outputs else "not checked"
             return Verdict("suspected", note=f"outputs.pb could not be checked: {reason}")
@@ -69,13 +74,23 @@ def classify_signalled(
     return Verdict(None, SIGNAL_NOT_FINISHED)
 
 
-def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck) -> Verdict:
+def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck | None) -> Verdict:
     """An elastic attempt that ended SUCCEEDED in the window with no death-signal evidence."""
+    if attempt.outputs_declared:
+        return Verdict(None, OUTPUTS_DECLARED)
+    if outputs is None:
+        return Verdict("suspected", note="outputs.pb could not be checked: not checked")
     if outputs.state == "present":
         return Verdict(None, OUTPUTS_WRITTEN)
     if outputs.state == "missing":
         return Verdict("suspected")
     return Verdict("suspected", note=f"outputs.pb could not be checked: {outputs.reason}")
+
+
+def needs_outputs_check(attempt: AttemptRecord) -> bool:
+    """Whether only S3 can say if this attempt wrote outputs.pb: a success of a task that declares
+    no outputs (a declared-outputs success is proven by Flyte itself, `OUTPUTS_DECLARED`)."""
+    return attempt.phase == "SUCCEEDED" and not attempt.outputs_declared
 
 
 def sweep_candidate(attempt: AttemptRecord, window: Window) -> bool:

@@ -165,6 +165,9 @@ class AttemptRecord:
     checkpoint_uri: str | None  # node's task_node_metadata.checkpoint_uri
     node_phase: str | None = None  # the node execution's phase
     task_id: tuple[str, str, str, str] | None = None  # project, domain, name, version
+    # The task's interface declares outputs (False when unknown): propeller then fails any success
+    # whose outputs.pb is missing ("OutputsNotFound"), so this attempt cannot be a silent one.
+    outputs_declared: bool = False
 
     @property
     def is_elastic(self) -> bool:

@@ -23,6 +23,7 @@ from forensics.detect import (
     console_link,
     earliest,
     explore_link,
+    needs_outputs_check,
     sweep_candidate,
     written_after,
 )
@@ -208,10 +209,11 @@ class Scanner:
     `run` is one pipeline (SPEC §8): the Loki shards, the Admin sweep and the S3 checks run at
     the same time, each source at most `settings.workers` requests at once. Executions stream
     from Admin's listing; each costs one ListNodeExecutions and one ListTaskExecutions per task
-    node, and each elastic success one outputs.pb check. Death signals are joined to the swept
-    attempts by pod name, so a signalled attempt costs no extra Admin call; only signalled pods
-    that no swept execution claims are looked up one by one (`resolve`). Memory holds what is in
-    flight, the signalled pods and the findings: it grows with candidates, not with log lines.
+    node, and each elastic success of a task that declares no outputs one outputs.pb check.
+    Death signals are joined to the swept attempts by pod name, so a signalled attempt costs no
+    extra Admin call; only signalled pods that no swept execution claims are looked up one by
+    one (`resolve`). Memory holds what is in flight, the signalled pods and the findings: it
+    grows with candidates, not with log lines.
     """
 
     def __init__(
@@ -514,7 +516,10 @@ class Scanner:
         candidates = [_Candidate(ex, a) for a in attempts if sweep_candidate(a, window)]
         # Whether signalled or not, an elastic success needs its outputs.pb: check it now.
         for c in candidates:
-            self._s3_lane.submit(partial(self._check_outputs, c))
+            if needs_outputs_check(c.att):
+                self._s3_lane.submit(partial(self._check_outputs, c))
+            else:
+                c.checked = True  # not yet shared with any other thread
         with self._lock:
             self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
             if not self._signals_final:
@@ -585,13 +590,13 @@ class Scanner:
 
     # -- candidates: outputs.pb, then the verdict ----------------------------------------------
     def _signalled(self, c: _Candidate) -> None:
-        """A signalled attempt the sweep did not check: outputs.pb if it SUCCEEDED, then decide."""
+        """A signalled attempt the sweep did not check: outputs.pb if only S3 knows, then decide."""
         c.final = True
-        if c.att.phase == "SUCCEEDED":
+        if needs_outputs_check(c.att):
             self._s3_lane.submit(partial(self._check_outputs, c))
         else:
             c.checked = c.done = True
-            self._conclude(c)  # failed or unfinished: cleared without S3
+            self._conclude(c)  # failed, unfinished or outputs declared: decided without S3
 
     def _release(self, c: _Candidate, signal: SignalHit | None) -> None:
         with self._lock:
@@ -615,7 +620,6 @@ class Scanner:
             outputs = c.outputs if c.att.phase == "SUCCEEDED" else None
             verdict = classify_signalled(c.att, c.ex, c.signal, outputs, later_attempts=c.later)
         else:
-            assert c.outputs is not None
             outputs = c.outputs
             verdict = classify_unsignalled(c.att, outputs)
         self._record(verdict, c.ex, c.att, c.signal, outputs)

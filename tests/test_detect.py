@@ -6,6 +6,7 @@ import pytest
 
 from forensics.config import CheckpointSettings
 from forensics.detect import (
+    OUTPUTS_DECLARED,
     OUTPUTS_WRITTEN,
     SIGNAL_AFTER_SUCCESS,
     SIGNAL_EXECUTION_FAILED,
@@ -15,6 +16,7 @@ from forensics.detect import (
     classify_signalled,
     classify_unsignalled,
     earliest,
+    needs_outputs_check,
     sweep_candidate,
 )
 from forensics.model import (
@@ -40,6 +42,7 @@ def attempt(
     version=1,
     is_array=False,
     ck=None,
+    declared=False,
 ):
     return AttemptRecord(
         ref=AttemptRef(EX, "n0", n),
@@ -53,6 +56,7 @@ def attempt(
         pods=(f"{EX.name}-n0-{n}",),
         namespace="gs1-production",
         checkpoint_uri=ck,
+        outputs_declared=declared,
     )
 
 
@@ -159,3 +163,17 @@ def test_checkpoint_template_with_an_unknown_field_is_unknown_not_a_crash():
         CheckpointSettings(template="s3://b/{inputs.missing}/"), attempt(), execution(), {}
     )
     assert loc.uri is None and "missing" in loc.reason
+
+
+def test_success_of_a_task_with_declared_outputs_is_cleared_whatever_s3_says_now():
+    # Flyte fails such a success without outputs.pb; a missing one was deleted afterwards.
+    declared = attempt(declared=True)
+    for outputs in (MISSING, PRESENT, None):
+        assert classify_signalled(declared, execution(), hit(), outputs).cleared == OUTPUTS_DECLARED
+        assert classify_unsignalled(declared, outputs).cleared == OUTPUTS_DECLARED
+    early = attempt(declared=True, ended=SIG_AT - timedelta(seconds=1))
+    assert classify_signalled(early, execution(), hit(), None).cleared == SIGNAL_AFTER_SUCCESS
+    failed = attempt(phase="FAILED", declared=True)
+    assert classify_signalled(failed, execution(), hit(), None).cleared == SIGNAL_EXECUTION_FAILED
+    assert needs_outputs_check(attempt()) and not needs_outputs_check(declared)
+    assert not needs_outputs_check(failed) and not needs_outputs_check(attempt(phase="FAILED"))

@@ -114,11 +114,18 @@ class ScenarioBuilder:
         self._tasks: dict[tuple[str, str, str, str], SandboxTask] = {}
 
     def task(
-        self, project: str, domain: str, name: str, task_type: str = "python-task", version: int = 1
+        self,
+        project: str,
+        domain: str,
+        name: str,
+        task_type: str = "python-task",
+        version: int = 1,
+        *,
+        has_outputs: bool = False,
     ) -> SandboxTask:
         key = (project, domain, name, "v1")
         if key not in self._tasks:
-            t = SandboxTask(project, domain, name, "v1", task_type, version)
+            t = SandboxTask(project, domain, name, "v1", task_type, version, has_outputs)
             self._tasks[key] = t
             self.scenario.tasks.append(t)
         return self._tasks[key]

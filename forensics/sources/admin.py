@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 from flyteidl.admin import (
@@ -47,7 +47,7 @@ from flyteidl.admin import (
     task_execution_pb2,
 )
 from flyteidl.core import execution_pb2 as core_execution_pb2
-from flyteidl.core import identifier_pb2, literals_pb2
+from flyteidl.core import identifier_pb2, literals_pb2, tasks_pb2
 from flytekit.clients.friendly import SynchronousFlyteClient
 from flytekit.clients.grpc_utils.deadline_interceptor import scoped_grpc_deadline
 from flytekit.clients.raw import RawSynchronousFlyteClient as Raw
@@ -344,6 +344,18 @@ def _scalar_text(s: literals_pb2.Scalar) -> str | None:
     if kind == "union":
         return literal_text(s.union.value)
     return None  # none_type, binary, error
+
+
+class TaskTemplate(NamedTuple):
+    """What the scan needs of a task template: its type, version and whether it has outputs."""
+
+    type: str
+    version: int
+    outputs_declared: bool
+
+    @classmethod
+    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskTemplate:
+        return cls(tpl.type, tpl.task_type_version, bool(tpl.interface.outputs.variables))
 
 
 def _is_start_or_end(node: node_execution_pb2.NodeExecution) -> bool:
@@ -652,8 +664,8 @@ class AdminClient:
         return AttemptRecord(
             ref=AttemptRef(ref, node.id.node_id, te.id.retry_attempt),
             phase=phase,
-            task_type=c.task_type or (template[0] if template else ""),
-            task_type_version=template[1] if template else None,
+            task_type=c.task_type or (template.type if template else ""),
+            task_type_version=template.version if template else None,
             is_array=node.metadata.is_array,
             started_at=started,
             ended_at=ended,
@@ -663,13 +675,14 @@ class AdminClient:
             checkpoint_uri=checkpoint or None,
             node_phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
             task_id=task_id,
+            outputs_declared=template.outputs_declared if template else False,
         )
 
     def _task_template(
         self, ref: ExecutionRef, task_id: tuple[str, str, str, str], parent: str | None
-    ) -> tuple[str, int] | None:
-        """(type, task_type_version) of a task: GetTask once per task id for the client's life;
-        for an unregistered task under a dynamic parent, the parent's compiled workflow."""
+    ) -> TaskTemplate | None:
+        """A task's template: GetTask once per task id for the client's life; for an
+        unregistered task under a dynamic parent, the parent's compiled workflow."""
         if not task_id[2]:
             return None
         with self._key_lock(task_id):
@@ -680,7 +693,7 @@ class AdminClient:
             found = self._dynamic_templates(ref, parent).get(task_id)
         return found
 
-    def _get_task(self, task_id: tuple[str, str, str, str]) -> tuple[str, int] | None:
+    def _get_task(self, task_id: tuple[str, str, str, str]) -> TaskTemplate | None:
         project, domain, name, version = task_id
         req = common_pb2.ObjectGetRequest(
             id=identifier_pb2.Identifier(
@@ -695,12 +708,11 @@ class AdminClient:
             task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
         except NotFoundError:
             return None  # dynamic tasks need not be registered
-        tpl = task.closure.compiled_task.template
-        return tpl.type, tpl.task_type_version
+        return TaskTemplate.of(task.closure.compiled_task.template)
 
     def _dynamic_templates(
         self, ref: ExecutionRef, parent: str
-    ) -> dict[tuple[str, ...], tuple[str, int]]:
+    ) -> dict[tuple[str, ...], TaskTemplate]:
         key = (ref, parent)
         with self._key_lock(key):
             if key not in self._dynamic_cache:
@@ -718,8 +730,7 @@ class AdminClient:
                 for compiled in data.dynamic_workflow.compiled_workflow.tasks:
                     t = compiled.template
                     templates[(t.id.project, t.id.domain, t.id.name, t.id.version)] = (
-                        t.type,
-                        t.task_type_version,
+                        TaskTemplate.of(t)
                     )
                 self._dynamic_cache[key] = templates
             return self._dynamic_cache[key]
