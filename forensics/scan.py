@@ -514,7 +514,8 @@ class Scanner:
             self.progress.advance("sweep")
         window = self._window
         candidates = [_Candidate(ex, a) for a in attempts if sweep_candidate(a, window)]
-        # Whether signalled or not, an elastic success needs its outputs.pb: check it now.
+        # Whether signalled or not, an elastic success needs its outputs.pb checked now, unless
+        # its task declares outputs (Flyte then proved them before accepting the success).
         for c in candidates:
             if needs_outputs_check(c.att):
                 self._s3_lane.submit(partial(self._check_outputs, c))
