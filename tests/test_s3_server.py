@@ -274,3 +274,16 @@ def test_connections_stay_open_across_requests_as_s3_keeps_them(s3, caplog):
     opened = [r for r in caplog.records if r.getMessage().startswith(connects)]
     assert [r.status for r in s3.requests] == [200, 404, 404, 200, 200]
     assert len(opened) == 1
+
+
+def test_server_errors_go_to_the_log_not_to_stderr(s3, capfd, caplog, monkeypatch):
+    # cheroot prints a failing request's traceback to stderr; the demo's stderr is the scan's
+    def broken(environ, start_response):
+        raise RuntimeError("sandbox bug")
+
+    monkeypatch.setattr(s3._server, "wsgi_app", broken)
+    with caplog.at_level(logging.DEBUG, logger="forensics.sandbox.s3_server"):
+        response = requests.get(f"{s3.url}/exa-models/key", timeout=10)
+    assert response.status_code == 500
+    assert "sandbox bug" in caplog.text
+    assert "sandbox bug" not in capfd.readouterr().err

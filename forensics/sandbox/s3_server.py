@@ -225,6 +225,11 @@ class S3Server:
                 "the sandbox S3 needs moto's server: pip install 'moto[server,s3]' cheroot"
             ) from None
 
+        class QuietServer(WSGIServer):  # type: ignore[misc, valid-type]
+            def error_log(self, msg: str = "", level: int = 20, traceback: bool = False) -> None:
+                # cheroot writes these to stderr; the demo's output is the scan's, not the server's
+                log.log(level, "s3 sandbox: %s", msg, exc_info=traceback)
+
         with S3Server._running_lock:
             if S3Server._running is not None:
                 raise RuntimeError(
@@ -237,7 +242,7 @@ class S3Server:
             app = _FaultMiddleware(_s3_only(DomainDispatcherApplication)(create_backend_app), self)
             # S3 keeps HTTP/1.1 connections alive; werkzeug's server (ThreadedMotoServer's) closes
             # every one, which would make each request pay a TCP connect and a new server thread.
-            self._server = WSGIServer(
+            self._server = QuietServer(
                 ("127.0.0.1", 0), app, numthreads=_SERVER_THREADS, server_name="sandbox-s3"
             )
             self._server.prepare()  # binds the port
