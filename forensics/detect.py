@@ -62,8 +62,7 @@ def classify_signalled(
         if attempt.outputs_declared:
             return Verdict(None, OUTPUTS_DECLARED)
         if outputs is None or outputs.state == "unknown":
-            reason = outputs.reason if outputs else "not checked"
-            return Verdict("suspected", note=f"outputs.pb could not be checked: {reason}")
+            return _unchecked(outputs)
         if outputs.state == "present":
             return Verdict(None, SIGNAL_OUTPUTS_WRITTEN)
         return Verdict("affected")
@@ -78,13 +77,17 @@ def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck | None) ->
     """An elastic attempt that ended SUCCEEDED in the window with no death-signal evidence."""
     if attempt.outputs_declared:
         return Verdict(None, OUTPUTS_DECLARED)
-    if outputs is None:
-        return Verdict("suspected", note="outputs.pb could not be checked: not checked")
+    if outputs is None or outputs.state == "unknown":
+        return _unchecked(outputs)
     if outputs.state == "present":
         return Verdict(None, OUTPUTS_WRITTEN)
-    if outputs.state == "missing":
-        return Verdict("suspected")
-    return Verdict("suspected", note=f"outputs.pb could not be checked: {outputs.reason}")
+    return Verdict("suspected")
+
+
+def _unchecked(outputs: ObjectCheck | None) -> Verdict:
+    """A success whose outputs.pb could not be read: never cleared, a weaker finding (SPEC §5)."""
+    reason = outputs.reason if outputs else "not checked"
+    return Verdict("suspected", note=f"outputs.pb could not be checked: {reason}")
 
 
 def needs_outputs_check(attempt: AttemptRecord) -> bool:

@@ -49,11 +49,15 @@ def box():
         yield b
 
 
-def test_declared_outputs_success_is_cleared_without_reading_s3(box, tmp_path, monkeypatch, capsys):
+@pytest.fixture(autouse=True)
+def env(box, tmp_path, monkeypatch):
     for k, v in box.env.items():
         monkeypatch.setenv(k, v)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # ./elastic-audit.toml is found by the default search
     (tmp_path / "elastic-audit.toml").write_text(CONFIG)
+
+
+def test_declared_outputs_success_is_cleared_without_reading_s3(box, capsys):
     box.s3.requests.clear()
     code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     report = json.loads(out)
@@ -69,15 +73,10 @@ def test_declared_outputs_success_is_cleared_without_reading_s3(box, tmp_path, m
     assert len(heads) == 1 and VOID in heads[0] and heads[0].endswith("/outputs.pb")
 
 
-def test_show_still_reads_outputs_pb_and_says_why_the_attempt_is_cleared(
-    box, tmp_path, monkeypatch, capsys
-):
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "elastic-audit.toml").write_text(CONFIG)
+def test_show_still_reads_outputs_pb_and_says_why_the_attempt_is_cleared(capsys):
     code, out, _ = run(["show", f"gs1:production:{SIGNALLED}", "-o", "json"], capsys)
     shown = json.loads(out)
+    assert code == 0 and shown["complete"]
     (attempt,) = shown["attempts"]
     assert attempt["outputs"] == "missing"  # the evidence, as S3 has it today
     assert (attempt["verdict"], attempt["reason"]) == ("not-affected", "outputs-declared")
