@@ -32,9 +32,9 @@ def cache_dir(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -
     return tmp_path_factory.mktemp("sdist")
 
 
-def download_sdist(cache_dir: Path) -> Path:
-    """The PyPI sdist of the installed plugin version, downloaded once into `cache_dir`."""
-    pattern = f"flytekitplugins[-_]kfpytorch-{PLUGIN_VERSION}.tar.gz"
+def download_sdist(cache_dir: Path, release: str = PLUGIN_VERSION) -> Path:
+    """The PyPI sdist of a plugin release (default: the installed one), downloaded once."""
+    pattern = f"flytekitplugins[-_]kfpytorch-{release}.tar.gz"
     found = [p for p in cache_dir.iterdir() if fnmatch.fnmatch(p.name, pattern)]
     if found:
         return found[0]
@@ -47,7 +47,7 @@ def download_sdist(cache_dir: Path) -> Path:
             "--no-deps",
             "--no-binary",
             ":all:",
-            f"flytekitplugins-kfpytorch=={PLUGIN_VERSION}",
+            f"flytekitplugins-kfpytorch=={release}",
             "-d",
             str(cache_dir),
         ],
