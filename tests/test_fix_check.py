@@ -189,6 +189,7 @@ def test_fix_check_source_on_the_stock_and_the_patched_sdist(sdist_tree: Path) -
     fixed = cli_json("fix", "check", "--source", sdist_tree, expect=0)
     assert fixed["status"] == "fixed"
     assert "FlyteRecoverableException" in fixed["reason"]
+    assert "SystemExit(128 + e.sigval)" in fixed["reason"]
 
 
 def test_fix_check_source_without_a_plugin_is_unknown(tmp_path: Path) -> None:
@@ -235,11 +236,11 @@ def test_patched_plugin_environment_is_fixed(sdist_tree: Path, tmp_path: Path) -
     assert data["path"] == str(task_py(sdist_tree))  # the patched file is what the probe drove
     outcomes = {s["name"]: s["outcome"] for s in data["scenarios"]}
     assert outcomes == {
-        "single-node": "recoverable-error",
+        "single-node": "exit-143",
         "multi-node, shared error file": "exit-143",
         "multi-node, error aggregation": "recoverable-error",
     }
-    assert "terminated by signal SIGTERM" in data["scenarios"][0]["detail"]
+    assert "terminated by signal SIGTERM" in data["scenarios"][2]["detail"]
     table = run_cli("fix", "check", "--python", python, "-o", "table")
     assert table.returncode == 0
     assert "fixed" in table.stdout and "exit-143" in table.stdout

@@ -58,16 +58,12 @@ def _signal_handler(source: str) -> ast.ExceptHandler:
     return handler
 
 
-def _raised_recoverable(handler: ast.ExceptHandler) -> ast.Call:
-    (call,) = [
-        n.exc
+def _raises(handler: ast.ExceptHandler) -> dict[str, ast.Call]:
+    return {
+        ast.unparse(n.exc.func): n.exc
         for n in ast.walk(handler)
-        if isinstance(n, ast.Raise)
-        and isinstance(n.exc, ast.Call)
-        and ast.unparse(n.exc.func) == "FlyteRecoverableException"
-    ]
-    assert isinstance(call, ast.Call)
-    return call
+        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call)
+    }
 
 
 def _assert_fixed_for_its_era(tree: Path, timestamp: bool) -> None:
@@ -75,10 +71,14 @@ def _assert_fixed_for_its_era(tree: Path, timestamp: bool) -> None:
     for rel in (TASK_PY, TEST_FILE):
         compile((tree / rel).read_bytes(), str(tree / rel), "exec")  # SyntaxError fails it
     source = task_py(tree).read_text()
-    handler = _signal_handler(source)
-    keywords = [k.arg for k in _raised_recoverable(handler).keywords]
-    # flytekit < 1.14: `timestamp=` would raise TypeError at the moment of preemption.
-    assert keywords == (["timestamp"] if timestamp else [])
+    raises = _raises(_signal_handler(source))
+    assert ast.unparse(raises["SystemExit"].args[0]) == "128 + e.sigval"
+    if timestamp:
+        # Only with per-pod error files (_F_DES, flytekit >= 1.14): the recoverable error.
+        assert [k.arg for k in raises["FlyteRecoverableException"].keywords] == ["timestamp"]
+    else:
+        # flytekit < 1.14: no _F_DES to honour, and `timestamp=` would be a TypeError.
+        assert set(raises) == {"SystemExit"}
     assert ("_F_DES" in source) is timestamp
     assert ("import time\n" in source) is timestamp
     assert "raise IgnoreOutputs()" in source  # the legitimate no-rank-0 path stays
