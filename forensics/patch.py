@@ -585,7 +585,8 @@ def _resolve_python(python: str | None) -> str:
     found = shutil.which(python)
     if found is None:
         raise UsageError(f"--python {python}: no such executable")
-    return found
+    # Absolute: the probe runs in a temporary directory, where `./python` would name nothing.
+    return str(Path(found).absolute())
 
 
 def check_environment(python: str | None = None) -> CheckResult:
