@@ -46,14 +46,14 @@ class Era:
     def notes(self) -> tuple[str, ...]:
         if self.timestamp:
             return (
-                "flytekit >= 1.14 (the plugin passes timestamp=): the recoverable error is "
-                "stamped with the signal time, and multi-node tasks honour distributed error "
-                "aggregation (_F_DES)",
+                "flytekit >= 1.14 (the plugin passes timestamp=): a multi-node pod with "
+                "distributed error aggregation (_F_DES) raises FlyteRecoverableException stamped "
+                "with the signal time; any other pod exits 128+signal without an error file",
             )
         return (
-            "flytekit < 1.14 (the plugin passes no timestamp=): the recoverable error carries no "
-            "timestamp= (it would raise TypeError there), and every multi-node task exits "
-            "128+signal without an error file (this flytekit has one shared error.pb, no _F_DES)",
+            "flytekit < 1.14 (the plugin passes no timestamp=): no distributed error aggregation "
+            "and no timestamp= (a TypeError there), so every pod exits 128+signal without an "
+            "error file",
         )
 
 
