@@ -221,8 +221,10 @@ class Scanner:
     """Runs one scan against the three sources; every outside call goes through them.
 
     `run` is one pipeline (SPEC §8): the Loki shards, the Admin sweep and the S3 checks run at
-    the same time, each source at most `settings.workers` requests at once. Executions stream
-    from Admin's listing; each costs one ListNodeExecutions and one ListTaskExecutions per task
+    the same time, each source at most `settings.workers` requests at once. One ListProjects
+    gives each project's domains; executions stream from two disjoint listings per project and
+    domain (`attempts_may_end_during`: those updated in the window, and those still running
+    since before it); each costs one ListNodeExecutions and one ListTaskExecutions per task
     node, and each elastic success of a task that declares no outputs one outputs.pb check.
     Death signals are joined to the swept attempts by pod name, so a signalled attempt costs no
     extra Admin call; only signalled pods that no swept execution claims are looked up one by

@@ -176,3 +176,18 @@ def test_a_signalled_attempt_not_finished_yet_is_pending_and_not_nothing_found(e
         ["scan", *WINDOW, "--no-progress", "-o", "table", "--project", "inflight"], capsys
     )
     assert code == 1 and "1 pending" in out and f"PENDING inflight:production:{PENDING}/n0/0" in out
+
+
+def test_a_hashed_pod_no_sweep_claimed_is_resolved_among_old_running_executions(env):
+    # The look-up behind pods no swept execution claimed (e.g. its listing failed): the real
+    # Admin client over the sandbox finds the hashed pod's execution although its updated_at
+    # predates the signal by days.
+    from forensics.config import load_settings
+    from forensics.scan import ScanScope, scanner_for
+
+    scanner = scanner_for(load_settings())
+    pod = generated_name([OLD_HASHED, "n0", 0])
+    found = scanner.resolve(NS, pod, _t(9, 3, 59, 50), ScanScope())
+    assert not isinstance(found, str), found
+    ex, att = found
+    assert (ex.ref.name, att.ref.node_id, ex.phase) == (OLD_HASHED, "n0", "RUNNING")

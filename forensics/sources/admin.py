@@ -21,7 +21,8 @@ Admin calls per question (counted in `AdminClient.call_count`; the scale benchma
 ListNodeExecutions per level (per page), one ListTaskExecutions per task node, one GetTask per
 distinct task for the client's lifetime (plus one GetNodeExecutionData per dynamic parent whose
 tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
-confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` one per page.
+confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` / `project_domains`
+one per page.
 """
 
 from __future__ import annotations
@@ -151,7 +152,8 @@ def updated_before(t: datetime) -> str:
     return admin_filter("lt", "execution_updated_at", t)
 
 
-# WorkflowExecution phases before a terminal one (flyteidl `core/execution.proto`).
+# WorkflowExecution phases before a terminal one (flyteidl `core/execution.proto`); the executions
+# table keeps the phase name, filtered as flytectl's `execution.phase in (FAILED;SUCCEEDED)` is.
 RUNNING_PHASES = ("UNDEFINED", "QUEUED", "RUNNING", "SUCCEEDING", "FAILING", "ABORTING")
 
 
