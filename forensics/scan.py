@@ -422,8 +422,9 @@ class Scanner:
         """The (project, domain) whose Flyte namespace `namespace` is, or None."""
         flyte = self.settings.flyte
         pd = namespace_to_project_domain(namespace, flyte.namespace_template, self.all_domains())
-        if pd is not None and self._projects and pd[1] not in self._projects.get(pd[0], (pd[1],)):
-            return None  # a domain only other projects have
+        if pd is not None and self._projects is not None:
+            if pd[1] not in self._projects.get(pd[0], ()):
+                return None  # no such project, or a domain only other projects have
         return pd
 
     def known_project_of(self, namespace: str) -> str | None:
