@@ -130,3 +130,21 @@ def installed_task_py() -> Path:
     import flytekitplugins.kfpytorch.task as task
 
     return Path(task.__file__)
+
+
+def new_venv(where: Path) -> Path:
+    """An empty venv (no pip of its own); returns its python. Fill it with `pip_install`."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    return where / "bin" / "python"
+
+
+def pip_install(python: Path, *args: str, what: str) -> None:
+    """This venv's pip installing into `python`'s environment (pip's own configuration applies)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"installing {what} failed:\n{proc.stderr[-3000:]}")

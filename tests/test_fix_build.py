@@ -7,13 +7,20 @@ import re
 import shutil
 import site
 import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
-from fix_support import cache_dir, cli_json, download_sdist, run_cli, unpack
+from fix_support import (
+    cache_dir,
+    cli_json,
+    download_sdist,
+    new_venv,
+    pip_install,
+    run_cli,
+    unpack,
+)
 
 from forensics.patch import TASK_PY, apply
 
@@ -87,8 +94,7 @@ def test_fix_build_refuses_a_version_the_index_does_not_have(
 
 def _venv_with_wheel(wheel: Path, where: Path) -> Path:
     """A fresh venv with the wheel installed by pip; flytekit and torch come from this one's."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
-    python = where / "bin" / "python"
+    python = new_venv(where)
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
@@ -99,21 +105,7 @@ def _venv_with_wheel(wheel: Path, where: Path) -> Path:
     (Path(purelib) / "zz-elastic-audit-deps.pth").write_text(
         "\n".join(site.getsitepackages()) + "\n"
     )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "-q",
-            "--no-deps",
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    pip_install(python, "--no-deps", str(wheel), what=wheel.name)
     return python
 
 

@@ -22,7 +22,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from fix_support import TEST_FILE, cache_dir, cli_json, download_sdist, unpack
+from fix_support import (
+    TEST_FILE,
+    cache_dir,
+    cli_json,
+    download_sdist,
+    new_venv,
+    pip_install,
+    unpack,
+)
 
 from forensics.patch import apply
 
@@ -42,31 +50,19 @@ def _era_python(release: str, cache: Path) -> Path:
     if ready.is_file():
         return python
     shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    new_venv(venv)
     constraints = cache / "torch-constraint.txt"
     constraints.write_text(TORCH + "\n")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "-q",
-            "-c",
-            str(constraints),
-            f"flytekit=={release}",
-            f"flytekitplugins-kfpytorch[elastic]=={release}",
-            TORCH,
-            "pytest",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1500,
+    pip_install(
+        python,
+        "-c",
+        str(constraints),
+        f"flytekit=={release}",
+        f"flytekitplugins-kfpytorch[elastic]=={release}",
+        TORCH,
+        "pytest",
+        what=f"the flytekit {release} venv",
     )
-    if proc.returncode != 0:
-        pytest.fail(f"building the flytekit {release} venv failed:\n{proc.stderr[-3000:]}")
     ready.write_text(release + "\n")
     return python
 
