@@ -158,7 +158,7 @@ def apply_cmd(
     output: OutputArg = None,
     no_progress: NoProgressArg = False,
 ) -> None:
-    """Apply the bundled patch to a source tree; idempotent, all files or none."""
+    """Fix the plugin in a source tree of any affected release; idempotent, all files or none."""
     fmt = check_output(default_output(output), _TABLE_OR_JSON)
     result = apply(directory, check_only=check)
     _render_apply(result, fmt)
