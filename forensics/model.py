@@ -188,6 +188,29 @@ class ExecutionRecord:
     mode: str  # "MANUAL", "SCHEDULED", "SYSTEM", "RELAUNCH", "CHILD_WORKFLOW", "RECOVERED"
     reference_execution: ExecutionRef | None
     labels: Mapping[str, str] = field(default_factory=dict)
+    # spec.metadata.parent_node_execution: the node of another execution that launched this one.
+    parent: ParentNode | None = None
+    # spec.launch_plan: (project, domain, name, version) of the launch plan it ran.
+    launch_plan: tuple[str, str, str, str] | None = None
+
+    @property
+    def running(self) -> bool:
+        """Not in a terminal phase yet (flyteadmin's terminal phases, `common/executions.go`)."""
+        return self.phase not in TERMINAL_EXECUTION_PHASES
+
+
+TERMINAL_EXECUTION_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT"})
+
+
+@dataclass(frozen=True)
+class ParentNode:
+    """The node execution of a parent workflow that launched a child execution."""
+
+    execution: ExecutionRef
+    node_id: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"execution": self.execution.as_dict(), "node_id": self.node_id}
 
 
 @dataclass(frozen=True)

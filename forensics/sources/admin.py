@@ -42,6 +42,7 @@ import grpc
 from flyteidl.admin import (
     common_pb2,
     execution_pb2,
+    launch_plan_pb2,
     node_execution_pb2,
     project_pb2,
     task_execution_pb2,
@@ -58,7 +59,15 @@ from google.protobuf import json_format
 
 from forensics.config import FlyteSettings
 from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
-from forensics.model import UTC, AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef, rfc3339
+from forensics.model import (
+    UTC,
+    AttemptRecord,
+    AttemptRef,
+    ExecutionRecord,
+    ExecutionRef,
+    ParentNode,
+    rfc3339,
+)
 
 # Importing flytekit installs a SIGINT handler that calls exit(1) at once. Ctrl-C must stay a
 # KeyboardInterrupt so every command can clean up (no partial report, no half-written pins,
@@ -279,6 +288,11 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
     reference = None
     if meta.HasField("reference_execution") and meta.reference_execution.name:
         reference = _ref(meta.reference_execution)
+    parent = None
+    if meta.HasField("parent_node_execution") and meta.parent_node_execution.node_id:
+        node = meta.parent_node_execution
+        parent = ParentNode(_ref(node.execution_id), node.node_id)
+    lp = ex.spec.launch_plan
     return ExecutionRecord(
         ref=_ref(ex.id),
         phase=_enum_name(core_execution_pb2.WorkflowExecution.Phase, ex.closure.phase),
@@ -287,6 +301,8 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
         mode=_enum_name(execution_pb2.ExecutionMetadata.ExecutionMode, meta.mode),
         reference_execution=reference,
         labels=dict(ex.spec.labels.values),
+        parent=parent,
+        launch_plan=(lp.project, lp.domain, lp.name, lp.version) if lp.name else None,
     )
 
 
@@ -358,6 +374,54 @@ class TaskTemplate(NamedTuple):
         return cls(tpl.type, tpl.task_type_version, bool(tpl.interface.outputs.variables))
 
 
+class TaskFacts(NamedTuple):
+    """What a task template says about the code a relaunch would run (plain data)."""
+
+    id: tuple[str, str, str, str]  # project, domain, name, version
+    type: str
+    image: str | None  # the container's image (None: no container in the template)
+    runtime: str | None  # metadata.runtime: flytekit's version that serialized the task
+    interruptible: bool | None  # metadata.interruptible (None: not set)
+    cacheable: bool  # metadata.discoverable
+    cache_version: str
+
+    @classmethod
+    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskFacts:
+        m = tpl.metadata
+        t = tpl.id
+        return cls(
+            (t.project, t.domain, t.name, t.version),
+            tpl.type,
+            tpl.container.image or None if tpl.HasField("container") else None,
+            m.runtime.version or None,
+            m.interruptible if m.WhichOneof("interruptible_value") else None,
+            m.discoverable,
+            m.discovery_version,
+        )
+
+
+class WorkflowFacts(NamedTuple):
+    """A launch plan version's compiled workflow: its tasks and the nodes that run them."""
+
+    launch_plan: tuple[str, str, str, str]
+    workflow: tuple[str, str, str, str]
+    tasks: dict[tuple[str, str, str, str], TaskFacts]
+    task_nodes: tuple[tuple[str, tuple[str, str, str, str]], ...]  # (node id, task id)
+    launch_plan_nodes: tuple[str, ...]  # nodes that launch other executions (caches unseen)
+
+
+def _nodes(nodes: Iterable[Any]) -> Iterator[Any]:
+    """Every node of a workflow template, array and branch nodes' inner nodes included."""
+    for n in nodes:
+        yield n
+        kind = n.WhichOneof("target")
+        if kind == "array_node":
+            yield from _nodes([n.array_node.node])
+        elif kind == "branch_node":
+            ie = n.branch_node.if_else
+            yield from _nodes([ie.case.then_node, *(c.then_node for c in ie.other), ie.else_node])
+
+
 def _is_start_or_end(node: node_execution_pb2.NodeExecution) -> bool:
     return node.metadata.spec_node_id in _START_END or node.id.node_id in _START_END
 
@@ -371,6 +435,14 @@ def _may_have_tasks(node: node_execution_pb2.NodeExecution) -> bool:
     if meta.is_parent_node and not (meta.is_dynamic or meta.is_array):
         return False
     return node.closure.phase != core_execution_pb2.NodeExecution.SKIPPED
+
+
+def _check_name(name: str) -> None:
+    if len(name) > EXECUTION_NAME_MAX or not EXECUTION_NAME_RE.match(name.lower()):
+        raise UsageError(
+            f"relaunch name {name!r}: Flyte execution names match ^[a-z][a-z-0-9]*$ "
+            f"and have at most {EXECUTION_NAME_MAX} characters"
+        )
 
 
 # -- the client -------------------------------------------------------------------------------
@@ -749,11 +821,7 @@ class AdminClient:
         `overwrite_cache`, so the raw request is built here. RecoverExecution is never used: it
         copies the outputs of nodes marked SUCCEEDED — exactly the node that lied.
         """
-        if len(name) > EXECUTION_NAME_MAX or not EXECUTION_NAME_RE.match(name.lower()):
-            raise UsageError(
-                f"relaunch name {name!r}: Flyte execution names match ^[a-z][a-z-0-9]*$ "
-                f"and have at most {EXECUTION_NAME_MAX} characters"
-            )
+        _check_name(name)
         req = execution_pb2.ExecutionRelaunchRequest(
             id=_wf_id(ref), name=name, overwrite_cache=overwrite_cache
         )
@@ -768,18 +836,182 @@ class AdminClient:
             resp = self._call(
                 "RelaunchExecution", str(ref), once, answers=frozenset({Status.ALREADY_EXISTS})
             )
-        except _Answered:
-            existing = ExecutionRef(ref.project, ref.domain, name)
-            record = self.get_execution(existing)
-            if record.mode != "RELAUNCH" or record.reference_execution != ref:
-                raise SourceError(
-                    "admin",
-                    f"RelaunchExecution: the name {name} is taken by {existing}, "
-                    f"which is not a relaunch of {ref} (mode {record.mode})",
-                    target=str(ref),
-                ) from None
-            raise AlreadyRelaunched(existing, original=ref, after_retry=sent > 1) from None
+        except _Answered as a:
+            raise self._already_exists("RelaunchExecution", ref, name, a.details, sent) from None
         return _ref(resp.id)
+
+    def _already_exists(
+        self, rpc: str, ref: ExecutionRef, name: str, details: str, sent: int
+    ) -> AlreadyRelaunched:
+        """What an ALREADY_EXISTS means: the exactly-once name taken by a relaunch of `ref`, or
+        something else — flyteadmin also answers ALREADY_EXISTS when a launch plan's concurrency
+        limit is reached (`execution_manager.go::checkLaunchPlanConcurrency`, v1.16.8: "concurrency
+        limit (%d) reached for launch plan %s; skipping execution"), checked before the name is
+        inserted. Anything but our own relaunch raises a SourceError carrying Admin's message."""
+        existing = ExecutionRef(ref.project, ref.domain, name)
+        said = f"{rpc}: ALREADY_EXISTS: {_one_line(details)}"
+        try:
+            record = self.get_execution(existing)
+        except NotFoundError:
+            raise SourceError("admin", said, target=str(ref)) from None
+        if record.mode != "RELAUNCH" or record.reference_execution != ref:
+            raise SourceError(
+                "admin",
+                f"{said} (the name {name} is taken by {existing}, which is not a relaunch of "
+                f"{ref}: mode {record.mode})",
+                target=str(ref),
+            )
+        return AlreadyRelaunched(existing, original=ref, after_retry=sent > 1)
+
+    def version_request(
+        self, ref: ExecutionRef, *, version: str, name: str, overwrite_cache: bool = True
+    ) -> execution_pb2.ExecutionCreateRequest:
+        """The CreateExecution request that relaunches `ref` on its launch plan at `version`.
+
+        What RelaunchExecution would copy, minus the launch plan version (flyteadmin v1.16.8
+        `RelaunchExecution` copies the original's whole spec and user inputs, then sets mode
+        RELAUNCH, `reference_execution` and `overwrite_cache`): the original's inputs, labels,
+        annotations, security context and raw output prefix, mode RELAUNCH and the reference
+        to the original (CreateExecution keeps the request's metadata but `principal`). Other
+        per-execution overrides (interruptible, envs, max parallelism) are the new version's
+        own; `parent_node_execution` is not sent, so the run is a top-level one. NotFoundError
+        when the launch plan version does not exist.
+        """
+        _check_name(name)
+        get = execution_pb2.WorkflowExecutionGetRequest(id=_wf_id(ref))
+        original = self._call(
+            "GetExecution", str(ref), lambda: Raw.get_execution(self._client, get)
+        )
+        data_req = execution_pb2.WorkflowExecutionGetDataRequest(id=_wf_id(ref))
+        data = self._call(
+            "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, data_req)
+        )
+        if not data.full_inputs.literals and data.inputs.bytes > 0:
+            raise SourceError(
+                "admin",
+                f"GetExecutionData: inputs ({data.inputs.bytes} bytes) are larger than Admin "
+                "returns inline; cannot copy them into a new execution",
+                target=str(ref),
+            )
+        lp = identifier_pb2.Identifier()
+        lp.CopyFrom(original.spec.launch_plan)
+        lp.version = version
+        self._call(  # the version must exist before anything is sent
+            "GetLaunchPlan",
+            f"{lp.project}:{lp.domain}:{lp.name}:{version}",
+            lambda: Raw.get_launch_plan(self._client, common_pb2.ObjectGetRequest(id=lp)),
+        )
+        o = original.spec
+        spec = execution_pb2.ExecutionSpec(
+            launch_plan=lp,
+            metadata=execution_pb2.ExecutionMetadata(
+                mode=execution_pb2.ExecutionMetadata.RELAUNCH, reference_execution=original.id
+            ),
+            labels=o.labels,
+            annotations=o.annotations,
+            security_context=o.security_context,
+            raw_output_data_config=o.raw_output_data_config,
+            overwrite_cache=overwrite_cache,
+        )
+        return execution_pb2.ExecutionCreateRequest(
+            project=ref.project, domain=ref.domain, name=name, spec=spec, inputs=data.full_inputs
+        )
+
+    def create_relaunch(
+        self, ref: ExecutionRef, request: execution_pb2.ExecutionCreateRequest
+    ) -> ExecutionRef:
+        """CreateExecution of a `version_request`, exactly once as `relaunch` is: a taken name
+        raises `AlreadyRelaunched` once GetExecution confirms it is a relaunch of `ref`."""
+        sent = 0
+
+        def once() -> execution_pb2.ExecutionCreateResponse:
+            nonlocal sent
+            sent += 1
+            return Raw.create_execution(self._client, request)
+
+        try:
+            resp = self._call(
+                "CreateExecution", str(ref), once, answers=frozenset({Status.ALREADY_EXISTS})
+            )
+        except _Answered as a:
+            raise self._already_exists(
+                "CreateExecution", ref, request.name, a.details, sent
+            ) from None
+        return _ref(resp.id)
+
+    def workflow_facts(self, launch_plan: tuple[str, str, str, str]) -> WorkflowFacts:
+        """GetLaunchPlan, then GetWorkflow of its workflow: the compiled tasks and nodes."""
+        p, d, n, v = launch_plan
+        lp_id = identifier_pb2.Identifier(
+            resource_type=identifier_pb2.LAUNCH_PLAN, project=p, domain=d, name=n, version=v
+        )
+        lp = self._call(
+            "GetLaunchPlan",
+            ":".join(launch_plan),
+            lambda: Raw.get_launch_plan(self._client, common_pb2.ObjectGetRequest(id=lp_id)),
+        )
+        wf_id = lp.spec.workflow_id
+        wf = self._call(
+            "GetWorkflow",
+            f"{wf_id.project}:{wf_id.domain}:{wf_id.name}:{wf_id.version}",
+            lambda: Raw.get_workflow(self._client, common_pb2.ObjectGetRequest(id=wf_id)),
+        )
+        compiled = wf.closure.compiled_workflow
+        tasks = {}
+        for ct in compiled.tasks:
+            facts = TaskFacts.of(ct.template)
+            tasks[facts.id] = facts
+        task_nodes, lp_nodes = [], []
+        for w in [compiled.primary, *compiled.sub_workflows]:
+            for node in _nodes(w.template.nodes):
+                kind = node.WhichOneof("target")
+                if kind == "task_node":
+                    r = node.task_node.reference_id
+                    task_nodes.append((node.id, (r.project, r.domain, r.name, r.version)))
+                elif kind == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+                    lp_nodes.append(node.id)
+        return WorkflowFacts(
+            launch_plan,
+            (wf_id.project, wf_id.domain, wf_id.name, wf_id.version),
+            tasks,
+            tuple(task_nodes),
+            tuple(lp_nodes),
+        )
+
+    def task_facts(self, task_id: tuple[str, str, str, str]) -> TaskFacts:
+        """One registered task's template facts (GetTask); NotFoundError if not registered."""
+        project, domain, name, version = task_id
+        req = common_pb2.ObjectGetRequest(
+            id=identifier_pb2.Identifier(
+                resource_type=identifier_pb2.TASK,
+                project=project,
+                domain=domain,
+                name=name,
+                version=version,
+            )
+        )
+        task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
+        return TaskFacts.of(task.closure.compiled_task.template)
+
+    def launch_plan_versions(self, project: str, domain: str, name: str) -> list[str]:
+        """Versions of a launch plan, newest first (ListLaunchPlans sorted by created_at)."""
+
+        def fetch(token: str) -> tuple[Sequence[launch_plan_pb2.LaunchPlan], str]:
+            req = common_pb2.ResourceListRequest(
+                id=common_pb2.NamedEntityIdentifier(project=project, domain=domain, name=name),
+                limit=100,
+                token=token,
+                sort_by=common_pb2.Sort(key="created_at", direction=common_pb2.Sort.DESCENDING),
+            )
+            page = Raw.list_launch_plans_paginated(self._client, req)
+            return page.launch_plans, page.token
+
+        target = f"{project}:{domain}:{name}"
+        return list(
+            dict.fromkeys(
+                lp.id.version for lp in self._pages("ListLaunchPlans", target, fetch, 100)
+            )
+        )
 
     def relaunches_of(
         self, project: str, domain: str, since: datetime
