@@ -486,21 +486,24 @@ class Relauncher:
     ) -> str | None:
         if opts.force:
             return None
+        reasons = []
         if verdict not in RELAUNCHABLE:
-            return f"re-check says {verdict}: not affected or suspected, so not relaunched (--force overrides)"
+            reasons.append(f"re-check says {verdict}: not affected or suspected")
         if ex.parent is not None and not opts.parent:
-            return (
-                f"a child execution, launched by node {ex.parent.node_id} of {ex.parent.execution}: "
-                "relaunching it alone would not re-run the parent's later steps "
-                "(--parent relaunches the top execution, --force this one)"
+            reasons.append(
+                f"a child execution, launched by node {ex.parent.node_id} of "
+                f"{ex.parent.execution}: relaunching it alone would not re-run the parent's later "
+                "steps (--parent relaunches the top execution)"
             )
         if top.running:
             which = "it is" if target == ref else f"{target} (what would be relaunched) is"
-            return (
+            reasons.append(
                 f"{which} still {top.phase}: a second run beside it would share its checkpoint "
-                "prefix (the inputs are copied); wait for it to end or abort it (--force overrides)"
+                "prefix (the inputs are copied); wait for it to end or abort it"
             )
-        return None
+        if not reasons:
+            return None
+        return "; ".join(reasons) + " — not relaunched (--force overrides)"
 
     def _top(self, ex: ExecutionRecord) -> tuple[ExecutionRef, ExecutionRecord]:
         """The execution at the top of a chain of parents (children of children included)."""

@@ -692,12 +692,12 @@ class Scanner:
         for a in attempts:
             later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
             c = _Candidate(ex, a, earliest(hits.get(a.ref, [])), later)
-            if c.signal is None and not sweep_candidate(a, window):
-                result.attempts.append(Examined(a, None, None, None, None))
-                continue
             # show lists outputs.pb for every success, declared outputs included (the verdict
             # does not read it for those: Flyte proved them).
             c.outputs = self.outputs(a) if a.phase == "SUCCEEDED" else None
+            if c.signal is None and not sweep_candidate(a, window):
+                result.attempts.append(Examined(a, None, None, c.outputs, None))
+                continue
             verdict, outputs = self._decide(c)
             ck = self.checkpoint(ex, a, c.signal) if verdict.verdict else None
             result.attempts.append(Examined(a, verdict, c.signal, c.outputs, ck))
