@@ -386,7 +386,7 @@ def reference_scenario(labels: LabelNames = LabelNames()) -> Scenario:
 # fmt: on
 
 
-# Relaunch neighbours (issue 15), after the reference window so no scan of it sees them.
+# Relaunch neighbours (issue 15), dated after the reference window so no scan of it sees them.
 PIPELINE = ("gs1", "production", "p1q5w9e3r7t1y5u9i3o7")  # a parent, RUNNING
 CHILD = ("gs1", "production", "c2v6b0n4m8q2w6e0r4t8")  # its child: RUNNING, training lied
 CHAINED = ("gs1", "production", "o3i7u1y5t9r3e7w1q5a9")  # relaunched once; the relaunch lied too
@@ -399,8 +399,8 @@ FIXED_IMAGE = "ghcr.io/exa-labs/distill:2026.09.13-kfpytorch-fix"
 
 # fmt: off
 def relaunch_neighbours(b: ScenarioBuilder) -> None:
-    """Executions `relaunch` must judge before acting (dated 2026-09-12/13, outside the window):
-    a running child of a running parent, a relaunch that died silently green too, a running
+    """Executions `relaunch` must judge before acting, dated 2026-09-20/21 (after the reference
+    window and the quiet day the scan tests read): a running child of a running parent, a relaunch that died silently green too, a running
     original, two lying nodes, and launch plan `wf.distill` v1 (vulnerable image, a cacheable
     preprocessing node) with a v2 on a fixed image."""
     from forensics.relaunch import relaunch_name
@@ -419,7 +419,7 @@ def relaunch_neighbours(b: ScenarioBuilder) -> None:
         SandboxLaunchPlan(*gs1, "wf.distill", "v1", [("n0", prep), ("n1", train), ("n2", evaluate)],
                           created_at=_t(1, 0, 0, 0)),
         SandboxLaunchPlan(*gs1, "wf.distill", "v2", list(zip(("n0", "n1", "n2"), fixed, strict=True)),
-                          created_at=_t(13, 0, 0, 0)),
+                          created_at=_t(21, 0, 0, 0)),
         SandboxLaunchPlan(*gs1, "wf.pipeline", "v1", [], ["n0"], created_at=_t(1, 0, 0, 0)),
     ]
     b.scenario.tasks += [prep, train, evaluate, *fixed]
@@ -445,28 +445,28 @@ def relaunch_neighbours(b: ScenarioBuilder) -> None:
 
     # The parent pipeline (its node n0 launched the child) and the child: flyteadmin moved the
     # child's updated_at only when it started RUNNING, hours before its training was preempted.
-    b.add(SandboxExecution(*PIPELINE[:2], PIPELINE[2], "RUNNING", _t(12, 6, 0, 0),
-                           _t(12, 6, 0, 10), launch_plan=("", "", "wf.pipeline", "v1")))
-    distill(CHILD[2], "RUNNING", _t(12, 6, 0, 20), _t(12, 9, 30, 0), _t(12, 9, 30, 6),
+    b.add(SandboxExecution(*PIPELINE[:2], PIPELINE[2], "RUNNING", _t(20, 6, 0, 0),
+                           _t(20, 6, 0, 10), launch_plan=("", "", "wf.pipeline", "v1")))
+    distill(CHILD[2], "RUNNING", _t(20, 6, 0, 20), _t(20, 9, 30, 0), _t(20, 9, 30, 6),
             mode="CHILD_WORKFLOW", parent=(*PIPELINE, "n0"))
     # Relaunched once by this tool; the relaunch ran into the same storm and lied too.
-    distill(CHAINED[2], "SUCCEEDED", _t(12, 1, 0, 0), _t(12, 2, 0, 0), _t(12, 2, 0, 8))
+    distill(CHAINED[2], "SUCCEEDED", _t(20, 1, 0, 0), _t(20, 2, 0, 0), _t(20, 2, 0, 8))
     first = relaunch_name(ExecutionRef(*CHAINED))
-    distill(first, "SUCCEEDED", _t(12, 4, 0, 0), _t(12, 5, 0, 0), _t(12, 5, 0, 7),
+    distill(first, "SUCCEEDED", _t(20, 4, 0, 0), _t(20, 5, 0, 0), _t(20, 5, 0, 7),
             mode="RELAUNCH", reference_execution=CHAINED)
-    distill(RUNNING[2], "RUNNING", _t(13, 1, 0, 0), _t(13, 3, 0, 0), _t(13, 3, 0, 5))
-    distill(FRESH[2], "SUCCEEDED", _t(13, 2, 0, 0), _t(13, 4, 0, 0), _t(13, 4, 0, 9),
+    distill(RUNNING[2], "RUNNING", _t(21, 1, 0, 0), _t(21, 3, 0, 0), _t(21, 3, 0, 5))
+    distill(FRESH[2], "SUCCEEDED", _t(21, 2, 0, 0), _t(21, 4, 0, 0), _t(21, 4, 0, 9),
             labels={"team": "distill"}, annotations={"owner": "alice"},
             service_account="distill-runner", raw_output_prefix="s3://exa-models/raw/distill/")
     # Two elastic nodes, both signalled and silent (n0's outputs.pb unreadable in one test).
     name = TWO_NODES[2]
-    b.add(SandboxExecution(*gs1, name, "SUCCEEDED", _t(13, 5, 0, 0), _t(13, 8, 0, 0), nodes=[
-        SandboxNode(n, "SUCCEEDED", [_try(name, 0, "SUCCEEDED", _t(13, 5 + i, 1, 0),
-                                          _t(13, 5 + i, 30, 5), train, node=n)])
+    b.add(SandboxExecution(*gs1, name, "SUCCEEDED", _t(21, 5, 0, 0), _t(21, 8, 0, 0), nodes=[
+        SandboxNode(n, "SUCCEEDED", [_try(name, 0, "SUCCEEDED", _t(21, 5 + i, 1, 0),
+                                          _t(21, 5 + i, 30, 5), train, node=n)])
         for i, n in enumerate(("n0", "n1"))
     ], launch_plan=lp))
     for i, n in enumerate(("n0", "n1")):
-        b.signal_pod(_t(13, 5 + i, 30, 0), ns, f"{name}-{n}-0", f"{name}-{n}-0")
+        b.signal_pod(_t(21, 5 + i, 30, 0), ns, f"{name}-{n}-0", f"{name}-{n}-0")
 # fmt: on
 
 
