@@ -70,6 +70,7 @@ class Plan:
     bug: str = ""  # whether the task it re-runs still carries the bug (what can be known)
     cache: str = ""  # what overwrite_cache will recompute
     chain: tuple[str, ...] = ()  # earlier relaunches that ended silently green too
+    existing_state: str = ""  # the existing relaunch's phase and re-check
     request: dict[str, object] | None = None  # the exact request, as data
     create: Any = None  # the CreateExecution request (--to-version), sent as built
 
@@ -81,6 +82,7 @@ class Plan:
             "parent": self.parent.as_dict() if self.parent else None,
             "target": self.target.as_dict() if self.target else None,
             "chain": list(self.chain),
+            "existing": self.existing_state or None,
             "bug": self.bug,
             "cache": self.cache,
             "checkpoint": self.checkpoint,
@@ -93,7 +95,9 @@ class Plan:
             out.append(f"phase: {self.phase}")
         if self.parent:
             out.append(f"parent: {self.parent.execution} node {self.parent.node_id}")
-        out += [f"chain: {c}" for c in self.chain]
+        out += [f"died silently green too: {c}" for c in self.chain]
+        if self.existing is not None:
+            out.append(f"existing relaunch: {self.existing} ({self.existing_state})")
         if self.target and self.target != self.execution:
             out.append(f"relaunches: {self.target}")
         if self.bug:
@@ -426,17 +430,18 @@ class Relauncher:
             return Plan(ref, "unknown", "", None, None, f"re-check failed: {e}; nothing relaunched")
         verdict, checkpoint = check.verdict, check.checkpoint
         chain: list[str] = []
+        existing_state = ""
         # A relaunch that itself ended silently green is no relaunch: follow the chain.
         while existing is not None:
             try:
                 again = self.recheck(existing)
             except SourceError as e:
-                chain.append(f"{existing}: its fate could not be re-checked ({e})")
+                existing_state = f"its fate could not be re-checked: {e}"
                 break
             if again.execution.running or again.verdict not in RELAUNCHABLE:
-                chain.append(f"{existing}: {again.execution.phase}, re-check {again.verdict}")
+                existing_state = f"{again.execution.phase}, re-check {again.verdict}"
                 break
-            chain.append(f"{existing} ended {again.execution.phase} and is {again.verdict} too")
+            chain.append(f"{existing} ended {again.execution.phase}, re-check {again.verdict}")
             if len(chain) > MAX_CHAIN:
                 return Plan(
                     ref,
@@ -471,6 +476,7 @@ class Relauncher:
             bug=bug,
             cache=cache,
             chain=tuple(chain),
+            existing_state=existing_state,
             request=request or relaunch_request(target, overwrite_cache=opts.overwrite_cache),
             create=create,
         )
@@ -587,7 +593,7 @@ class Relauncher:
                     "already-relaunched",
                     plan.existing,
                     f"already relaunched as {plan.existing}"
-                    + (f" ({plan.chain[-1]})" if plan.chain else ""),
+                    + (f" ({plan.existing_state})" if plan.existing_state else ""),
                     request,
                     plan=details,
                 )
@@ -620,6 +626,8 @@ class Relauncher:
     def _what(plan: Plan) -> str:
         target = plan.target or plan.execution
         what = "it" if target == plan.execution else str(target)
+        if plan.chain:
+            what += ", a relaunch that died silently green too"
         if plan.create is not None:
             lp = plan.create.spec.launch_plan
             what += f" at launch plan {lp.name} version {lp.version}"

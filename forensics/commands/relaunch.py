@@ -182,7 +182,8 @@ def relaunch(
     )
     plans = [relauncher.plan(r, options) for r in refs]
 
-    if (dry_run and fmt is OutputFormat.table) or not (dry_run or yes):
+    # The plan on stderr before anything is done (-o json carries it in each result).
+    if fmt is OutputFormat.table or not (dry_run or yes):
         for p in plans:
             state = (
                 p.failure

@@ -173,6 +173,16 @@ def _task_identifier(t: SandboxTask) -> identifier_pb2.Identifier:
     )
 
 
+def _lp_identifier(lp: SandboxLaunchPlan, resource_type: int) -> identifier_pb2.Identifier:
+    return identifier_pb2.Identifier(
+        resource_type=resource_type,
+        project=lp.project,
+        domain=lp.domain,
+        name=lp.name,
+        version=lp.version,
+    )
+
+
 def _metadata_prefix(wf: identifier_pb2.WorkflowExecutionIdentifier) -> str:
     return f"s3://flyte-metadata/metadata/propeller/{wf.project}-{wf.domain}-{wf.name}"
 
@@ -759,21 +769,10 @@ class _AdminState:
         )
 
     def launch_plan_proto(self, lp: SandboxLaunchPlan) -> launch_plan_pb2.LaunchPlan:
-        ident = identifier_pb2.Identifier(
-            resource_type=identifier_pb2.LAUNCH_PLAN,
-            project=lp.project,
-            domain=lp.domain,
-            name=lp.name,
-            version=lp.version,
-        )
+        ident = _lp_identifier(lp, identifier_pb2.LAUNCH_PLAN)
+        # the launch plan's workflow has the same name and version in the sandbox
         spec = launch_plan_pb2.LaunchPlanSpec(
-            workflow_id=identifier_pb2.Identifier(
-                resource_type=identifier_pb2.WORKFLOW,
-                project=lp.project,
-                domain=lp.domain,
-                name=lp.name,
-                version=lp.version,
-            )
+            workflow_id=_lp_identifier(lp, identifier_pb2.WORKFLOW)
         )
         if lp.concurrency_max is not None:
             spec.concurrency_policy.max = lp.concurrency_max

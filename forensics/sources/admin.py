@@ -21,7 +21,18 @@ Admin calls per question (counted in `AdminClient.call_count`; the scale benchma
 ListNodeExecutions per level (per page), one ListTaskExecutions per task node, one GetTask per
 distinct task for the client's lifetime (plus one GetNodeExecutionData per dynamic parent whose
 tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
-confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` one per page.
+confirm an ALREADY_EXISTS) · `version_request` 3 (GetExecution, GetExecutionData, GetLaunchPlan) ·
+`create_relaunch` 1 (+1 GetExecution on ALREADY_EXISTS) · `workflow_facts` 2 (GetLaunchPlan,
+GetWorkflow) · `task_facts` 1 · `launch_plan_versions` one per page · `relaunches_of` one per page ·
+`list_projects` one per page.
+
+Creating executions (flyteadmin v1.16.8 `pkg/manager/impl/execution_manager.go`):
+RelaunchExecution copies the original's whole spec — `parent_node_execution` included — and its
+user inputs, sets mode RELAUNCH, `reference_execution` and `overwrite_cache`, and does not look at
+the original's phase; CreateExecution keeps the request's spec metadata but `principal`. Both run
+`checkLaunchPlanConcurrency` before the row is inserted: at a launch plan's limit (policy SKIP) the
+answer is ALREADY_EXISTS "concurrency limit (N) reached for launch plan X; skipping execution" —
+the same code as a taken name, which is why ALREADY_EXISTS is resolved by reading the name back.
 """
 
 from __future__ import annotations
@@ -825,19 +836,24 @@ class AdminClient:
         req = execution_pb2.ExecutionRelaunchRequest(
             id=_wf_id(ref), name=name, overwrite_cache=overwrite_cache
         )
+        return self._create_once("RelaunchExecution", ref, name, Raw.relaunch_execution, req)
+
+    def _create_once(
+        self, rpc: str, ref: ExecutionRef, name: str, send: Callable[..., Any], req: Any
+    ) -> ExecutionRef:
+        """Send a request that creates execution `name`; a lost answer is retried and the
+        retry's ALREADY_EXISTS resolved by `_already_exists` (counting how often it was sent)."""
         sent = 0
 
         def once() -> execution_pb2.ExecutionCreateResponse:
             nonlocal sent
             sent += 1
-            return Raw.relaunch_execution(self._client, req)
+            return send(self._client, req)
 
         try:
-            resp = self._call(
-                "RelaunchExecution", str(ref), once, answers=frozenset({Status.ALREADY_EXISTS})
-            )
+            resp = self._call(rpc, str(ref), once, answers=frozenset({Status.ALREADY_EXISTS}))
         except _Answered as a:
-            raise self._already_exists("RelaunchExecution", ref, name, a.details, sent) from None
+            raise self._already_exists(rpc, ref, name, a.details, sent) from None
         return _ref(resp.id)
 
     def _already_exists(
@@ -922,22 +938,9 @@ class AdminClient:
     ) -> ExecutionRef:
         """CreateExecution of a `version_request`, exactly once as `relaunch` is: a taken name
         raises `AlreadyRelaunched` once GetExecution confirms it is a relaunch of `ref`."""
-        sent = 0
-
-        def once() -> execution_pb2.ExecutionCreateResponse:
-            nonlocal sent
-            sent += 1
-            return Raw.create_execution(self._client, request)
-
-        try:
-            resp = self._call(
-                "CreateExecution", str(ref), once, answers=frozenset({Status.ALREADY_EXISTS})
-            )
-        except _Answered as a:
-            raise self._already_exists(
-                "CreateExecution", ref, request.name, a.details, sent
-            ) from None
-        return _ref(resp.id)
+        return self._create_once(
+            "CreateExecution", ref, request.name, Raw.create_execution, request
+        )
 
     def workflow_facts(self, launch_plan: tuple[str, str, str, str]) -> WorkflowFacts:
         """GetLaunchPlan, then GetWorkflow of its workflow: the compiled tasks and nodes."""
