@@ -546,7 +546,23 @@ class Relauncher:
         bug = assess_bug(lying, facts, error)
         if len(lying) < len(check.tasks):
             bug += f"; some templates could not be read ({why})"
+        if lp is not None and not opts.to_version and bug.startswith(("YES", "LIKELY")):
+            bug += self._newer_versions(lp)
         return bug, cache
+
+    def _newer_versions(self, lp: tuple[str, str, str, str]) -> str:
+        """The launch plan's versions registered after the one the relaunch would run."""
+        try:
+            versions = self.admin.launch_plan_versions(*lp[:3])
+        except SourceError as e:
+            return f"; newer launch plan versions could not be listed ({e})"
+        newer = versions[: versions.index(lp[3])] if lp[3] in versions else []
+        if not newer:
+            return f"; {lp[2]} has no version newer than {lp[3]}"
+        return (
+            f"; {lp[2]} has newer versions ({', '.join(newer[:5])}): "
+            f"--to-version {newer[0]} relaunches on the newest"
+        )
 
     def _request(
         self, target: ExecutionRef, opts: Options

@@ -238,6 +238,9 @@ def test_the_plan_names_the_cacheable_nodes_overwrite_cache_recomputes(box, caps
     assert code == 0 and out["request"]["overwrite_cache"] is True
     assert "recomputes 1 cacheable node(s)" in out["plan"]["cache"]
     assert "n0 (distill.prep, cache version 1.0)" in out["plan"]["cache"]
+    # the same code would run again; the plan names the newer launch plan version to use
+    assert out["plan"]["bug"].startswith("YES")
+    assert "wf.distill has newer versions (v2): --to-version v2" in out["plan"]["bug"]
     code, (out,), _ = relaunch(capsys, str(fresh), "--dry-run", "--no-overwrite-cache")
     assert out["request"]["overwrite_cache"] is False
     assert "reuse their cached results: n0 (distill.prep" in out["plan"]["cache"]
