@@ -477,7 +477,11 @@ class Relauncher:
             cache=cache,
             chain=tuple(chain),
             existing_state=existing_state,
-            request=request or relaunch_request(target, overwrite_cache=opts.overwrite_cache),
+            # the RelaunchExecution that would be sent; with --to-version only a request that
+            # could be built (a refused or already relaunched one has none to show)
+            request=request
+            if opts.to_version
+            else relaunch_request(target, overwrite_cache=opts.overwrite_cache),
             create=create,
         )
 
