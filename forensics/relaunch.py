@@ -355,6 +355,15 @@ def recheck_of(exam: Examination) -> Recheck:
             ex,
             tasks,
         )
+    pending = [e for e in exam.attempts if e.verdict is not None and e.verdict.verdict == "pending"]
+    if pending:
+        a = pending[0].attempt.ref
+        return Recheck(
+            f"pending (attempt {a.node_id}/{a.attempt} was signalled and has not finished: "
+            "re-check once it ends)",
+            "",
+            ex,
+        )
     if found:
         reason = found[0].outputs.reason if found[0].outputs else "not checked"
         return Recheck(f"inconclusive (outputs.pb could not be checked: {reason})", "", ex)
