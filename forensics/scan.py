@@ -95,6 +95,12 @@ def task_selector(settings: Settings, scope: ScanScope) -> str:
     return sel[:-1].rstrip().rstrip(",") + ", " + extra + "}"
 
 
+def signal_query(settings: Settings, scope: ScanScope) -> str:
+    """The LogQL query that finds death-signal lines: the task selector and one line filter,
+    `|~ SIGNAL_LINE_REGEX`, which matches every line `parse_signal` accepts (a superset)."""
+    return build_query(task_selector(settings, scope), [("|~", SIGNAL_LINE_REGEX)])
+
+
 @dataclass(eq=False, slots=True)
 class _Candidate:
     """One attempt whose verdict is being decided: it waits for its outputs.pb check (if it needs
@@ -259,7 +265,7 @@ class Scanner:
         self, window: Window, scope: ScanScope, stop: threading.Event | None = None
     ) -> tuple[dict[tuple[str, str], SignalHit], list[Gap], int]:
         """The earliest death-signal hit per (namespace, pod), the Loki gaps, the shard count."""
-        query = build_query(task_selector(self.settings, scope), [("|~", SIGNAL_LINE_REGEX)])
+        query = signal_query(self.settings, scope)
         labels = self.settings.loki
         hits: dict[tuple[str, str], SignalHit] = {}
         gaps: list[Gap] = []
