@@ -43,10 +43,12 @@ from forensics.model import (
     ExecutionRef,
     Finding,
     Gap,
+    LogEntry,
     ObjectCheck,
     Report,
     SignalHit,
     Summary,
+    UnparsedLine,
     Window,
     rfc3339,
 )
@@ -243,6 +245,7 @@ class Scanner:
         # Admin calls in flight, whichever thread makes them: at most `workers`.
         self._admin_slots = threading.BoundedSemaphore(settings.workers)
         self._swept: dict[tuple[str, str], set[str]] = {}
+        self.unparsed: tuple[int, UnparsedLine | None] = (0, None)  # of the last `signals`
 
     # -- cached Admin look-ups -------------------------------------------------------------
     def execution(self, ref: ExecutionRef) -> ExecutionRecord | None:
@@ -269,6 +272,8 @@ class Scanner:
         labels = self.settings.loki
         hits: dict[tuple[str, str], SignalHit] = {}
         gaps: list[Gap] = []
+        unparsed = 0
+        unparsed_first: LogEntry | None = None
         shards = len(window.split(min(labels.shard, labels.max_query_length)))
         self.progress.start("loki", "Reading Loki shards", shards)
         items = self.loki.scan(
@@ -289,7 +294,13 @@ class Scanner:
                     pod_label=labels.pod_label,
                     container_label=labels.container_label,
                 )
-                if hit is not None and hit.at in window:
+                if hit is None:
+                    # Loki matched it as a death signal: an unreadable one is counted and shown.
+                    unparsed += 1
+                    if unparsed_first is None or item.ts_ns < unparsed_first.ts_ns:
+                        unparsed_first = item
+                    continue
+                if hit.at in window:
                     # Only the earliest line of a pod counts (SPEC §5); ties keep the first.
                     key = (hit.namespace, hit.pod)
                     first = hits.get(key)
@@ -298,6 +309,7 @@ class Scanner:
         finally:
             items.close()  # stops the shard workers when the scan stops early
         self.progress.finish("loki")
+        self.unparsed = (unparsed, _unparsed_example(unparsed_first))
         return hits, gaps, shards
 
     # -- signalled pods that no swept execution claimed: one by one ---------------------------
@@ -432,6 +444,19 @@ class Scanner:
     # -- Loki, then the join index ---------------------------------------------------------------
     def _loki_phase(self) -> None:
         hits, gaps, _ = self.signals(self._window, self._scope, self._stop)
+        unparsed, example = self.unparsed
+        if example is not None:
+            log.warning(
+                "Loki matched %d death-signal line(s) that could not be read "
+                "(summary.unparsed_lines); the earliest, %s %s: %s",
+                unparsed,
+                rfc3339(example.at),
+                ", ".join(f"{k}={v}" for k, v in example.labels) or "(no labels)",
+                example.line,
+            )
+        with self._lock:
+            self._summary.unparsed_lines = unparsed
+            self._summary.unparsed_example = example
         flyte = self.settings.flyte
         scope = self._scope
         index: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
@@ -785,6 +810,15 @@ class Scanner:
             self._admin_lane.submit(partial(lookup, project, domain, since))
         self._admin_lane.drain()
         return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+
+
+def _unparsed_example(entry: LogEntry | None) -> UnparsedLine | None:
+    if entry is None:
+        return None
+    line = entry.line
+    if len(line) > UnparsedLine.MAX_CHARS:
+        line = line[: UnparsedLine.MAX_CHARS] + "…"
+    return UnparsedLine(entry.at, entry.labels, line)
 
 
 def _ref_parts(ref: ExecutionRef) -> tuple[str, str, str]:
