@@ -284,8 +284,8 @@ class Scanner:
                 if stop is not None and stop.is_set():
                     raise _Stopped()
                 if isinstance(item, ShardOutcome):
-                    if item.error is not None:
-                        gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+                    for part, error in item.failures:
+                        gaps.append(Gap("loki", part.start, part.end, error))
                     self.progress.advance("loki")
                     continue
                 hit = parse_signal(
