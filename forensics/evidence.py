@@ -225,6 +225,8 @@ def _load_object(text: str) -> dict[str, object] | None:
         obj = json.loads(text)
     except ValueError:
         return _load_partial(text)
+    except RecursionError:  # nested deeper than any log record: not one
+        return None
     return obj if isinstance(obj, dict) else None
 
 
@@ -355,7 +357,7 @@ def _collect(text: str, depth: int, rank: int, out: list[_Unwrapped]) -> None:
 
 
 def _collect_object(
-    obj: dict[str, object], text: str, depth: int, rank: int, out: list[_Unwrapped]
+    obj: dict[str, object], text: str | None, depth: int, rank: int, out: list[_Unwrapped]
 ) -> None:
     if _is_logger_record(obj):
         name = obj.get("name")
@@ -364,7 +366,7 @@ def _collect_object(
         out.append(_Unwrapped(message, name if isinstance(name, str) else None, 0))
         return
     if _is_logrus_record(obj):
-        out.append(_Unwrapped(text, None, rank))
+        out.append(_Unwrapped(text if text is not None else json.dumps(obj), None, rank))
         return
     for key, value in obj.items():
         if len(out) >= _MAX_LEAVES:
@@ -373,7 +375,7 @@ def _collect_object(
         if isinstance(value, str):
             _collect(value, depth + 1, inner, out)
         elif isinstance(value, dict) and depth + 1 < _MAX_DEPTH:
-            _collect_object(value, json.dumps(value), depth + 1, inner, out)
+            _collect_object(value, None, depth + 1, inner, out)
 
 
 def _unwrap(line: str) -> _Unwrapped:
@@ -569,7 +571,7 @@ def parse_propeller_line(line: str) -> PropellerEvent | None:
     """
     try:
         obj = json.loads(_unwrap(line).text.strip())
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):
         return None

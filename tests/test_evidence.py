@@ -864,3 +864,19 @@ def test_namespace_for_renders_ours_and_flyteadmins_templates() -> None:
     assert namespace_for("llm-fine-tuning", "development") == "llm-fine-tuning-development"
     assert namespace_for("p", "dev", "{{ project }}-{{ domain }}") == "p-dev"
     assert namespace_for("p", "dev", "{{ org }}{{ project }}-{{ domain }}") == "p-dev"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"a":' * 5000 + '"' + VERIFIED + '"' + "}" * 5000,
+        '{"log":' * 3 + '{"level":"x","msg":"y","a":' + "[" * 5000 + "]" * 5000 + "}}}}",
+        '{"a":' * 5000,
+    ],
+    ids=["nested-object", "nested-array-in-logrus", "cut-nested"],
+)
+def test_json_nested_deeper_than_any_log_record_is_read_as_text_not_a_crash(line: str) -> None:
+    assert parse_signal(entry(line)) is None
+    assert parse_propeller_line(line) is None
+    corroboration(line)
+    unwrap_runtime(line)
