@@ -28,6 +28,7 @@ __all__ = [
     "parse_propeller_line",
     "parse_signal",
     "pod_name_for",
+    "signal_line_matched",
     "unique_node_id",
     "unwrap_runtime",
 ]

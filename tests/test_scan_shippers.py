@@ -117,6 +117,7 @@ def test_lines_loki_matched_that_cannot_be_read_are_counted_and_shown(
     assert warning.levelname == "WARNING"
     assert f"Loki matched {len(matched)} death-signal line(s)" in warning.getMessage()
     assert first_line in warning.getMessage()
+    assert f"{len(matched)} matched death-signal line(s) could not be read" in out  # headline
     assert "## Lines Loki matched that could not be read" in out
     assert first_line in out
     # Not a gap (Loki was read completely), but the attempts are only suspected now.
