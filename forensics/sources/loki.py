@@ -496,7 +496,8 @@ class LokiClient:
 
     @property
     def retries(self) -> int:
-        """Retries performed by the retry policy over all calls."""
+        """Retries performed by the retry policy over all calls (a timed-out piece read again in
+        two halves counts as one)."""
         return self._retries
 
     def _count_retry(self) -> None:
@@ -830,7 +831,9 @@ class LokiClient:
                     fail(Window(from_ns(t.start), from_ns(hi)), f"{t.cause} (not split below 1m)")
                     continue
                 mid = t.start + (hi - t.start) // 2
-                log.debug("Loki timed out on %s..%s; reading it in halves", _when(lo), _when(hi))
+                log.debug(
+                    "Loki timed out on %s..%s; reading it in halves", _when(t.start), _when(hi)
+                )
                 self._count_retry()
                 todo.append((mid, hi, None))
                 todo.append((t.start, mid, t.boundary))
