@@ -260,6 +260,9 @@ def death_signal_lines(draw: st.DrawFn) -> tuple[str, str, int, str]:
             pod=LABELS["pod"],
             container=draw(st.sampled_from(["pytorch", "c", "a-b"])),
         )
+        if line.startswith("{"):  # an envelope's keys come in any order
+            obj = json.loads(line)
+            line = json.dumps({k: obj[k] for k in draw(st.permutations(list(obj)))})
     elif wrap == "cri":
         stream = draw(st.sampled_from(["stdout", "stderr"]))
         line = f"2026-09-10T19:45:22.123456789Z {stream} {draw(st.sampled_from('FP'))} {msg}"
