@@ -369,6 +369,15 @@ def recheck_of(exam: Examination) -> Recheck:
         return Recheck(f"inconclusive (outputs.pb could not be checked: {reason})", "", ex)
     if exam.gaps:
         return Recheck(f"inconclusive ({'; '.join(g.error for g in exam.gaps)})", "", ex)
+    if exam.unparsed:
+        # SPEC §5: a matched line the parser cannot read is never dropped silently; it may be
+        # the signal that makes an attempt a finding.
+        return Recheck(
+            f"inconclusive ({exam.unparsed} death-signal line(s) matched but could not be read; "
+            "see `show`)",
+            "",
+            ex,
+        )
     examined = any(e.verdict is not None for e in exam.attempts)
     return Recheck("not-affected" if examined else "not-examined", "", ex)
 
