@@ -653,6 +653,15 @@ class AdminClient:
         """Execution inputs (GetExecutionData `full_inputs`) as text: strings as they are,
         numbers/bools/times rendered, blob and dataset literals as their URI, generic structs as
         JSON; collections, maps and offloaded literals are left out."""
+        out: dict[str, str] = {}
+        for name, lit in self._input_literals(ref).literals.items():
+            text = literal_text(lit)
+            if text is not None:
+                out[name] = text
+        return out
+
+    def _input_literals(self, ref: ExecutionRef) -> literals_pb2.LiteralMap:
+        """GetExecutionData `full_inputs`; a SourceError when Admin only links to them."""
         req = execution_pb2.WorkflowExecutionGetDataRequest(id=_wf_id(ref))
         data = self._call(
             "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, req)
@@ -665,12 +674,7 @@ class AdminClient:
                 "returns inline",
                 target=str(ref),
             )
-        out: dict[str, str] = {}
-        for name, lit in data.full_inputs.literals.items():
-            text = literal_text(lit)
-            if text is not None:
-                out[name] = text
-        return out
+        return data.full_inputs
 
     def list_projects(self) -> list[str]:
         """Ids of every project Admin knows."""
@@ -932,17 +936,7 @@ class AdminClient:
         original = self._call(
             "GetExecution", str(ref), lambda: Raw.get_execution(self._client, get)
         )
-        data_req = execution_pb2.WorkflowExecutionGetDataRequest(id=_wf_id(ref))
-        data = self._call(
-            "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, data_req)
-        )
-        if not data.full_inputs.literals and data.inputs.bytes > 0:
-            raise SourceError(
-                "admin",
-                f"GetExecutionData: inputs ({data.inputs.bytes} bytes) are larger than Admin "
-                "returns inline; cannot copy them into a new execution",
-                target=str(ref),
-            )
+        inputs = self._input_literals(ref)
         lp = identifier_pb2.Identifier()
         lp.CopyFrom(original.spec.launch_plan)
         lp.version = version
@@ -964,7 +958,7 @@ class AdminClient:
             overwrite_cache=overwrite_cache,
         )
         return execution_pb2.ExecutionCreateRequest(
-            project=ref.project, domain=ref.domain, name=name, spec=spec, inputs=data.full_inputs
+            project=ref.project, domain=ref.domain, name=name, spec=spec, inputs=inputs
         )
 
     def create_relaunch(
