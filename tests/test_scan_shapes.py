@@ -222,3 +222,15 @@ def test_map_subtasks_are_read_at_propellers_paths(box, capsys):
     heads = sorted(r.path for r in box.s3.requests if r.method == "HEAD" and MAP in r.path)
     base = f"/flyte-metadata/metadata/propeller/gs1-production-{MAP}/n0/data/0"
     assert heads == [f"{base}/{i}/0/outputs.pb" for i in range(3)]
+
+
+def test_node_inputs_are_read_for_findings_only(box, capsys):
+    before = box.admin.call_counts()
+    code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    calls = box.admin.call_counts() - before
+    findings = json.loads(out)["findings"]
+    # One GetNodeExecutionData per finding (not per candidate: 7 attempts were examined), and
+    # GetExecutionData only where the node's own inputs lack `checkpoint_dir` (the inline and
+    # the child findings, whose node n0 has no inputs of its own), once per execution.
+    assert calls["GetNodeExecutionData"] == len(findings) == 5
+    assert calls["GetExecutionData"] == 2

@@ -762,9 +762,8 @@ def _array_shape(
     c.task_type = "container_array"
     c.ClearField("log_context")
     array_name = generated_name([ex.name, node.node_id, a.attempt])
-    c.metadata.CopyFrom(
-        event_pb2.TaskExecutionMetadata(generated_name=array_name, plugin_identifier="k8s-array")
-    )
+    # `finalize` sets only the external resources and the plugin: the array has no pod itself.
+    c.metadata.CopyFrom(event_pb2.TaskExecutionMetadata(plugin_identifier="k8s-array"))
     for sub in sorted(node.subtasks, key=lambda s: (s.index, s.retry_attempt)):
         c.metadata.external_resources.append(
             event_pb2.ExternalResourceInfo(
