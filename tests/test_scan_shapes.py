@@ -234,3 +234,15 @@ def test_node_inputs_are_read_for_findings_only(box, capsys):
     # the child findings, whose node n0 has no inputs of its own), once per execution.
     assert calls["GetNodeExecutionData"] == len(findings) == 5
     assert calls["GetExecutionData"] == 2
+
+
+def test_show_of_a_map_lists_each_subtask_with_its_verdict(capsys):
+    code, out, _ = run(["show", f"gs1:production:{MAP}", "-o", "json"], capsys)
+    shown = {(a["node_id"], a["attempt"]): a for a in json.loads(out)["attempts"]}
+    assert code == 0  # show exits 0 on a complete timeline, whatever the verdicts
+    assert (shown[("n0-0-n1", 0)]["verdict"], shown[("n0-0-n1", 0)]["outputs"]) == (
+        "affected",
+        "missing",
+    )
+    assert shown[("n0-0-n2", 0)]["verdict"] == "suspected"
+    assert shown[("n0-0-n0", 0)]["outputs"] == "present"
