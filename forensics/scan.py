@@ -764,10 +764,10 @@ class Scanner:
 
     def _execution_inputs(self, ref: ExecutionRef) -> dict[str, str]:
         """GetExecutionData once per execution, whatever the number of its findings."""
-        with self._ref_locks[ref]:
+        # The Admin slot before the execution's lock, the order `resolve` takes them in.
+        with self._admin_slots, self._ref_locks[ref]:
             if ref not in self._inputs:
-                with self._admin_slots:
-                    self._inputs[ref] = self.admin.get_inputs(ref)
+                self._inputs[ref] = self.admin.get_inputs(ref)
             return self._inputs[ref]
 
     def _relaunched(self, findings: list[Finding]) -> list[Finding]:

@@ -16,9 +16,10 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import grpc
 import jsonschema
 import pytest
-from scan_support import WINDOW, key, run, sandbox_fixtures
+from scan_support import CONFIG, WINDOW, key, run, sandbox_fixtures
 
 from forensics.evidence import generated_name
 from forensics.sandbox.incident import ScenarioBuilder, _try
@@ -246,3 +247,22 @@ def test_show_of_a_map_lists_each_subtask_with_its_verdict(capsys):
     )
     assert shown[("n0-0-n2", 0)]["verdict"] == "suspected"
     assert shown[("n0-0-n0", 0)]["outputs"] == "present"
+
+
+def test_unreadable_node_inputs_leave_the_checkpoint_unknown_never_the_executions(box, capsys):
+    # The execution's `checkpoint_dir` is the sweep's base, not the trial's: falling back to it
+    # when the trial's own inputs cannot be read would list the wrong prefix (SPEC §5).
+    Path("elastic-audit.toml").write_text(CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n"))
+    box.admin.faults.failing_filters.clear()
+    box.admin.faults.fail_next("GetNodeExecutionData", times=5, code=grpc.StatusCode.UNAVAILABLE)
+    try:
+        code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    finally:
+        box.admin.faults.failures.clear()
+    assert out, err
+    rep = json.loads(out)
+    ck = _by_name(rep)[(*GS1, SWEEP, "n0-0-dn1", 0)]["checkpoint"]
+    assert (ck["uri"], ck["state"]) == (None, "unknown")
+    assert ck["reason"].startswith("node inputs: GetNodeExecutionData: UNAVAILABLE")
+    # The verdicts rest on outputs.pb, not on the checkpoint: they stand.
+    assert code == 1 and len(rep["findings"]) == 5
