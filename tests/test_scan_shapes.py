@@ -266,3 +266,14 @@ def test_unreadable_node_inputs_leave_the_checkpoint_unknown_never_the_execution
     assert ck["reason"].startswith("node inputs: GetNodeExecutionData: UNAVAILABLE")
     # The verdicts rest on outputs.pb, not on the checkpoint: they stand.
     assert code == 1 and len(rep["findings"]) == 5
+
+
+def test_show_says_why_inline_outputs_are_unknown_and_names_no_guessed_path(capsys):
+    code, out, _ = run(["show", f"gs1:production:{INLINE}", "-o", "json"], capsys)
+    shown = json.loads(out)
+    (attempt,) = shown["attempts"]
+    assert (attempt["verdict"], attempt["outputs"]) == ("suspected", "unknown")
+    s3 = [
+        e["event"] for e in shown["timeline"] if e["source"] == "s3" and "outputs.pb" in e["event"]
+    ]
+    assert len(s3) == 1 and "offloaded_outputs" in s3[0] and "None" not in s3[0]
