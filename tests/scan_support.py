@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -39,10 +40,7 @@ def sandbox_fixtures(make_scenario: Callable[[], Scenario], config: str = CONFIG
 
     @pytest.fixture(autouse=True)
     def env(box, tmp_path, monkeypatch):
-        for k, v in box.env.items():
-            monkeypatch.setenv(k, v)
-        monkeypatch.chdir(tmp_path)
-        (tmp_path / "elastic-audit.toml").write_text(config)
+        point_at(box, tmp_path, monkeypatch, config)
 
     return box, env
 
@@ -57,3 +55,17 @@ def run(args: list[str], capsys) -> tuple[int, str, str]:
 def key(f: dict) -> tuple:
     e = f["execution"]
     return (e["project"], e["domain"], e["name"], f["node_id"], f["attempt"])
+
+
+def scan_json(capsys, *extra: str) -> tuple[int, dict, str]:
+    """`scan` over WINDOW as JSON: exit code, the report, stderr."""
+    code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress", *extra], capsys)
+    return code, json.loads(out), err
+
+
+def point_at(box, tmp_path, monkeypatch, config: str = CONFIG) -> None:
+    """Point the clients at `box` and run from `tmp_path`, whose ./elastic-audit.toml is `config`."""
+    for k, v in box.env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)  # ./elastic-audit.toml is found by the default search
+    (tmp_path / "elastic-audit.toml").write_text(config)
