@@ -164,6 +164,7 @@ def test_inline_outputs_are_unknown_never_missing(report):
     # object, and the attempt's own outputs.pb location is not on record (SPEC §5 last bullet).
     assert f["outputs_written"] is None and f["signal"] is None
     assert f["execution_phase"] == "SUCCEEDED"
+    assert any("offloaded_outputs" in n and "inline raw-output policy" in n for n in f["notes"])
 
 
 def test_inline_outputs_reason_is_shown_and_costs_no_s3_read(box, capsys):
@@ -193,6 +194,7 @@ def test_child_execution_names_its_parent(report, capsys):
         "node_id": "n1",
     }
     assert all(g["parent"] is None for k, g in _by_name(rep).items() if k[2] != CHILD)
+    assert any(f"relaunch --parent gs1:production:{CHILD}" in n for n in f["notes"])
     code, out, _ = run(["scan", *WINDOW, "-o", "markdown", "--no-progress"], capsys)
     assert f"child of `gs1:production:{PARENT}` (node n1)" in out
     assert "will **not** re-run the parent's later steps" in out
@@ -206,6 +208,7 @@ def test_map_over_elastic_is_judged_per_subtask(report, box):
     found = _by_name(rep)
     hit = found[(*GS1, MAP, "n0-0-n1", 0)]
     assert hit["signal"]["pod"] == f"{MAP}-n0-0-n1-0" and hit["outputs_written"] is False
+    assert "subtask 1 of array (map) node n0" in hit["notes"]
     # Each subtask's checkpoint input is its element of the map's collection input.
     assert hit["checkpoint"]["uri"] == MAP_CKPT.format(1)
     assert hit["checkpoint"]["state"] == "present"
