@@ -303,7 +303,17 @@ def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, dateti
     """(bucket, key, body, last_modified) of each attempt's outputs.pb / error.pb."""
     for execution in scenario.executions:
         for node in execution.nodes:
+            for sub in node.subtasks:
+                if sub.write_outputs:
+                    bucket, prefix = _split(scenario.subtask_output_dir(execution, node, sub))
+                    ended = max((a.ended_at for a in node.attempts if a.ended_at), default=None)
+                    yield bucket, prefix + OUTPUTS_FILE, _outputs_pb(), ended
             for attempt in node.attempts:
+                if attempt.inline_outputs and attempt.phase == "SUCCEEDED":
+                    # flyteadmin's offloaded copy of the event's outputs (whatever the pod wrote).
+                    uri = execution.offloaded_uri(node.node_id, attempt, "offloaded_outputs")
+                    bucket, key = _split(uri)
+                    yield bucket, key, _outputs_pb(), attempt.ended_at
                 if not (attempt.write_outputs or attempt.write_error):
                     continue
                 bucket, prefix = _split(scenario.output_dir(execution, node, attempt.attempt))
