@@ -106,6 +106,8 @@ def scan(
         metrics_file=metrics_file,
         pushgateway=pushgateway,
     )
+    if metrics_file is not None:
+        check_writable_file(metrics_file, "--metrics-file")
     if not guard.active:
         if since is None:
             raise UsageError("--since is required (or --state with an earlier run's state)")

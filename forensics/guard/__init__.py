@@ -60,13 +60,15 @@ def _scanner(settings: Any, scope: Any, no_progress: bool) -> Any:
 def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None) -> None:
     """The report on stdout (and in --report): JSON from the guard's document, which adds `new`
     per finding; other formats through the ordinary renderers."""
-    from forensics.commands.common import emit, write_atomically
     from forensics.formats import render
+    from forensics.fsutil import write_atomic
 
     text = json.dumps(outcome.report_doc, indent=2) + "\n"
     if report_path:
-        write_atomically(report_path, text)
-    emit(text if fmt == "json" else render(outcome.report, fmt))
+        write_atomic(report_path, text.encode("utf-8"))
+    out = text if fmt == "json" else render(outcome.report, fmt)
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    sys.stdout.flush()
 
 
 __all__ = ["GuardOptions", "guard_options", "run_once", "scan_command", "emit_outcome"]

@@ -86,10 +86,6 @@ def guard_options(
         check_webhook(url)
     if pushgateway is not None and not pushgateway.startswith(("http://", "https://")):
         raise UsageError("--pushgateway: not an http(s) URL")
-    if metrics_file is not None:
-        from forensics.commands.common import check_writable_file
-
-        check_writable_file(metrics_file, "--metrics-file")
     if state is not None:
         open_store(state)  # a bad path or URI is a usage error now, not after the scan
     return GuardOptions(
@@ -302,8 +298,16 @@ def run_once(
             if kind == "finding":
                 item["new"] = k not in before
                 entry["verdict"] = str(item.get("verdict"))  # suspected may become affected
-            if not entry["notified"] and not _claimed_by_other(entry, run_id, finished):
-                to_notify.append((k, item))
+            if not entry["notified"]:
+                entry["doc"] = item
+                if not _claimed_by_other(entry, run_id, finished):
+                    to_notify.append((k, item))
+    # Items an earlier run could not deliver that this window no longer reaches: sent again
+    # from the state (at least once, SPEC §9).
+    for k, entry in state.items.items():
+        if k not in keep and not entry["notified"] and "doc" in entry:
+            if not _claimed_by_other(entry, run_id, finished):
+                to_notify.append((k, entry["doc"]))
 
     # Gaps: a gap is new unless an open gap of the last run (same source, overlapping) was
     # already notified; this run's gaps become the open gaps (its window covers the old ones).
@@ -415,6 +419,7 @@ def _settle_claims(
         entry.pop("claimed_at", None)
         if delivered:
             entry["notified"] = rfc3339(now) or ""
+            entry.pop("doc", None)
     if delivered:
         for g in new_gaps:
             g["notified"] = True
@@ -445,6 +450,7 @@ def _write_final(
                 entry.pop("claimed_at", None)
                 if delivered:
                     entry["notified"] = rfc3339(now) or ""
+                    entry.pop("doc", None)
         try:
             return store.write(theirs, token)
         except StateConflict:

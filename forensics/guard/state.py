@@ -40,15 +40,15 @@ class GuardState:
     """The document: window progress, open gaps, what was seen and notified, counters.
 
     `items` maps a finding's or pending attempt's key (`finding:project:domain:name/node/attempt`,
-    `pending:…`) to `{"kind", "verdict", "first_seen", "notified", "claimed_by", "claimed_at"}`
-    (times RFC 3339, "" when not yet). `open_gaps` are the last run's gaps (report shape) with a
+    `pending:…`) to `{"kind", "verdict", "first_seen", "notified", "claimed_by", "claimed_at",
+    "doc"}` (times RFC 3339, "" when not yet; `doc` only while not notified). `open_gaps` are the last run's gaps (report shape) with a
     `notified` flag.
     """
 
     scanned_until: datetime | None = None
     scope: dict[str, list[str]] = field(default_factory=lambda: {"projects": [], "domains": []})
     open_gaps: list[dict[str, Any]] = field(default_factory=list)
-    items: dict[str, dict[str, str]] = field(default_factory=dict)
+    items: dict[str, dict[str, Any]] = field(default_factory=dict)
     new_findings_total: dict[str, int] = field(default_factory=dict)
     source_errors_total: dict[str, int] = field(default_factory=dict)
     last_complete_scan: datetime | None = None
@@ -102,7 +102,11 @@ class GuardState:
                 )
             items = {}
             for k, v in doc["items"].items():
-                entry = {str(a): str(b) for a, b in v.items()}
+                # `doc`: the item as last reported, kept while it is not notified, so a failed
+                # delivery is sent again even when the item has left the window.
+                entry = {str(a): (b if a == "doc" else str(b)) for a, b in v.items()}
+                if not isinstance(entry.get("doc", {}), dict):
+                    raise TypeError("an item's doc is not an object")
                 for name in ("kind", "verdict", "first_seen", "notified"):
                     entry[name]  # noqa: B018 (a missing field is a malformed state)
                 items[str(k)] = entry
