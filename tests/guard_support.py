@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,6 +22,7 @@ class HTTPRecorder:
 
     def __init__(self, status: int = 200) -> None:
         self.status = status
+        self.delay = 0.0  # seconds before answering (after recording)
         self.requests: list[tuple[str, str, bytes]] = []
         self._lock = threading.Lock()
         recorder = self
@@ -31,6 +33,7 @@ class HTTPRecorder:
                 with recorder._lock:
                     recorder.requests.append((self.command, self.path, body))
                     status = recorder.status
+                time.sleep(recorder.delay)
                 self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()

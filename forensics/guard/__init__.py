@@ -8,8 +8,6 @@ from typing import Any
 
 from forensics.guard.run import GuardOptions, Outcome, Terminated, _Signals, guard_options, run_once
 
-STATE_UNCHANGED = "elastic-audit: terminated; the state is as it was before this run"
-
 
 def scan_command(
     settings: Any,
@@ -38,7 +36,12 @@ def scan_command(
                 signals=signals,
             )
     except Terminated:
-        print(STATE_UNCHANGED, file=sys.stderr)
+        if signals.wrote:
+            print("elastic-audit: terminated after finishing the state write", file=sys.stderr)
+        else:
+            print(
+                "elastic-audit: terminated; the state is as it was before this run", file=sys.stderr
+            )
         return 143
     emit_outcome(outcome, fmt, report_path)
     if outcome.exit_code == 1 and exit_zero:

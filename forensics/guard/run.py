@@ -110,6 +110,7 @@ class _Signals:
         self.critical = False
         self.deferred: int | None = None
         self.terminated = False
+        self.wrote = False  # a state write or delivery section completed in this run
 
     def handler(self, signum: int, frame: Any) -> None:
         if self.critical:
@@ -137,6 +138,7 @@ class _Signals:
         self.critical = True
         try:
             yield
+            self.wrote = True
         finally:
             self.critical = False
         if self.deferred is not None:
