@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import grpc
+import jsonschema
 import pytest
 from guard_support import SECRET_PATH, HTTPRecorder, add_incident
 from scan_support import CONFIG, key, run
@@ -66,6 +67,8 @@ def test_each_finding_is_notified_once_and_a_failed_delivery_is_sent_again(env, 
     assert {key(f) for f in first["new_findings"]} == {key(f) for f in report["findings"]}
     assert first["text"].startswith("elastic-audit: 5 new affected, 1 new suspected")
     assert all(f["new"] is True for f in report["findings"])
+    schema = json.loads((Path(__file__).parent / "report.schema.json").read_text())
+    jsonschema.validate(report, schema)
 
     # A new silent green lands in the live sandbox; run 2 continues from the state.
     add_incident(box, "guardnew00000000001", datetime(2026, 9, 11, 23, 30, tzinfo=UTC))
