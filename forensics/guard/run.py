@@ -344,7 +344,8 @@ def run_once(
             delivered = all(d.error is None for d in outcome.deliveries)
             for d in outcome.deliveries:
                 if d.error is None:
-                    print(f"elastic-audit: notified {d.target}: {message.summary}", file=sys.stderr)
+                    said = message.summary.removeprefix("elastic-audit: ")
+                    print(f"elastic-audit: notified {d.target}: {said}", file=sys.stderr)
                 else:
                     print(
                         f"elastic-audit: error: notify {d.target}: {d.error}; "
