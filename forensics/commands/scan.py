@@ -15,14 +15,15 @@ from forensics.commands.common import (
     OutputOpt,
     VerboseOpt,
     WorkersOpt,
+    check_domains,
+    check_scope_names,
     check_writable_file,
     emit,
     settings_from_flags,
     setup_logging,
     write_atomically,
 )
-from forensics.config import FLYTE_NAME
-from forensics.errors import ConfigError, UsageError
+from forensics.errors import UsageError
 from forensics.formats import render
 from forensics.guard.options import (
     MetricsFileOpt,
@@ -112,12 +113,7 @@ def scan(
         if since is None:
             raise UsageError("--since is required (or --state with an earlier run's state)")
         window = parse_window(since, until)
-    for name, values in (("--project", project), ("--domain", domain)):
-        for v in values:
-            if not FLYTE_NAME.fullmatch(v):
-                raise UsageError(
-                    f"{name} {v!r}: Flyte {name[2:]} names are letters, digits, - and _"
-                )
+    check_scope_names(project, domain)
     if report is not None:
         check_writable_file(report, "--report")  # before the scan, not after minutes of it
     settings = settings_from_flags(
@@ -128,13 +124,7 @@ def scan(
         checkpoint_template=checkpoint_template,
         workers=workers,
     )
-    if domain:
-        unknown = [d for d in domain if d not in settings.flyte.domains]
-        if unknown:
-            raise ConfigError(
-                f"--domain {unknown[0]!r} is not one of the configured domains "
-                f"({', '.join(settings.flyte.domains)}; set [flyte] domains in the config file)"
-            )
+    check_domains(domain, settings)
 
     from forensics.progress import Progress
     from forensics.scan import ScanScope, scanner_for

@@ -17,6 +17,8 @@ from forensics.commands.common import (
     LokiUrlOpt,
     VerboseOpt,
     WorkersOpt,
+    check_domains,
+    check_scope_names,
     settings_from_flags,
     setup_logging,
 )
@@ -85,6 +87,7 @@ def watch(
     period = parse_duration(every) if every else None
     if period is None or period.total_seconds() < 1:
         raise UsageError(f"--every {every!r}: a duration of at least 1s (30m, 1h)")
+    check_scope_names(project, domain)
     if not state:
         raise UsageError("watch needs --state FILE|s3://BUCKET/KEY (its memory across runs)")
     from forensics.guard.run import guard_options
@@ -106,10 +109,7 @@ def watch(
         checkpoint_template=checkpoint_template,
         workers=workers,
     )
-    if domain:
-        unknown = [d for d in domain if d not in settings.flyte.domains]
-        if unknown:
-            raise ConfigError(f"--domain {unknown[0]!r} is not one of the configured domains")
+    check_domains(domain, settings)
     from forensics.scan import ScanScope
 
     raise typer.Exit(

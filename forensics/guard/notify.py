@@ -122,6 +122,9 @@ def _slack_finding(f: dict[str, Any]) -> str:
     ]
     if links.get("logs"):
         parts.append(_link(links["logs"], "logs"))
+    parent = f.get("parent")  # SPEC §6: a child execution names its parent (relaunch that)
+    if isinstance(parent, dict) and parent.get("execution"):
+        parts.append(f"child of {_exec_name(parent)}")
     return " · ".join(parts)
 
 

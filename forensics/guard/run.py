@@ -157,14 +157,17 @@ def item_key(kind: str, item: dict[str, Any]) -> str:
     return f"{kind}:{e['project']}:{e['domain']}:{e['name']}/{item['node_id']}/{item['attempt']}"
 
 
-def pending_items(report: Report) -> list[dict[str, Any]]:
-    """`report.pending` in the report's JSON shape (SPEC §6), whatever it holds; empty until the
-    scan reports pending attempts (they are being added to the Report separately)."""
+def pending_items(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's pending attempts in their SPEC §6 JSON shape: the report's own `pending`
+    list when it has one, else `report.pending` items (objects with `as_dict()`, or dicts);
+    empty while the scan does not report pending attempts (being added to the Report apart)."""
+    listed = doc.get("pending")
+    items = listed if isinstance(listed, list) else getattr(report, "pending", ()) or ()
     out = []
-    for p in getattr(report, "pending", ()) or ():
-        doc = p.as_dict() if hasattr(p, "as_dict") else p
-        if isinstance(doc, dict) and "execution" in doc:
-            out.append(doc)
+    for p in items:
+        d = p.as_dict() if hasattr(p, "as_dict") else p
+        if isinstance(d, dict) and "execution" in d:
+            out.append(d)
     return out
 
 
@@ -276,7 +279,7 @@ def run_once(
 
     doc = report.as_dict()
     findings_docs: list[dict[str, Any]] = doc["findings"]  # type: ignore[assignment]
-    pending_docs = pending_items(report)
+    pending_docs = pending_items(report, doc)
     if pending_docs and "pending" not in doc:
         doc["pending"] = pending_docs
     keep: set[str] = set()
