@@ -6,7 +6,7 @@ Each test runs its own sandbox: they add incidents to it while it runs and break
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import grpc
@@ -15,7 +15,7 @@ import pytest
 from guard_support import SECRET_PATH, HTTPRecorder, add_incident
 from scan_support import CONFIG, key, run
 
-from forensics.model import UTC
+from forensics.model import UTC, rfc3339
 from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
 from forensics.sandbox.stack import sandbox
 
@@ -205,3 +205,30 @@ def test_a_webhook_that_cannot_be_reached_never_shows_its_secret(env, capsys):
     assert code == 3
     assert "notify http://127.0.0.1:9: ConnectionError after retries" in err
     assert "SECRET" not in err and "xoxsecret" not in err
+
+
+def test_a_claim_of_a_run_that_died_mid_delivery_is_respected_then_expires(env, hook, capsys):
+    state = env / "state.json"
+    hook.status = 503
+    code, _, err = guard(capsys, *FIRST, "--state", str(state), "--notify", hook.url)
+    assert code == 3, err
+    hook.requests.clear()
+    hook.status = 200
+
+    def claim(minutes_ago: int) -> None:
+        doc = json.loads(state.read_text())
+        at = datetime.now(UTC) - timedelta(minutes=minutes_ago)
+        for entry in doc["items"].values():
+            entry["claimed_by"], entry["claimed_at"] = "another-run", rfc3339(at)
+        state.write_text(json.dumps(doc))
+
+    claim(1)  # another run is delivering these right now: leave them to it
+    code, _, err = guard(capsys, *FIRST, "--state", str(state), "--notify", hook.url)
+    assert code == 1, err
+    assert hook.posts() == []
+    claim(11)  # that run died (the lease is 10 minutes): send them
+    code, _, err = guard(capsys, *FIRST, "--state", str(state), "--notify", hook.url)
+    assert code == 1, err
+    assert len(hook.posts()) == 1 and len(hook.posts()[0]["new_findings"]) == 6
+    doc = json.loads(state.read_text())
+    assert all(v["notified"] and "claimed_by" not in v for v in doc["items"].values())
