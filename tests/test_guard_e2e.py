@@ -59,8 +59,11 @@ def names(items: list[dict]) -> set[str]:
 def test_each_finding_is_notified_once_and_a_failed_delivery_is_sent_again(env, box, hook, capsys):
     state = str(env / "state.json")
     # Run 1: the seeded incident and its neighbours, all new, in one POST.
-    code, report, err = guard(capsys, *FIRST, "--state", state, "--notify", hook.url)
+    code, report, err = guard(
+        capsys, *FIRST, "--state", state, "--notify", hook.url, "--report", "run1.json"
+    )
     assert code == 1, err
+    assert json.loads((env / "run1.json").read_text()) == report  # `new` in --report too
     assert len(hook.posts()) == 1
     first = hook.posts()[0]
     assert "azvg5f9v9974m78fvlf7" in names(first["new_findings"])

@@ -63,11 +63,16 @@ def watch(
     since: str = typer.Option(
         None,
         "--since",
+        metavar="DURATION|TIME",
         help="Where the first run starts when the state is new (duration or time).",
         show_default=False,
     ),
-    project: list[str] = typer.Option([], "--project", help="Only this project (repeatable)."),
-    domain: list[str] = typer.Option([], "--domain", help="Only this domain (repeatable)."),
+    project: list[str] = typer.Option(
+        [], "--project", metavar="PROJECT", help="Only this project (repeatable)."
+    ),
+    domain: list[str] = typer.Option(
+        [], "--domain", metavar="DOMAIN", help="Only this domain (repeatable)."
+    ),
     loki_url: str = LokiUrlOpt,
     flyte_config: str = FlyteConfigOpt,
     config: str = ConfigOpt,
