@@ -235,3 +235,33 @@ def test_a_claim_of_a_run_that_died_mid_delivery_is_respected_then_expires(env, 
     assert len(hook.posts()) == 1 and len(hook.posts()[0]["new_findings"]) == 6
     doc = json.loads(state.read_text())
     assert all(v["notified"] and "claimed_by" not in v for v in doc["items"].values())
+
+
+def test_an_explicit_window_keeps_the_open_gaps_it_does_not_cover(env, box, capsys):
+    state = env / "state.json"
+    box.admin.faults.failures["ListExecutions"] = [grpc.StatusCode.UNAVAILABLE] * 1000
+    code, first, err = guard(capsys, *FIRST, "--state", str(state))
+    assert code == 3, err
+    box.admin.faults.failures.clear()
+    # An operator rescans the last day by hand: the first six days stay an open gap, and the
+    # state's progress mark does not move back.
+    code, report, err = guard(
+        capsys, "--since", "2026-09-10", "--until", "2026-09-11", "--state", str(state)
+    )
+    assert report["complete"] is True, err
+    saved = json.loads(state.read_text())
+    cut = "2026-09-10T00:00:00Z"
+    # (a gap without an end, e.g. an unresolved pod's, is open to the end of its window)
+    expected = [
+        (g["source"], g["start"], min(g["end"] or "2026-09-11T00:00:00Z", cut))
+        for g in first["gaps"]
+    ]
+    assert all(start < cut for _, start, _ in expected)  # all began before the new window
+    assert sorted((g["source"], g["start"], g["end"]) for g in saved["open_gaps"]) == sorted(
+        expected
+    )
+    assert saved["scanned_until"] == "2026-09-11T00:00:00Z"
+    # The next scheduled run goes back to the open gap and closes it.
+    code, report, err = guard(capsys, "--until", "2026-09-11T01:00:00Z", "--state", str(state))
+    assert report["window"]["start"] == "2026-09-04T00:00:00Z" and report["complete"], err
+    assert json.loads(state.read_text())["open_gaps"] == []

@@ -325,8 +325,11 @@ def run_once(
             new_gaps.append(g)
     for g in gaps_now:
         state.source_errors_total[g["source"]] = state.source_errors_total.get(g["source"], 0) + 1
-    state.open_gaps = gaps_now
-    state.scanned_until = window.end
+    # An explicit --since/--until window may not cover every open gap: what lies outside it
+    # stays open (and the progress mark never moves back).
+    state.open_gaps = gaps_now + _uncovered(state.open_gaps, window)
+    if state.scanned_until is None or window.end > state.scanned_until:
+        state.scanned_until = window.end
     if report.complete:
         state.last_complete_scan = finished
     state.runs += 1
@@ -395,6 +398,20 @@ def run_once(
             print(f"elastic-audit: error: {e}", file=sys.stderr)
             outcome.exit_code = 3
     return outcome
+
+
+def _uncovered(gaps: list[dict[str, Any]], window: Window) -> list[dict[str, Any]]:
+    """The parts of `gaps` outside `window`."""
+    out = []
+    for g in gaps:
+        start, end = parse_optional(g["start"]), parse_optional(g["end"])
+        if start is not None and start < window.start:
+            cut = window.start if end is None else min(end, window.start)
+            out.append({**g, "end": rfc3339(cut)})
+        if end is not None and end > window.end:
+            cut = window.end if start is None else max(start, window.end)
+            out.append({**g, "start": rfc3339(cut)})
+    return out
 
 
 def _scope_text(scope: dict[str, list[str]]) -> str:
