@@ -68,7 +68,7 @@ def test_cronjob_runs_the_guard_scan_with_the_config_and_secret_references(tmp_p
     (c,) = pod["containers"]
     assert pod["serviceAccountName"] == sa["metadata"]["name"]
     assert job["spec"]["concurrencyPolicy"] == "Forbid"
-    assert c["args"][0] == "scan"
+    assert c["command"] == ["elastic-audit"] and c["args"][0] == "scan"
     assert any(a.startswith("--state=s3://") for a in c["args"])
     # every flag the CronJob passes is one `scan` accepts (through the real CLI's parser)
     from forensics.cli import _register, app
@@ -164,6 +164,10 @@ def test_pyflyte_packages_the_cron_launch_plan(tmp_path):
     t = task_pb2.TaskSpec()
     t.ParseFromString(files[task_name])
     assert t.template.container.image == IMAGE
+    # Flyte gives the task as args with no command: the image must have no ENTRYPOINT.
+    assert t.template.container.args[0].startswith("pyflyte") and not t.template.container.command
+    dockerfile = (DEPLOY / "Dockerfile").read_text().splitlines()
+    assert not [line for line in dockerfile if line.startswith("ENTRYPOINT")]
     assert [s.key for s in t.template.security_context.secrets] == ["notify-url"]
 
 
