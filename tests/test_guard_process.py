@@ -72,7 +72,9 @@ def metrics(text: str) -> dict[tuple[str, tuple], float]:
 def test_two_concurrent_runs_on_one_s3_state_notify_once(env, box, hook):
     boto3.client("s3", endpoint_url=box.env["AWS_ENDPOINT_URL_S3"]).create_bucket(Bucket="ops")
     state = "s3://ops/guard/state.json"
-    box.admin.faults.latency = 0.2  # both runs are mid-scan together, both read "no state"
+    # Each run reads the state, then lists projects first: held 5 s there, both are mid-scan
+    # together, both having read "no state".
+    box.admin.faults.latency_by_method["ListProjects"] = 5.0
     args = ["scan", *FIRST, "--no-progress", "-o", "json", "--state", state, "--notify", hook.url]
     procs = [cli(box, env, *args) for _ in range(2)]
     results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
