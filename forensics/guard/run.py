@@ -274,7 +274,6 @@ def run_once(
     finished = datetime.now(UTC)
 
     state = state or GuardState(scope=scope_doc)
-    before = {k: dict(v) for k, v in state.items.items()}
     run_id = uuid.uuid4().hex
 
     doc = report.as_dict()
@@ -282,37 +281,7 @@ def run_once(
     pending_docs = pending_items(report, doc)
     if pending_docs and "pending" not in doc:
         doc["pending"] = pending_docs
-    keep: set[str] = set()
-    to_notify: list[tuple[str, dict[str, Any]]] = []
-    for kind, docs in (("finding", findings_docs), ("pending", pending_docs)):
-        for item in docs:
-            k = item_key(kind, item)
-            keep.add(k)
-            entry = state.items.get(k)
-            if entry is None:
-                verdict = str(item.get("verdict", "pending"))
-                entry = {
-                    "kind": kind,
-                    "verdict": verdict,
-                    "first_seen": rfc3339(finished) or "",
-                    "notified": "",
-                }
-                state.items[k] = entry
-                if kind == "finding":
-                    state.new_findings_total[verdict] = state.new_findings_total.get(verdict, 0) + 1
-            if kind == "finding":
-                item["new"] = k not in before
-                entry["verdict"] = str(item.get("verdict"))  # suspected may become affected
-            if not entry["notified"]:
-                entry["doc"] = item
-                if not _claimed_by_other(entry, run_id, finished):
-                    to_notify.append((k, item))
-    # Items an earlier run could not deliver that this window no longer reaches: sent again
-    # from the state (at least once, SPEC §9).
-    for k, entry in state.items.items():
-        if k not in keep and not entry["notified"] and "doc" in entry:
-            if not _claimed_by_other(entry, run_id, finished):
-                to_notify.append((k, entry["doc"]))
+    keep, to_notify = _track_items(state, findings_docs, pending_docs, run_id, finished)
 
     # Gaps: a gap is new unless an open gap of the last run (same source, overlapping) was
     # already notified; this run's gaps become the open gaps (its window covers the old ones).
@@ -371,14 +340,28 @@ def run_once(
         with sig.write_section():
             store.write(state, token)
 
-    snap = Snapshot(
+    snap = _snapshot(state, report, findings_docs, len(pending_docs), len(gaps_now), duration)
+    if not _publish(snap, options, collector):
+        outcome.exit_code = 3
+    return outcome
+
+
+def _snapshot(
+    state: GuardState,
+    report: Report,
+    findings: list[dict[str, Any]],
+    pending: int,
+    gaps: int,
+    duration: float,
+) -> Snapshot:
+    """The metric values of this run (counters from the state)."""
+    return Snapshot(
         findings={
-            v: sum(1 for f in findings_docs if f.get("verdict") == v)
-            for v in ("affected", "suspected")
+            v: sum(1 for f in findings if f.get("verdict") == v) for v in ("affected", "suspected")
         },
         new_findings_total=dict(state.new_findings_total),
-        pending=len(pending_docs),
-        gaps=len(gaps_now),
+        pending=pending,
+        gaps=gaps,
         complete=report.complete,
         last_complete_scan=(
             state.last_complete_scan.timestamp() if state.last_complete_scan else None
@@ -386,6 +369,11 @@ def run_once(
         duration=duration,
         source_errors_total=dict(state.source_errors_total),
     )
+
+
+def _publish(snap: Snapshot, options: GuardOptions, collector: GuardCollector | None) -> bool:
+    """Hand the values to `collector` (watch's /metrics), the textfile and the Pushgateway;
+    False when the push failed (said on stderr)."""
     collector = collector or GuardCollector()
     collector.update(snap)
     registry = registry_for(collector)
@@ -396,8 +384,52 @@ def run_once(
             push(options.pushgateway, registry)
         except SourceError as e:
             print(f"elastic-audit: error: {e}", file=sys.stderr)
-            outcome.exit_code = 3
-    return outcome
+            return False
+    return True
+
+
+def _track_items(
+    state: GuardState,
+    findings: list[dict[str, Any]],
+    pending: list[dict[str, Any]],
+    run_id: str,
+    now: datetime,
+) -> tuple[set[str], list[tuple[str, dict[str, Any]]]]:
+    """Record this run's findings and pending attempts in the state (first seen, counters,
+    `new` on each finding); return the keys reported and the items to notify."""
+    before = set(state.items)
+    keep: set[str] = set()
+    to_notify: list[tuple[str, dict[str, Any]]] = []
+    for kind, docs in (("finding", findings), ("pending", pending)):
+        for item in docs:
+            k = item_key(kind, item)
+            keep.add(k)
+            entry = state.items.get(k)
+            if entry is None:
+                verdict = str(item.get("verdict", "pending"))
+                entry = {
+                    "kind": kind,
+                    "verdict": verdict,
+                    "first_seen": rfc3339(now) or "",
+                    "notified": "",
+                }
+                state.items[k] = entry
+                if kind == "finding":
+                    state.new_findings_total[verdict] = state.new_findings_total.get(verdict, 0) + 1
+            if kind == "finding":
+                item["new"] = k not in before
+                entry["verdict"] = str(item.get("verdict"))  # suspected may become affected
+            if not entry["notified"]:
+                entry["doc"] = item
+                if not _claimed_by_other(entry, run_id, now):
+                    to_notify.append((k, item))
+    # Items an earlier run could not deliver that this window no longer reaches: sent again
+    # from the state (at least once, SPEC §9).
+    for k, entry in state.items.items():
+        if k not in keep and not entry["notified"] and "doc" in entry:
+            if not _claimed_by_other(entry, run_id, now):
+                to_notify.append((k, entry["doc"]))
+    return keep, to_notify
 
 
 def _uncovered(gaps: list[dict[str, Any]], window: Window) -> list[dict[str, Any]]:
