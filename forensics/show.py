@@ -235,7 +235,9 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                 )
             )
             continue
-        checkpoint = scanner.checkpoint(ex, a, signal) if v.verdict else None
+        checkpoint = (
+            scanner.checkpoint(ex, a, signal) if v.verdict in ("affected", "suspected") else None
+        )
         if checkpoint is not None:
             when = checkpoint.latest or a.ended_at or ex.updated_at or now
             tl.events.append(

@@ -49,8 +49,10 @@ Examples:
   ELASTIC_AUDIT_NOTIFY=https://hooks.slack.com/services/... \
   elastic-audit scan --state s3://ops/elastic-audit/state.json --notify-format slack --metrics-file /var/lib/node-exporter/elastic-audit.prom
 
-Exit codes: 0 complete and nothing found, 1 complete with findings, 3 incomplete (a source
-failed for part of the window; `gaps` says where), 2 usage or configuration error.
+Exit codes: 0 complete and nothing found, 1 complete with findings, pending attempts (signalled,
+not finished yet: rescan) or signalled Flyte pods that resolve to no attempt (a configuration
+problem), 3 incomplete (a source failed for part of the window; `gaps` says where), 2 usage or
+configuration error.
 """
 
 
@@ -154,6 +156,9 @@ def scan(
     emit(render(result, fmt.value))
     if not result.complete:
         raise typer.Exit(3)
-    if result.findings and not exit_zero:
+    # Signalled attempts still running (`pending`) and signalled Flyte pods that resolve to no
+    # attempt (`unresolved`, a configuration problem) are not "nothing found" (SPEC §5): they
+    # exit as findings do, so the operator rescans once they end, or fixes the configuration.
+    if (result.findings or result.pending or result.unresolved) and not exit_zero:
         raise typer.Exit(1)
     raise typer.Exit(0)

@@ -160,7 +160,7 @@ def item_key(kind: str, item: dict[str, Any]) -> str:
 def pending_items(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The report's pending attempts in their SPEC §6 JSON shape: the report's own `pending`
     list when it has one, else `report.pending` items (objects with `as_dict()`, or dicts);
-    empty while the scan does not report pending attempts (being added to the Report apart)."""
+    empty when the report has none."""
     listed = doc.get("pending")
     items = listed if isinstance(listed, list) else getattr(report, "pending", ()) or ()
     out = []
@@ -514,9 +514,11 @@ def _write_final(
 
 
 def _exit_code(report: Report) -> int:
+    """SPEC §7 as `scan` applies it: pending attempts and unresolved Flyte pods exit 1 too."""
     if not report.complete:
         return 3
-    return 1 if report.findings else 0
+    unresolved = getattr(report, "unresolved", ())
+    return 1 if (report.findings or pending_items(report, {}) or unresolved) else 0
 
 
 def _message(
