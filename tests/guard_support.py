@@ -65,24 +65,29 @@ class HTTPRecorder:
         self._httpd.server_close()
 
 
-def add_incident(box: Sandbox, name: str, signal_at: datetime, *, project: str = "gs1") -> None:
+def add_incident(
+    box: Sandbox, name: str, signal_at: datetime, *, project: str = "gs1", running: bool = False
+) -> None:
     """A new silent green in the RUNNING sandbox: an elastic attempt signalled at `signal_at`,
-    SUCCEEDED 7 s later without outputs.pb; its logs in Loki, its execution in Admin."""
+    SUCCEEDED 7 s later without outputs.pb; its logs in Loki, its execution in Admin.
+    `running`: the attempt has not finished yet (a pending attempt)."""
     b = ScenarioBuilder()
     domain = "production"
     task = b.task(project, domain, "bigmodel.train")
     ok_at = signal_at + timedelta(seconds=7)
+    phase = "RUNNING" if running else "SUCCEEDED"
     ex = b.one_node(
         project,
         domain,
         name,
-        "SUCCEEDED",
+        phase,
         signal_at - timedelta(hours=2),
-        ok_at + timedelta(seconds=3),
-        _try(name, 0, "SUCCEEDED", signal_at - timedelta(hours=1), ok_at, task),
+        signal_at if running else ok_at + timedelta(seconds=3),
+        _try(name, 0, phase, signal_at - timedelta(hours=1), None if running else ok_at, task),
         inputs={"checkpoint_dir": f"s3://{MODELS_BUCKET}/checkpoints/{name}/"},
     )
     b.signal_pod(signal_at, f"{project}-{domain}", f"{name}-n0-0", f"{name}-n0-0")
-    b.propeller(ok_at, ex, "n0", "python-task")
+    if not running:
+        b.propeller(ok_at, ex, "n0", "python-task")
     box.admin.add_execution(ex, b.scenario.tasks)
     box.loki.add_lines(b.scenario.log_lines)

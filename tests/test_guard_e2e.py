@@ -265,3 +265,25 @@ def test_an_explicit_window_keeps_the_open_gaps_it_does_not_cover(env, box, caps
     code, report, err = guard(capsys, "--until", "2026-09-11T01:00:00Z", "--state", str(state))
     assert report["window"]["start"] == "2026-09-04T00:00:00Z" and report["complete"], err
     assert json.loads(state.read_text())["open_gaps"] == []
+
+
+def test_a_pending_attempt_is_notified_once(env, box, hook, capsys):
+    state = str(env / "state.json")
+    code, _, err = guard(capsys, *FIRST, "--state", state, "--notify", hook.url)
+    assert code == 1, err
+    # A preempted attempt whose pod is still winding down: signalled, not finished.
+    add_incident(box, "guardpend0000000001", datetime(2026, 9, 11, 5, 0, tzinfo=UTC), running=True)
+    code, report, err = guard(
+        capsys, "--until", "2026-09-11T06:00:00Z", "--state", state, "--notify", hook.url
+    )
+    assert code == 1, err  # pending is not "nothing found"
+    assert names(report["pending"]) == {"guardpend0000000001"}
+    (_, second) = hook.posts()
+    assert names(second["new_pending"]) == {"guardpend0000000001"}
+    assert second["new_findings"] == []
+    assert "0 new affected, 0 new suspected, 1 new pending" in second["text"]
+    code, report, err = guard(
+        capsys, "--until", "2026-09-11T07:00:00Z", "--state", state, "--notify", hook.url
+    )
+    assert names(report["pending"]) == {"guardpend0000000001"}, err
+    assert len(hook.posts()) == 2  # still pending (in the overlap), already notified
