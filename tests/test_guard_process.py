@@ -196,7 +196,7 @@ def test_watch_serves_metrics_and_exits_0_on_sigterm(env, box):
         box,
         env,
         *["watch", "--every", "1h", "--metrics-port", "0", "--state", str(state)],
-        *["--since", "2026-09-04"],
+        *["--since", "2026-09-04", "--metrics-file", str(env / "watch.prom")],
     )
     try:
         line = p.stderr.readline()
@@ -212,6 +212,7 @@ def test_watch_serves_metrics_and_exits_0_on_sigterm(env, box):
         assert m[("elastic_audit_scan_complete", ())] == 1
         assert m[("elastic_audit_findings", (("verdict", "affected"),))] == 5
         assert json.loads(state.read_text())["runs"] == 1
+        assert metrics((env / "watch.prom").read_text()) == m  # the same values in the file
         p.send_signal(signal.SIGTERM)  # asleep until the next run
         rc = p.wait(timeout=60)
         out, err = p.communicate()

@@ -19,11 +19,13 @@ from forensics.commands.common import (
     WorkersOpt,
     check_domains,
     check_scope_names,
+    check_writable_file,
     settings_from_flags,
     setup_logging,
 )
 from forensics.errors import ConfigError, ElasticAuditError, UsageError
 from forensics.guard.options import (
+    MetricsFileOpt,
     NotifyFormatOpt,
     NotifyOpt,
     OverlapOpt,
@@ -57,7 +59,7 @@ def watch(
         metavar="N",
         min=0,
         max=65535,
-        help="Serve /metrics on this port (0: a free one, printed on stderr).",
+        help="Serve /metrics on this port, all interfaces (0: a free one, printed on stderr).",
         show_default=False,
     ),
     since: str = typer.Option(
@@ -85,6 +87,7 @@ def watch(
     reset_state: bool = ResetStateOpt,
     notify: list[str] = NotifyOpt,
     notify_format: str = NotifyFormatOpt,
+    metrics_file: str = MetricsFileOpt,
     pushgateway: str = PushgatewayOpt,
 ) -> None:
     """Run the guard scan every DURATION with a state, notifying and serving metrics."""
@@ -93,6 +96,8 @@ def watch(
     if period is None or period.total_seconds() < 1:
         raise UsageError(f"--every {every!r}: a duration of at least 1s (30m, 1h)")
     check_scope_names(project, domain)
+    if metrics_file is not None:
+        check_writable_file(metrics_file, "--metrics-file")
     if not state:
         raise UsageError("watch needs --state FILE|s3://BUCKET/KEY (its memory across runs)")
     from forensics.guard.run import guard_options
@@ -103,7 +108,7 @@ def watch(
         reset_state=reset_state,
         notify=notify,
         notify_format=notify_format,
-        metrics_file=None,
+        metrics_file=metrics_file,
         pushgateway=pushgateway,
     )
     settings = settings_from_flags(
