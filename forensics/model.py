@@ -312,9 +312,28 @@ class Unresolved:
         }
 
 
+@dataclass(frozen=True)
+class UnparsedLine:
+    """A line Loki's death-signal filter matched that the parser could not read (an example)."""
+
+    at: datetime
+    labels: tuple[tuple[str, str], ...]
+    line: str  # as Loki returned it, cut to MAX_CHARS
+
+    MAX_CHARS = 500
+
+    def as_dict(self) -> dict[str, object]:
+        return {"at": rfc3339(self.at), "labels": dict(self.labels), "line": self.line}
+
+
 @dataclass
 class Summary:
-    """Counts over every attempt examined; `cleared` says why each non-finding was cleared."""
+    """Counts over every attempt examined; `cleared` says why each non-finding was cleared.
+
+    `unparsed_lines` counts lines Loki matched as death signals that the parser could not read
+    (an unknown shipper envelope, a stream without the configured pod label, ...), with the
+    earliest as `unparsed_example`: shown, never dropped silently (SPEC §5, §6).
+    """
 
     attempts_examined: int = 0
     affected: int = 0
@@ -322,6 +341,8 @@ class Summary:
     not_affected: int = 0
     cleared: dict[str, int] = field(default_factory=dict)
     pending: int = 0  # signalled attempts not finished yet (in attempts_examined too)
+    unparsed_lines: int = 0
+    unparsed_example: UnparsedLine | None = None
 
     def clear(self, reason: str) -> None:
         self.not_affected += 1
@@ -335,6 +356,8 @@ class Summary:
             "not_affected": self.not_affected,
             "pending": self.pending,
             "cleared": dict(sorted(self.cleared.items())),
+            "unparsed_lines": self.unparsed_lines,
+            "unparsed_example": self.unparsed_example.as_dict() if self.unparsed_example else None,
         }
 
 

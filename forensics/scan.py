@@ -45,13 +45,16 @@ from forensics.model import (
     ExecutionRef,
     Finding,
     Gap,
+    LogEntry,
     ObjectCheck,
     Pending,
     Report,
     SignalHit,
     Summary,
+    UnparsedLine,
     Unresolved,
     Window,
+    rfc3339,
 )
 from forensics.progress import Progress
 from forensics.sources.admin import AdminClient, attempts_may_end_during
@@ -100,6 +103,13 @@ def task_selector(
             alternatives.append(lit[0] + ".+" + lit[1])
     extra = matcher(settings.loki.namespace_label, "=~", "(" + "|".join(alternatives) + ")")
     return sel[:-1].rstrip().rstrip(",") + ", " + extra + "}"
+
+
+def signal_query(settings: Settings, scope: ScanScope, domains: Sequence[str] | None = None) -> str:
+    """The LogQL query that finds death-signal lines: the task selector (see `task_selector`)
+    and one line filter, `|~ SIGNAL_LINE_REGEX`, which matches every line `parse_signal` accepts
+    (a superset)."""
+    return build_query(task_selector(settings, scope, domains), [("|~", SIGNAL_LINE_REGEX)])
 
 
 @dataclass(eq=False, slots=True)
@@ -253,6 +263,7 @@ class Scanner:
         # Admin calls in flight, whichever thread makes them: at most `workers`.
         self._admin_slots = threading.BoundedSemaphore(settings.workers)
         self._swept: dict[tuple[str, str], set[str]] = {}
+        self.unparsed: tuple[int, UnparsedLine | None] = (0, None)  # of the last `signals`
         # Each project's domains (None: not known, the configured domains stand in).
         self._projects: dict[str, tuple[str, ...]] | None = None
         self._projects_error: str | None = None
@@ -278,13 +289,12 @@ class Scanner:
         self, window: Window, scope: ScanScope, stop: threading.Event | None = None
     ) -> tuple[dict[tuple[str, str], SignalHit], list[Gap], int]:
         """The earliest death-signal hit per (namespace, pod), the Loki gaps, the shard count."""
-        domains = self._scope_domains(scope)
-        query = build_query(
-            task_selector(self.settings, scope, domains), [("|~", SIGNAL_LINE_REGEX)]
-        )
+        query = signal_query(self.settings, scope, self._scope_domains(scope))
         labels = self.settings.loki
         hits: dict[tuple[str, str], SignalHit] = {}
         gaps: list[Gap] = []
+        unparsed = 0
+        unparsed_first: LogEntry | None = None
         shards = len(window.split(min(labels.shard, labels.max_query_length)))
         self.progress.start("loki", "Reading Loki shards", shards)
         items = self.loki.scan(
@@ -295,8 +305,8 @@ class Scanner:
                 if stop is not None and stop.is_set():
                     raise _Stopped()
                 if isinstance(item, ShardOutcome):
-                    if item.error is not None:
-                        gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+                    for part, error in item.failures:
+                        gaps.append(Gap("loki", part.start, part.end, error))
                     self.progress.advance("loki")
                     continue
                 hit = parse_signal(
@@ -305,7 +315,13 @@ class Scanner:
                     pod_label=labels.pod_label,
                     container_label=labels.container_label,
                 )
-                if hit is not None and hit.at in window:
+                if hit is None:
+                    # Loki matched it as a death signal: an unreadable one is counted and shown.
+                    unparsed += 1
+                    if unparsed_first is None or item.ts_ns < unparsed_first.ts_ns:
+                        unparsed_first = item
+                    continue
+                if hit.at in window:
                     # Only the earliest line of a pod counts (SPEC §5); ties keep the first.
                     key = (hit.namespace, hit.pod)
                     first = hits.get(key)
@@ -314,6 +330,7 @@ class Scanner:
         finally:
             items.close()  # stops the shard workers when the scan stops early
         self.progress.finish("loki")
+        self.unparsed = (unparsed, _unparsed_example(unparsed_first))
         return hits, gaps, shards
 
     # -- signalled pods that no swept execution claimed: one by one ---------------------------
@@ -545,6 +562,19 @@ class Scanner:
     # -- Loki, then the join index ---------------------------------------------------------------
     def _loki_phase(self) -> None:
         hits, gaps, _ = self.signals(self._window, self._scope, self._stop)
+        unparsed, example = self.unparsed
+        if example is not None:
+            log.warning(
+                "Loki matched %d death-signal line(s) that could not be read "
+                "(summary.unparsed_lines); the earliest, %s %s: %s",
+                unparsed,
+                rfc3339(example.at),
+                ", ".join(f"{k}={v}" for k, v in example.labels) or "(no labels)",
+                example.line,
+            )
+        with self._lock:
+            self._summary.unparsed_lines = unparsed
+            self._summary.unparsed_example = example
         scope = self._scope
         index: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
         pending: dict[tuple[str, str], SignalHit] = {}
@@ -920,6 +950,15 @@ class Scanner:
             self._admin_lane.submit(partial(lookup, project, domain, since))
         self._admin_lane.drain()
         return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+
+
+def _unparsed_example(entry: LogEntry | None) -> UnparsedLine | None:
+    if entry is None:
+        return None
+    line = entry.line
+    if len(line) > UnparsedLine.MAX_CHARS:
+        line = line[: UnparsedLine.MAX_CHARS] + "…"
+    return UnparsedLine(entry.at, entry.labels, line)
 
 
 def _ref_parts(ref: ExecutionRef) -> tuple[str, str, str]:

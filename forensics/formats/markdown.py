@@ -98,6 +98,26 @@ def render(report: Report, *, width: int = 100) -> str:
     for k, v in sorted(s.cleared.items()):
         out.append(f"| cleared: {k} | {v} |")
     out.append("")
+    if s.unparsed_lines:
+        ex = s.unparsed_example
+        out += [
+            "## Lines Loki matched that could not be read",
+            "",
+            f"{s.unparsed_lines} line(s) matched the death-signal filter but the parser could not "
+            "read them (an unknown log shipper envelope or line format, or a stream without the "
+            "configured namespace/pod labels): their attempts may be missing or only suspected.",
+            "",
+        ]
+        if ex is not None:
+            where = ", ".join(f"{k}={v}" for k, v in ex.labels) or "no labels"
+            out += [
+                f"Earliest, {short_time(ex.at)} ({_cell(where)}):",
+                "",
+                "```",
+                ex.line,
+                "```",
+                "",
+            ]
     out += ["## Findings", ""]
     if not report.findings:
         out += ["None.", ""]
