@@ -35,7 +35,7 @@ import string
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -1170,6 +1170,14 @@ class AdminServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def add_execution(self, ex: SandboxExecution, tasks: Iterable[SandboxTask] = ()) -> None:
+        """Add an execution (and its tasks) while the server runs, as propeller's events would
+        record a new one: later listings include it."""
+        with self._state.lock:
+            for t in tasks:
+                self._state.tasks[_task_key(t)] = t
+            self._state._seed(ex)
 
     # observation
     @property
