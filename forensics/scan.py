@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -38,6 +39,7 @@ from forensics.evidence import (
     parse_signal,
 )
 from forensics.model import (
+    UTC,
     AttemptRecord,
     AttemptRef,
     Checkpoint,
@@ -45,13 +47,16 @@ from forensics.model import (
     ExecutionRef,
     Finding,
     Gap,
+    LogEntry,
     ObjectCheck,
     Pending,
     Report,
     SignalHit,
     Summary,
+    UnparsedLine,
     Unresolved,
     Window,
+    rfc3339,
 )
 from forensics.progress import Progress
 from forensics.sources.admin import AdminClient, attempts_may_end_during
@@ -100,6 +105,13 @@ def task_selector(
             alternatives.append(lit[0] + ".+" + lit[1])
     extra = matcher(settings.loki.namespace_label, "=~", "(" + "|".join(alternatives) + ")")
     return sel[:-1].rstrip().rstrip(",") + ", " + extra + "}"
+
+
+def signal_query(settings: Settings, scope: ScanScope, domains: Sequence[str] | None = None) -> str:
+    """The LogQL query that finds death-signal lines: the task selector (see `task_selector`)
+    and one line filter, `|~ SIGNAL_LINE_REGEX`, which matches every line `parse_signal` accepts
+    (a superset)."""
+    return build_query(task_selector(settings, scope, domains), [("|~", SIGNAL_LINE_REGEX)])
 
 
 @dataclass(eq=False, slots=True)
@@ -253,6 +265,8 @@ class Scanner:
         # Admin calls in flight, whichever thread makes them: at most `workers`.
         self._admin_slots = threading.BoundedSemaphore(settings.workers)
         self._swept: dict[tuple[str, str], set[str]] = {}
+        self._inputs: dict[ExecutionRef, dict[str, str]] = {}
+        self.unparsed: tuple[int, UnparsedLine | None] = (0, None)  # of the last `signals`
         # Each project's domains (None: not known, the configured domains stand in).
         self._projects: dict[str, tuple[str, ...]] | None = None
         self._projects_error: str | None = None
@@ -278,13 +292,12 @@ class Scanner:
         self, window: Window, scope: ScanScope, stop: threading.Event | None = None
     ) -> tuple[dict[tuple[str, str], SignalHit], list[Gap], int]:
         """The earliest death-signal hit per (namespace, pod), the Loki gaps, the shard count."""
-        domains = self._scope_domains(scope)
-        query = build_query(
-            task_selector(self.settings, scope, domains), [("|~", SIGNAL_LINE_REGEX)]
-        )
+        query = signal_query(self.settings, scope, self._scope_domains(scope))
         labels = self.settings.loki
         hits: dict[tuple[str, str], SignalHit] = {}
         gaps: list[Gap] = []
+        unparsed = 0
+        unparsed_first: LogEntry | None = None
         shards = len(window.split(min(labels.shard, labels.max_query_length)))
         self.progress.start("loki", "Reading Loki shards", shards)
         items = self.loki.scan(
@@ -295,8 +308,8 @@ class Scanner:
                 if stop is not None and stop.is_set():
                     raise _Stopped()
                 if isinstance(item, ShardOutcome):
-                    if item.error is not None:
-                        gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+                    for part, error in item.failures:
+                        gaps.append(Gap("loki", part.start, part.end, error))
                     self.progress.advance("loki")
                     continue
                 hit = parse_signal(
@@ -305,7 +318,13 @@ class Scanner:
                     pod_label=labels.pod_label,
                     container_label=labels.container_label,
                 )
-                if hit is not None and hit.at in window:
+                if hit is None:
+                    # Loki matched it as a death signal: an unreadable one is counted and shown.
+                    unparsed += 1
+                    if unparsed_first is None or item.ts_ns < unparsed_first.ts_ns:
+                        unparsed_first = item
+                    continue
+                if hit.at in window:
                     # Only the earliest line of a pod counts (SPEC §5); ties keep the first.
                     key = (hit.namespace, hit.pod)
                     first = hits.get(key)
@@ -314,6 +333,7 @@ class Scanner:
         finally:
             items.close()  # stops the shard workers when the scan stops early
         self.progress.finish("loki")
+        self.unparsed = (unparsed, _unparsed_example(unparsed_first))
         return hits, gaps, shards
 
     # -- signalled pods that no swept execution claimed: one by one ---------------------------
@@ -545,6 +565,19 @@ class Scanner:
     # -- Loki, then the join index ---------------------------------------------------------------
     def _loki_phase(self) -> None:
         hits, gaps, _ = self.signals(self._window, self._scope, self._stop)
+        unparsed, example = self.unparsed
+        if example is not None:
+            log.warning(
+                "Loki matched %d death-signal line(s) that could not be read "
+                "(summary.unparsed_lines); the earliest, %s %s: %s",
+                unparsed,
+                rfc3339(example.at),
+                ", ".join(f"{k}={v}" for k, v in example.labels) or "(no labels)",
+                example.line,
+            )
+        with self._lock:
+            self._summary.unparsed_lines = unparsed
+            self._summary.unparsed_example = example
         scope = self._scope
         index: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
         pending: dict[tuple[str, str], SignalHit] = {}
@@ -756,13 +789,94 @@ class Scanner:
             self._conclude(c)
 
     def _conclude(self, c: _Candidate) -> None:
+        verdict, outputs = self._decide(c)
+        self._record(verdict, c.ex, c.att, c.signal, outputs)
+
+    def _decide(self, c: _Candidate) -> tuple[Verdict, ObjectCheck | None]:
+        """The verdict of one candidate whose signal and outputs are known (scan and examine)."""
         if c.signal is not None:
             outputs = c.outputs if c.att.phase == "SUCCEEDED" else None
-            verdict = classify_signalled(c.att, c.ex, c.signal, outputs, later_attempts=c.later)
-        else:
-            outputs = c.outputs
-            verdict = classify_unsignalled(c.att, outputs)
-        self._record(verdict, c.ex, c.att, c.signal, outputs)
+            return classify_signalled(
+                c.att, c.ex, c.signal, outputs, later_attempts=c.later
+            ), outputs
+        return classify_unsignalled(c.att, c.outputs), c.outputs
+
+    # -- one execution, judged as the scan judges it (show, relaunch) ------------------------------
+    def examine(self, ref: ExecutionRef, *, now: datetime | None = None) -> Examination:
+        """Every attempt of one execution, decided by the scan's own rules (`_decide`).
+
+        Signals are read over the execution's whole life — from its creation to Admin's end of
+        it plus ten minutes for late sibling signals (SPEC §5), or, while it still runs, to now:
+        flyteadmin moves `updated_at` only on workflow-level events (FACTS §13), so a running
+        execution's `updated_at` says nothing about when its attempts were signalled. Every
+        signalled attempt and every elastic success is examined, as the scan's sweep does over
+        a window covering the execution. NotFoundError when Admin does not know `ref`.
+        """
+        now = now or datetime.now(UTC)
+        ex = self.admin.get_execution(ref)
+        attempts = self.attempts(ref)
+        start = (ex.created_at or now) - timedelta(minutes=5)
+        end = now + timedelta(minutes=1)
+        if not ex.running and ex.updated_at is not None:
+            end = min(ex.updated_at + timedelta(minutes=10), end)
+        window = Window(start, max(end, start + timedelta(minutes=1)))
+        result = Examination(ex, window)
+        lk = self.settings.loki
+        pods_by_ns: dict[str, set[str]] = defaultdict(set)
+        owner: dict[tuple[str, str], AttemptRecord] = {}
+        for a in attempts:
+            ns = a.namespace or namespace_for(
+                ref.project, ref.domain, self.settings.flyte.namespace_template
+            )
+            pods_by_ns[ns].update(a.pods)
+            for pod in a.pods:
+                owner.setdefault((ns, pod), a)
+        hits: dict[AttemptRef, list[SignalHit]] = defaultdict(list)
+        for ns, pods in sorted(pods_by_ns.items()):
+            if not pods:
+                continue
+            for item in self.loki.scan(
+                pod_query(self.settings, ns, pods, SIGNAL_LINE_REGEX),
+                window,
+                shard=lk.shard,
+                max_query_length=lk.max_query_length,
+            ):
+                if isinstance(item, ShardOutcome):
+                    if item.error is not None:
+                        result.gaps.append(
+                            Gap("loki", item.window.start, item.window.end, item.error)
+                        )
+                    continue
+                hit = parse_signal(
+                    item,
+                    namespace_label=lk.namespace_label,
+                    pod_label=lk.pod_label,
+                    container_label=lk.container_label,
+                )
+                if hit is None:
+                    result.unparsed += 1  # matched, unreadable: counted as the scan counts them
+                    continue
+                # A PyTorchJob replica `<generated>-worker-N` belongs to its job's attempt.
+                a = owner.get((ns, hit.pod)) or owner.get((ns, _job_name(hit.pod)))
+                if a is not None:
+                    hits[a.ref].append(hit)
+        for a in attempts:
+            later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
+            c = _Candidate(ex, a, earliest(hits.get(a.ref, [])), later)
+            # show lists outputs.pb for every success, declared outputs included (the verdict
+            # does not read it for those: Flyte proved them).
+            c.outputs = self.outputs(a) if a.phase == "SUCCEEDED" else None
+            if c.signal is None and not sweep_candidate(a, window):
+                result.attempts.append(Examined(a, None, None, c.outputs, None))
+                continue
+            verdict, outputs = self._decide(c)
+            ck = (
+                self.checkpoint(ex, a, c.signal)
+                if verdict.verdict in ("affected", "suspected")
+                else None
+            )
+            result.attempts.append(Examined(a, verdict, c.signal, c.outputs, ck))
+        return result
 
     def _add_gap(self, gap: Gap) -> None:
         with self._lock:
@@ -771,6 +885,8 @@ class Scanner:
     # -- helpers -------------------------------------------------------------------------------
     def outputs(self, att: AttemptRecord) -> ObjectCheck:
         """Whether the attempt's outputs.pb exists (unknown, with why, when Admin has no location)."""
+        if att.outputs_unknown:
+            return ObjectCheck("unknown", att.outputs_unknown)
         if not att.output_dir:
             return ObjectCheck("unknown", "Admin records no output location for this attempt")
         return self.store.outputs_check(att.output_dir)
@@ -801,7 +917,9 @@ class Scanner:
                 summary.affected += 1
             else:
                 summary.suspected += 1
-            if outputs is not None and outputs.state == "unknown":
+            # An S3 read that failed is a gap a rescan can close; a location Admin's record does
+            # not give (inline raw-output policy) is not: the finding itself says why.
+            if outputs is not None and outputs.state == "unknown" and not att.outputs_unknown:
                 self._gaps.append(
                     Gap(
                         "s3",
@@ -846,31 +964,45 @@ class Scanner:
             # SPEC §6: `signal` is null for `suspected`; the hit is kept as a note.
             notes += (late_signal_note(att, signal),)
             signal = None
+        notes += shape_notes(ex, att)
+        written = (
+            None if outputs is None or outputs.state == "unknown" else outputs.state == "present"
+        )
         return Finding(
             attempt=att.ref,
             verdict=verdict.verdict or "",
             execution_phase=ex.phase,
             signal=signal,
             succeeded_at=att.ended_at,
-            outputs_written=bool(outputs and outputs.state == "present"),
+            outputs_written=written,
             checkpoint=ck,
             links=links,
             evidence=notes,
+            parent=ex.parent,
         )
 
     def checkpoint(
         self, ex: ExecutionRecord, att: AttemptRecord, signal: SignalHit | None
     ) -> Checkpoint:
         """SPEC §4.4: locate the checkpoint and list it (never `empty` for an error)."""
-        inputs = None
+        inputs = node_inputs = None
         ck = self.settings.checkpoints
         if ck.input or (ck.template and "{inputs." in ck.template):
+            # SPEC §5: the attempt's own node inputs first (a @dynamic sweep or a map passes each
+            # trial its own prefix), then the execution's; the latter only when still needed.
             try:
                 with self._admin_slots:
-                    inputs = self.admin.get_inputs(ex.ref)
+                    node_inputs = self.admin.get_node_inputs(
+                        att.ref, array_node=att.array_node, array_index=att.array_index
+                    )
             except SourceError as e:
-                return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
-        loc = checkpoint_location(ck, att, ex, inputs)
+                return Checkpoint(None, "unknown", reason=f"node inputs: {e.cause}")
+            if not (ck.input and node_inputs.get(ck.input)):
+                try:
+                    inputs = self._execution_inputs(ex.ref)
+                except SourceError as e:
+                    return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
+        loc = checkpoint_location(ck, att, ex, inputs, node_inputs=node_inputs)
         if loc.uri is None:
             return Checkpoint(None, "unknown", reason=loc.reason, source=loc.source)
         listing = self.store.list_prefix(loc.uri)
@@ -883,6 +1015,14 @@ class Scanner:
             source=loc.source,
             written_after_signal=written_after(listing, signal),
         )
+
+    def _execution_inputs(self, ref: ExecutionRef) -> dict[str, str]:
+        """GetExecutionData once per execution, whatever the number of its findings."""
+        # The Admin slot before the execution's lock, the order `resolve` takes them in.
+        with self._admin_slots, self._ref_locks[ref]:
+            if ref not in self._inputs:
+                self._inputs[ref] = self.admin.get_inputs(ref)
+            return self._inputs[ref]
 
     def _relaunched(self, findings: list[Finding]) -> list[Finding]:
         """Fill `relaunched_as` from existing RELAUNCH executions that reference a finding."""
@@ -920,6 +1060,66 @@ class Scanner:
             self._admin_lane.submit(partial(lookup, project, domain, since))
         self._admin_lane.drain()
         return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+
+
+@dataclass(frozen=True)
+class Examined:
+    """One attempt of an examined execution: the scan's verdict (None: not examined)."""
+
+    attempt: AttemptRecord
+    verdict: Verdict | None
+    signal: SignalHit | None
+    outputs: ObjectCheck | None
+    checkpoint: Checkpoint | None
+
+
+@dataclass
+class Examination:
+    """One execution judged by the scan's rules: its attempts, the window read, and gaps."""
+
+    execution: ExecutionRecord
+    window: Window
+    attempts: list[Examined] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    unparsed: int = 0  # lines the signal filter matched that the parser could not read
+
+
+def pod_query(settings: Settings, namespace: str, pods: set[str], regex: str) -> str:
+    """A Loki query for the lines of some pods (PyTorchJob replicas included) matching `regex`."""
+    lk = settings.loki
+    pods_re = "(" + "|".join(regex_escape(p) for p in sorted(pods)) + ")"
+    sel = selector([(lk.namespace_label, "=", namespace), (lk.pod_label, "=~", pods_re + _REPLICA)])
+    return build_query(sel, [("|~", regex)])
+
+
+_REPLICA = "(-(worker|master)-[0-9]+)?"
+
+
+def _job_name(pod: str) -> str:
+    return re.sub(r"-(worker|master)-\d+$", "", pod)
+
+
+def shape_notes(ex: ExecutionRecord, att: AttemptRecord) -> tuple[str, ...]:
+    """What a finding's shape means for the operator: a child execution, an array subtask."""
+    notes: tuple[str, ...] = ()
+    if att.array_node is not None:
+        notes += (f"subtask {att.array_index} of array (map) node {att.array_node}",)
+    if ex.parent is not None:
+        notes += (
+            f"child execution of {ex.parent.execution} (node {ex.parent.node_id}): relaunching "
+            "this child alone will not re-run the parent's later steps; relaunch the parent "
+            f"(elastic-audit relaunch --parent {ex.ref})",
+        )
+    return notes
+
+
+def _unparsed_example(entry: LogEntry | None) -> UnparsedLine | None:
+    if entry is None:
+        return None
+    line = entry.line
+    if len(line) > UnparsedLine.MAX_CHARS:
+        line = line[: UnparsedLine.MAX_CHARS] + "…"
+    return UnparsedLine(entry.at, entry.labels, line)
 
 
 def _ref_parts(ref: ExecutionRef) -> tuple[str, str, str]:

@@ -31,6 +31,11 @@ class SandboxTask:
     task_type: str = "python-task"  # "pytorch" for multi-node elastic
     task_type_version: int = 1  # 1: single-node Elastic (and map tasks); 0: plain python task
     has_outputs: bool = False  # whether the interface declares outputs
+    image: str = "ghcr.io/exa-labs/train:2026.09.01"  # the container image
+    runtime_version: str = "1.16.31"  # metadata.runtime.version: flytekit that serialized it
+    cacheable: bool = False  # metadata.discoverable
+    cache_version: str = ""  # metadata.discovery_version
+    interruptible: bool | None = None  # metadata.interruptible
 
 
 @dataclass
@@ -46,6 +51,20 @@ class SandboxAttempt:
     write_outputs: bool = False  # seed <output_dir>/outputs.pb in S3
     write_error: bool = False  # seed <output_dir>/error.pb in S3
     reason: str = ""
+    # propeller's inline raw-output policy: the outputs travel in the event and flyteadmin
+    # offloads them under its own prefix, so Admin's output_uri is not <output_dir>/outputs.pb.
+    inline_outputs: bool = False
+
+
+@dataclass
+class SandboxSubtask:
+    """One subtask retry of an array (map) node: an `ExternalResourceInfo` of the array's task
+    execution (propeller's default ArrayNode event version 0)."""
+
+    index: int
+    phase: str  # TaskExecution.Phase name
+    retry_attempt: int = 0
+    write_outputs: bool = False  # seed <array output dir>/<index>/<retry>/outputs.pb in S3
 
 
 @dataclass
@@ -61,6 +80,10 @@ class SandboxNode:
     is_dynamic: bool = False
     is_array: bool = False
     checkpoint_uri: str | None = None
+    # The node's own inputs (GetNodeExecutionData); a list is a collection literal (map inputs).
+    inputs: dict[str, str | list[str]] = field(default_factory=dict)
+    subtasks: list[SandboxSubtask] = field(default_factory=list)  # array nodes (is_array)
+    child_execution: tuple[str, str, str] | None = None  # a launch-plan node's child execution
 
 
 @dataclass
@@ -85,6 +108,11 @@ class SandboxExecution:
         "v1",
     )  # project, domain, name, version
     metadata_bucket: str = "flyte-metadata"
+    # A child execution: the parent's (project, domain, name, node_id) that launched it.
+    parent: tuple[str, str, str, str] | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
+    service_account: str = ""  # spec.security_context.run_as.k8s_service_account
+    raw_output_prefix: str = ""  # spec.raw_output_data_config.output_location_prefix
 
     def node_data_dir(self, node_id: str) -> str:
         """`s3://<bucket>/metadata/propeller/<project>-<domain>-<name>/<node>/data` (no slash)."""
@@ -92,6 +120,14 @@ class SandboxExecution:
             f"s3://{self.metadata_bucket}/metadata/propeller/"
             f"{self.project}-{self.domain}-{self.name}/{node_id}/data"
         )
+
+    def offloaded_uri(self, node_id: str, attempt: SandboxAttempt, suffix: str) -> str:
+        """Where flyteadmin offloads an event's inline data (`common.OffloadLiteralMap`, nested
+        keys from `transformers/task_execution.go`): `offloaded_outputs` / `offloaded_inputs`."""
+        t = attempt.task
+        keys = [self.project, self.domain, self.name, node_id, t.project, t.domain, t.name]
+        keys += [t.version, str(attempt.attempt), suffix]
+        return f"s3://{self.metadata_bucket}/metadata/" + "/".join(keys)
 
 
 @dataclass
@@ -105,6 +141,26 @@ class SandboxObject:
 
 
 @dataclass
+class SandboxLaunchPlan:
+    """A registered launch plan version and its workflow (same name and version).
+
+    `nodes` are the workflow's task nodes (node id, task); `launch_plan_nodes` the ids of nodes
+    that launch other launch plans (child executions). `concurrency_max` sets the launch plan's
+    concurrency policy (behaviour SKIP). Launch plans the executions name but the scenario does
+    not list are derived from those executions' top-level nodes.
+    """
+
+    project: str
+    domain: str
+    name: str
+    version: str
+    nodes: list[tuple[str, SandboxTask]] = field(default_factory=list)
+    launch_plan_nodes: list[str] = field(default_factory=list)
+    concurrency_max: int | None = None
+    created_at: datetime | None = None
+
+
+@dataclass
 class Scenario:
     """Everything the sandbox serves."""
 
@@ -113,9 +169,18 @@ class Scenario:
     objects: list[SandboxObject] = field(default_factory=list)
     buckets: set[str] = field(default_factory=set)
     tasks: list[SandboxTask] = field(default_factory=list)
+    launch_plans: list[SandboxLaunchPlan] = field(default_factory=list)
     # flyteadmin's configured domains, which ListProjects lists for every project
     # (`project_manager.go`); deployments rename them (`dev`, `prod`, ...).
     domains: list[str] = field(default_factory=lambda: ["development", "staging", "production"])
 
     def output_dir(self, execution: SandboxExecution, node: SandboxNode, attempt: int) -> str:
         return f"{execution.node_data_dir(node.node_id)}/{attempt}/"
+
+    def subtask_output_dir(
+        self, execution: SandboxExecution, node: SandboxNode, subtask: SandboxSubtask
+    ) -> str:
+        """propeller `constructOutputReferences`: `<array output dir>/<index>/<retry>/` (the
+        array node itself never retries: its output dir is attempt 0's)."""
+        base = self.output_dir(execution, node, 0)
+        return f"{base}{subtask.index}/{subtask.retry_attempt}/"
