@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ PATCH_NAME = "0001-kfpytorch-signal-recoverable.patch"
 PLUGIN_DIR = "plugins/flytekit-kf-pytorch"
 TASK_PY = "flytekitplugins/kfpytorch/task.py"
 PLUGIN_DIST = "flytekitplugins-kfpytorch"
+TEST_FILE = "tests/test_elastic_task.py"
 PROBE_TIMEOUT_S = 300.0
 
 _DATA = "data"
@@ -112,17 +113,6 @@ def parse_patch(text: str) -> tuple[FilePatch, ...]:
     if not files:
         raise ValueError("the patch modifies no file")
     return tuple(files)
-
-
-def _find(lines: list[str], block: tuple[str, ...], near: int) -> int | None:
-    """Index where `block` occurs in `lines`, nearest to `near`; None when absent."""
-    best: int | None = None
-    for start in range(0, len(lines) - len(block) + 1):
-        if tuple(lines[start : start + len(block)]) == block and (
-            best is None or abs(start - near) < abs(best - near)
-        ):
-            best = start
-    return best
 
 
 # ----------------------------------------------------------------------------- targets
@@ -224,12 +214,16 @@ def detect_target(directory: Path | str) -> Target:
 
 @dataclass(frozen=True)
 class ApplyResult:
-    """What `apply` found or did: applied, already-applied, would-apply or cannot-apply."""
+    """What `apply` found or did: applied, already-applied, would-apply or cannot-apply.
+
+    `adapted` says how the fix was fitted to the release (see forensics.rewrite.Era).
+    """
 
     target: Target
     status: str
     files: tuple[str, ...]
     reason: str
+    adapted: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -243,6 +237,7 @@ class ApplyResult:
             "version": self.target.version,
             "files": list(self.files),
             "reason": self.reason,
+            "adapted": list(self.adapted),
         }
 
 
@@ -251,81 +246,68 @@ class _FilePlan:
     path: Path
     original: str
     patched: str = ""
-    states: list[tuple[str, str]] = field(default_factory=list)  # (applied|applicable|..., why)
 
 
-def _plan_file(path: Path, fp: FilePatch) -> _FilePlan:
+def _read_exact(path: Path) -> str | None:
+    """The file's text as it is on disk (newline="": no silent CRLF conversion); None: not UTF-8."""
     try:
-        # newline="": compare and write the bytes as they are (no silent CRLF conversion)
         with path.open(encoding="utf-8", newline="") as fh:
-            original = fh.read()
+            return fh.read()
     except UnicodeDecodeError:
-        return _FilePlan(path, "", states=[("mismatch", "not UTF-8 text")])
-    plan = _FilePlan(path, original)
-    lines = original.splitlines(keepends=True)
-    offset = 0
-    for n, hunk in enumerate(fp.hunks, 1):
-        near = hunk.old_start - 1 + offset
-        offset += len(hunk.new) - len(hunk.old)
-        if hunk.old == hunk.new:
-            plan.states.append(("context", ""))
-            continue
-        at_old = _find(lines, hunk.old, near)
-        at_new = _find(lines, hunk.new, near)
-        if at_old is None and at_new is None:
-            plan.states.append(("mismatch", f"hunk {n} (line {hunk.old_start}) does not match"))
-        elif at_new is not None and (at_old is None or abs(at_new - near) <= abs(at_old - near)):
-            plan.states.append(("applied", ""))
-        else:
-            assert at_old is not None
-            plan.states.append(("applicable", ""))
-            lines[at_old : at_old + len(hunk.old)] = hunk.new
-    plan.patched = "".join(lines)
-    return plan
+        return None
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
 
 
 def apply(directory: Path | str, check_only: bool = False) -> ApplyResult:
-    """Apply the bundled patch to a checkout, plugin dir or unpacked sdist; idempotent.
+    """Fix the plugin in a checkout, plugin dir or unpacked sdist of any affected release.
 
-    Strict: every hunk must match exactly (it may sit at another line, never fuzzily), so the
-    patch never lands on code it was not written for. With `check_only` nothing is written;
-    otherwise all files are written or none.
+    By syntax (forensics.rewrite): the `except SignalException` handler must be exactly the known
+    bug, wherever it sits, and the fix written is the one the release's flytekit can run. The
+    plugin's test module gets the signal tests fitted to the same release. Idempotent; with
+    `check_only` nothing is written; otherwise all files are written or none.
     """
+    # libcst costs ~1 s to import: only `apply` needs it, not `fix check` or pin-bump.
+    from forensics.rewrite import RewriteError, rewrite_task, rewrite_tests
+
     target = detect_target(directory)
-    file_patches = parse_patch(load_patch())
-    rel = tuple(str(target.path_of(fp.path).relative_to(target.root)) for fp in file_patches)
-    plans: list[_FilePlan] = []
-    for fp, name in zip(file_patches, rel, strict=True):
-        path = target.path_of(fp.path)
-        if not path.is_file():
-            return ApplyResult(target, "cannot-apply", rel, f"{name} is missing")
-        try:
-            plans.append(_plan_file(path, fp))
-        except OSError as e:
-            raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    kinds = {kind for plan in plans for kind, _ in plan.states}
-    mismatched = [
-        f"{name}: {why}"
-        for p, name in zip(plans, rel, strict=True)
-        for k, why in p.states
-        if k == "mismatch"
-    ]
-    if mismatched:
-        why = "; ".join(mismatched)
-        return ApplyResult(target, "cannot-apply", rel, f"the source differs from the patch: {why}")
-    if "applicable" not in kinds:
-        return ApplyResult(target, "already-applied", rel, "the fix is already in place")
-    if "applied" in kinds:
+    task_path = target.path_of(f"{PLUGIN_DIR}/{TASK_PY}")
+    tests_path = target.path_of(f"{PLUGIN_DIR}/{TEST_FILE}")
+    rel = tuple(str(p.relative_to(target.root)) for p in (task_path, tests_path))
+    if not tests_path.is_file():
+        return ApplyResult(target, "cannot-apply", rel, f"{rel[1]} is missing")
+    task_text, tests_text = _read_exact(task_path), _read_exact(tests_path)
+    if task_text is None or tests_text is None:
+        bad = rel[0] if task_text is None else rel[1]
+        return ApplyResult(target, "cannot-apply", rel, f"{bad} is not UTF-8 text")
+    try:
+        task = rewrite_task(task_text, analyze_task_source(task_text)[0] == "fixed")
+        tests_state, tests_new = rewrite_tests(tests_text, task.era)
+    except RewriteError as e:
+        return ApplyResult(target, "cannot-apply", rel, f"the source differs from the fix: {e}")
+    adapted = task.era.notes()
+    if (task.state, tests_state) == ("applied", "applied"):
+        return ApplyResult(target, "already-applied", rel, "the fix is already in place", adapted)
+    if task.state != tests_state:
+        done = rel[0] if task.state == "applied" else rel[1]
         return ApplyResult(
-            target, "cannot-apply", rel, "the patch is partly applied; restore the files first"
+            target,
+            "cannot-apply",
+            rel,
+            f"the fix is partly applied ({done} only); restore the files first",
+            adapted,
         )
     if check_only:
-        return ApplyResult(target, "would-apply", rel, "the patch applies cleanly")
+        return ApplyResult(target, "would-apply", rel, "the fix applies", adapted)
+    plans = [
+        _FilePlan(task_path, task_text, task.text),
+        _FilePlan(tests_path, tests_text, tests_new),
+    ]
     try:
         _write_all(plans)
     except OSError as e:
         raise UsageError(f"cannot write in {target.root}: {e.strerror}; nothing written") from None
-    return ApplyResult(target, "applied", rel, "patched")
+    return ApplyResult(target, "applied", rel, "patched", adapted)
 
 
 def _write_all(plans: list[_FilePlan]) -> None:
@@ -450,52 +432,62 @@ def _walk_same_scope(nodes: list[ast.stmt]):  # noqa: ANN202
 
 @dataclass(frozen=True)
 class _Exit:
-    """A statement that ends the handler: a raise, or an exit call."""
+    """A statement that ends the handler: a raise, or an exit call.
+
+    `kind`: `silent` (the bug: a clean exit without outputs), `recoverable` (the fix's
+    FlyteRecoverableException), `exit` (a non-zero exit without an error file, the fix's
+    multi-node path) or `fatal` (any other raise: the attempt fails for good, never retried).
+    """
 
     what: str
-    silent: bool
+    kind: str
 
 
-def _exit_of(node: ast.AST, ignore_outputs: set[str]) -> _Exit | None:
+def _exit_code_kind(code: ast.expr | None) -> str:
+    return "silent" if _is_zero(code) else "exit"
+
+
+def _exit_of(node: ast.AST, ignore_outputs: set[str], recoverable: set[str]) -> _Exit | None:
     if isinstance(node, ast.Raise):
         if node.exc is None:
-            return _Exit("re-raise of SignalException", False)
+            return _Exit("a bare re-raise of the SignalException", "fatal")
         exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
         named = _dotted(exc)
         name = named[1] if named else ast.unparse(exc)
         if name in ignore_outputs:
-            return _Exit("IgnoreOutputs", True)
+            return _Exit("IgnoreOutputs", "silent")
+        if name in recoverable:
+            return _Exit(name, "recoverable")
         if name == "SystemExit":
             code = node.exc.args[0] if isinstance(node.exc, ast.Call) and node.exc.args else None
-            return _Exit(f"SystemExit({ast.unparse(code) if code else ''})", _is_zero(code))
-        return _Exit(name, False)
+            return _Exit(f"SystemExit({ast.unparse(code) if code else ''})", _exit_code_kind(code))
+        return _Exit(name, "fatal")
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
         named = _dotted(node.value.func)
         if named in _EXIT_CALLS:
             code = node.value.args[0] if node.value.args else None
             call = f"{'.'.join(p for p in named if p)}({ast.unparse(code) if code else ''})"
-            return _Exit(call, _is_zero(code))
+            return _Exit(call, _exit_code_kind(code))
     return None
 
 
-def _always_exits(body: list[ast.stmt], ignore_outputs: set[str]) -> bool:
+def _always_exits(body: list[ast.stmt], names: tuple[set[str], set[str]]) -> bool:
     if not body:
         return False
     last = body[-1]
     if isinstance(last, ast.If):
-        return _always_exits(last.body, ignore_outputs) and _always_exits(
-            last.orelse, ignore_outputs
-        )
-    return _exit_of(last, ignore_outputs) is not None
+        return _always_exits(last.body, names) and _always_exits(last.orelse, names)
+    return _exit_of(last, *names) is not None
 
 
 def analyze_task_source(text: str) -> tuple[str, str]:
     """Static verdict on the plugin's task.py: (`fixed`|`vulnerable`|`unknown`, reason).
 
     Looks, with `ast` (comments and strings cannot fool it), at every `except SignalException`
-    handler in `PytorchElasticFunctionTask`: vulnerable when one raises `IgnoreOutputs` or ends
-    the process with status 0 or can fall through silently; fixed when each one always raises
-    something else (e.g. `FlyteRecoverableException`) or exits non-zero.
+    handler in `PytorchElasticFunctionTask`: vulnerable when one raises `IgnoreOutputs`, ends
+    the process with status 0, swallows the signal, or raises anything but the recoverable
+    error (a bare `raise` included: a non-recoverable failure is never retried); fixed when each
+    one always raises `FlyteRecoverableException` or exits non-zero without an error file.
     """
     try:
         tree = ast.parse(text)
@@ -512,7 +504,7 @@ def analyze_task_source(text: str) -> tuple[str, str]:
     if cls is None:
         return "unknown", "no class PytorchElasticFunctionTask in task.py"
     signal_names = _aliases(tree, "SignalException")
-    ignore_outputs = _aliases(tree, "IgnoreOutputs")
+    names = (_aliases(tree, "IgnoreOutputs"), _aliases(tree, "FlyteRecoverableException"))
     handlers: list[tuple[str, ast.ExceptHandler]] = []
     for method in cls.body:
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -530,14 +522,23 @@ def analyze_task_source(text: str) -> tuple[str, str]:
     fixed: list[str] = []
     for method, handler in handlers:
         where = f"PytorchElasticFunctionTask.{method} (line {handler.lineno})"
-        exits = [e for n in _walk_same_scope(handler.body) if (e := _exit_of(n, ignore_outputs))]
-        silent = [e.what for e in exits if e.silent]
+        exits = [e for n in _walk_same_scope(handler.body) if (e := _exit_of(n, *names))]
+        silent = [e.what for e in exits if e.kind == "silent"]
         if silent:
             return "vulnerable", (
                 f"the `except SignalException` handler in {where} ends in {', '.join(silent)}: "
                 "a preempted attempt exits cleanly without outputs"
             )
-        if not _always_exits(handler.body, ignore_outputs):
+        fatal = sorted({e.what for e in exits if e.kind == "fatal"})
+        if fatal:
+            # Not silent, but not the fix either: flytekit turns any other exception into a
+            # non-recoverable user error, so every preemption fails the run for good.
+            return "vulnerable", (
+                f"the `except SignalException` handler in {where} raises {', '.join(fatal)}: "
+                "a preempted attempt fails non-recoverably and is never retried (the fix raises "
+                "FlyteRecoverableException or exits 128+signal)"
+            )
+        if not _always_exits(handler.body, names):
             if not exits:
                 return "vulnerable", (
                     f"the `except SignalException` handler in {where} swallows the signal"
@@ -584,7 +585,8 @@ def _resolve_python(python: str | None) -> str:
     found = shutil.which(python)
     if found is None:
         raise UsageError(f"--python {python}: no such executable")
-    return found
+    # Absolute: the probe runs in a temporary directory, where `./python` would name nothing.
+    return str(Path(found).absolute())
 
 
 def check_environment(python: str | None = None) -> CheckResult:

@@ -32,7 +32,10 @@ else:  # pragma: no cover - the project runs on 3.11; tomli is tomllib's backpor
     import tomli as tomllib
 
 DEFAULT_REPO = "exa-labs/flytekit"
-SKIP_DIRS = frozenset({".git", "node_modules"})
+# Someone's local state, never the monorepo's manifests (SPEC §3.4): VCS data, installed
+# packages and environments. Environments are also known by their marker, whatever their name.
+SKIP_DIRS = frozenset({".git", "node_modules", "site-packages", ".venv", "venv", ".tox", ".nox"})
+ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
 
 _FULL_SHA = re.compile(r"[0-9a-fA-F]{40}")
 # A ref made only of 7-40 hex digits is a (possibly abbreviated) commit; anything else
@@ -560,19 +563,51 @@ def is_requirements_file(path: Path) -> bool:
     return name.endswith(".txt") and path.parent.name == "requirements"
 
 
+def _skipped(d: Path) -> bool:
+    return d.name in SKIP_DIRS or any((d / marker).exists() for marker in ENV_MARKERS)
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, stdin=subprocess.DEVNULL, timeout=60
+    )
+
+
+def _git_tracked(root: Path) -> set[Path] | None:
+    """Real paths of the files git tracks under `root`; None when `root` is not in a work tree."""
+    try:
+        inside = _git(root, "rev-parse", "--is-inside-work-tree", "--show-toplevel")
+        if inside.returncode != 0 or not inside.stdout.startswith(b"true"):
+            return None  # not a repository (or git is absent below): walk the tree as it is
+        listed = _git(root, "ls-files", "-z", "--cached", "--full-name", "--", ".")
+    except FileNotFoundError:
+        return None  # no git on this machine: nothing can say what is tracked
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UsageError(f"{root}: git cannot list the tracked files ({e})") from None
+    if listed.returncode != 0:
+        why = listed.stderr.decode(errors="replace").strip().splitlines()
+        raise UsageError(
+            f"{root} is in a git work tree but `git ls-files` failed "
+            f"({why[-1] if why else 'no message'}); pin-bump edits only tracked files"
+        )
+    toplevel = Path(os.fsdecode(inside.stdout.splitlines()[1])).resolve()
+    return {(toplevel / name).resolve() for name in os.fsdecode(listed.stdout).split("\0") if name}
+
+
 def discover(root: Path) -> list[Path]:
     """Manifests under `root`, as real paths inside it, sorted and without duplicates.
 
-    Skips `.git`, `node_modules` and any directory holding a `pyvenv.cfg`; never follows a
+    In a git work tree only the files git tracks (untracked and ignored files are someone's
+    local state). Everywhere, skips `.git`, `node_modules`, `site-packages`, `.venv`/`venv`,
+    `.tox`, `.nox` and any directory holding a `pyvenv.cfg` or `conda-meta/`; never follows a
     link (file or directory) that leads out of `root`.
     """
     root = root.resolve()
+    tracked = _git_tracked(root)
     found: set[Path] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
-        dirnames[:] = sorted(
-            d for d in dirnames if d not in SKIP_DIRS and not (here / d / "pyvenv.cfg").exists()
-        )
+        dirnames[:] = sorted(d for d in dirnames if not _skipped(here / d))
         for name in filenames:
             candidate = here / name
             if name != "pyproject.toml" and not is_requirements_file(candidate):
@@ -583,6 +618,8 @@ def discover(root: Path) -> list[Path]:
             # A link inside root to a skipped place (a venv, node_modules) stays skipped.
             if _in_skipped_dir(real, root):
                 continue
+            if tracked is not None and real not in tracked:
+                continue
             found.add(real)
     return sorted(found)
 
@@ -590,9 +627,7 @@ def discover(root: Path) -> list[Path]:
 def _in_skipped_dir(path: Path, root: Path) -> bool:
     for parent in path.relative_to(root).parents:
         d = root / parent
-        if d == root:
-            continue
-        if d.name in SKIP_DIRS or (d / "pyvenv.cfg").exists():
+        if d != root and _skipped(d):
             return True
     return False
 

@@ -32,9 +32,9 @@ def cache_dir(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -
     return tmp_path_factory.mktemp("sdist")
 
 
-def download_sdist(cache_dir: Path) -> Path:
-    """The PyPI sdist of the installed plugin version, downloaded once into `cache_dir`."""
-    pattern = f"flytekitplugins[-_]kfpytorch-{PLUGIN_VERSION}.tar.gz"
+def download_sdist(cache_dir: Path, release: str = PLUGIN_VERSION) -> Path:
+    """The PyPI sdist of a plugin release (default: the installed one), downloaded once."""
+    pattern = f"flytekitplugins[-_]kfpytorch-{release}.tar.gz"
     found = [p for p in cache_dir.iterdir() if fnmatch.fnmatch(p.name, pattern)]
     if found:
         return found[0]
@@ -47,7 +47,7 @@ def download_sdist(cache_dir: Path) -> Path:
             "--no-deps",
             "--no-binary",
             ":all:",
-            f"flytekitplugins-kfpytorch=={PLUGIN_VERSION}",
+            f"flytekitplugins-kfpytorch=={release}",
             "-d",
             str(cache_dir),
         ],
@@ -130,3 +130,21 @@ def installed_task_py() -> Path:
     import flytekitplugins.kfpytorch.task as task
 
     return Path(task.__file__)
+
+
+def new_venv(where: Path) -> Path:
+    """An empty venv (no pip of its own); returns its python. Fill it with `pip_install`."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    return where / "bin" / "python"
+
+
+def pip_install(python: Path, *args: str, what: str) -> None:
+    """This venv's pip installing into `python`'s environment (pip's own configuration applies)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"installing {what} failed:\n{proc.stderr[-3000:]}")

@@ -92,9 +92,21 @@ def test_static_check_is_not_fooled_by_the_fix_in_a_comment_or_string(disguise: 
         ("            pass\n", "vulnerable"),
         ("            return None\n", "vulnerable"),
         ("            if e.sigval == 15:\n                raise IgnoreOutputs()\n", "vulnerable"),
-        ("            if e.sigval == 15:\n                raise RuntimeError(e)\n", "unknown"),
+        (
+            "            if e.sigval == 15:\n                raise FlyteRecoverableException(str(e))\n",
+            "unknown",
+        ),
         ("            raise SystemExit(128 + e.sigval) from e\n", "fixed"),
-        ("            raise\n", "fixed"),
+        # Not silent, but not the fix: flytekit makes these non-recoverable, never retried.
+        ("            raise\n", "vulnerable"),
+        ("            raise e\n", "vulnerable"),
+        ("            raise RuntimeError(str(e)) from e\n", "vulnerable"),
+        ("            raise FlyteUserRuntimeException(e) from e\n", "vulnerable"),
+        (
+            "            if self.max_nodes > 1:\n                raise\n"
+            "            raise FlyteRecoverableException(str(e)) from e\n",
+            "vulnerable",
+        ),
         (
             "            if self.max_nodes > 1:\n                sys.exit(143)\n"
             "            raise FlyteRecoverableException(str(e)) from e\n",
@@ -109,7 +121,11 @@ def test_static_check_is_not_fooled_by_the_fix_in_a_comment_or_string(disguise: 
         "conditional-ignore",
         "may-fall-through",
         "exit-128-plus-signal",
-        "re-raise",
+        "bare-re-raise",
+        "raise-e",
+        "runtime-error",
+        "user-runtime-error",
+        "re-raise-on-one-path",
         "exit-or-recoverable",
     ],
 )
@@ -146,6 +162,24 @@ def test_check_source_finds_the_plugin_in_a_github_tarball_layout(
     assert check_source(extracted).status == "fixed"
 
 
+def test_fix_check_source_refuses_a_bare_reraise_as_the_fix(sdist_tree: Path) -> None:
+    """`raise` instead of IgnoreOutputs is not silent, but every preemption would fail for good."""
+    task = task_py(sdist_tree)
+    task.write_text(_with_handler("            raise\n", task.read_text()))
+    data = cli_json("fix", "check", "--source", sdist_tree, expect=1)
+    assert data["status"] == "vulnerable"
+    assert "non-recoverably" in data["reason"]
+
+
+def test_static_check_follows_an_alias_of_the_recoverable_error() -> None:
+    source = _with_handler("            raise Retry(str(e)) from e\n").replace(
+        "from flytekit.exceptions.user import FlyteRecoverableException,",
+        "from flytekit.exceptions.user import FlyteRecoverableException as Retry,",
+    )
+    assert "as Retry" in source
+    assert analyze_task_source(source)[0] == "fixed"
+
+
 def test_fix_check_source_on_the_stock_and_the_patched_sdist(sdist_tree: Path) -> None:
     assert task_py(sdist_tree).read_text() == STOCK  # the sdist is the installed plugin
     stock = cli_json("fix", "check", "--source", sdist_tree, expect=1)
@@ -155,6 +189,7 @@ def test_fix_check_source_on_the_stock_and_the_patched_sdist(sdist_tree: Path) -
     fixed = cli_json("fix", "check", "--source", sdist_tree, expect=0)
     assert fixed["status"] == "fixed"
     assert "FlyteRecoverableException" in fixed["reason"]
+    assert "SystemExit(128 + e.sigval)" in fixed["reason"]
 
 
 def test_fix_check_source_without_a_plugin_is_unknown(tmp_path: Path) -> None:
@@ -201,11 +236,11 @@ def test_patched_plugin_environment_is_fixed(sdist_tree: Path, tmp_path: Path) -
     assert data["path"] == str(task_py(sdist_tree))  # the patched file is what the probe drove
     outcomes = {s["name"]: s["outcome"] for s in data["scenarios"]}
     assert outcomes == {
-        "single-node": "recoverable-error",
+        "single-node": "exit-143",
         "multi-node, shared error file": "exit-143",
         "multi-node, error aggregation": "recoverable-error",
     }
-    assert "terminated by signal SIGTERM" in data["scenarios"][0]["detail"]
+    assert "terminated by signal SIGTERM" in data["scenarios"][2]["detail"]
     table = run_cli("fix", "check", "--python", python, "-o", "table")
     assert table.returncode == 0
     assert "fixed" in table.stdout and "exit-143" in table.stdout

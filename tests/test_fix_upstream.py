@@ -259,7 +259,9 @@ def _report(runs: Comparison) -> str:
 ENTRYPOINT_CASES = {
     # case: (patched plugin, nnodes, distributed error strategy, exit code, uploads)
     "stock": (False, 1, None, 0, []),  # the bug: a clean exit that uploads nothing
-    "single-node": (True, 1, None, 0, ["error.pb"]),
+    # the fix: a pod that fails as the signal would (propeller: a system interruption) ...
+    "single-node": (True, 1, None, 143, []),
+    # ... unless each pod has an error file of its own, where the earliest (the root cause) wins
     "multi-node-error-aggregation": (True, 2, "Earliest", 0, ["error-*.pb"]),
     "multi-node-shared-error-file": (True, 2, None, 143, []),
 }
@@ -327,4 +329,4 @@ def test_entrypoint_process_exit_code_and_uploads(sdist_tree: Path, tmp_path: Pa
             error = errors_pb2.ErrorDocument.FromString((outputs / name).read_bytes()).error
             assert error.kind == errors_pb2.ContainerError.RECOVERABLE
             assert "terminated by signal SIGTERM" in error.message
-            assert error.worker == (f"{case}-worker-0" if "aggregation" in case else "")
+            assert error.worker == f"{case}-worker-0"

@@ -166,6 +166,71 @@ def test_discovery_skips_venvs_node_modules_git_and_links_out_of_the_root(tree) 
     ]
 
 
+def _pinned_pyproject(where: Path) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "pyproject.toml").write_text(
+        f'[project]\nname = "local"\nversion = "1"\ndependencies = [\n  {FORK_PIN},\n]\n'
+    )
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "venv/lib/python3.11/site-packages/flytekit_src",  # a venv without pyvenv.cfg
+        "venv",
+        "tools/.venv",
+        "build/lib/site-packages/pkg",  # site-packages under any name of environment
+        ".tox/py311",
+        ".nox/tests",
+        "envs/train/src",  # in a conda environment: any dir holding conda-meta/
+    ],
+)
+def test_discovery_skips_environments_by_name_and_marker(tree, where: str) -> None:
+    """SPEC §3.4: no edit in site-packages, .venv/venv, .tox, .nox or a conda env, pyvenv.cfg or not."""
+    if where.startswith("envs/"):
+        (tree.root / "envs/train/conda-meta").mkdir(parents=True)
+    _pinned_pyproject(tree.root / where)
+    manifest = tree.root / where / "pyproject.toml"
+    before = manifest.read_bytes()
+    assert manifest.resolve() not in discover(tree.root)
+    proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert manifest.read_bytes() == before
+    for rel in CHANGED:  # the monorepo's own pins did move
+        assert (tree.root / rel).read_bytes() == (GOLDEN / rel).read_bytes()
+
+
+def test_in_a_git_work_tree_only_tracked_files_are_bumped(tree) -> None:
+    """Untracked and ignored manifests are someone's local state, not the monorepo's."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["rm", "-rf", str(tree.root / ".git")], check=True)
+    subprocess.run(["git", "init", "-q", str(tree.root)], check=True, env=env)
+    subprocess.run(["git", "-C", str(tree.root), "add", "-A"], check=True, env=env)
+    (tree.root / ".gitignore").write_text("scratch-ignored/\n")
+    _pinned_pyproject(tree.root / "scratch-untracked")
+    _pinned_pyproject(tree.root / "scratch-ignored")
+    (tree.root / "services/train/requirements-local.txt").write_text(FORK_PIN.strip('"') + "\n")
+    found = [p.relative_to(tree.root).as_posix() for p in discover(tree.root)]
+    assert "scratch-untracked/pyproject.toml" not in found
+    assert "scratch-ignored/pyproject.toml" not in found
+    assert "services/train/requirements-local.txt" not in found
+    assert "services/train/pyproject.toml" in found
+    untouched = {
+        rel: (tree.root / rel).read_bytes()
+        for rel in (
+            "scratch-untracked/pyproject.toml",
+            "scratch-ignored/pyproject.toml",
+            "services/train/requirements-local.txt",
+        )
+    }
+    proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    for rel, data in untouched.items():
+        assert (tree.root / rel).read_bytes() == data
+    for rel in CHANGED:
+        assert (tree.root / rel).read_bytes() == (GOLDEN / rel).read_bytes()
+
+
 def test_package_filter_moves_only_the_named_plugin_everywhere(tree) -> None:
     plan = plan_bump(tree.root, NEW_SHA, packages=["FlyteKitPlugins_KFPyTorch"])
     moved = [p for c in plan.changes for p in c.pins]
@@ -295,6 +360,10 @@ def test_root_defaults_to_the_git_top_level(tree) -> None:
     git_dir = tree.root / ".git"
     subprocess.run(["rm", "-rf", str(git_dir)], check=True)
     subprocess.run(["git", "init", "-q", str(tree.root)], check=True, env={**os.environ, **env_git})
+    # In a work tree pin-bump reads only tracked files.
+    subprocess.run(
+        ["git", "-C", str(tree.root), "add", "-A"], check=True, env={**os.environ, **env_git}
+    )
     proc = run_cli(NEW_SHA, "--no-verify", "--check", "-o", "json", cwd=sub)
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["root"] == str(tree.root.resolve())

@@ -29,7 +29,8 @@ from forensics.progress import spinner
 
 fix_app = typer.Typer(
     name="fix",
-    help="The plugin fix: show the patch, apply it to a source tree, check an environment or tree.",
+    help="The plugin fix: show the patch, apply it to a source tree, check an environment or "
+    "tree, build a fixed wheel.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -90,6 +91,20 @@ Examples:
 Exit codes: 0 fixed; 1 vulnerable; 2 not installed, unknown, or a usage error.
 """
 
+BUILD_EXAMPLES = """\
+Examples:
+
+  # a fixed wheel of the release your images pin, into ./dist
+  elastic-audit fix build 1.13.15 --out dist
+  pip install dist/flytekitplugins_kfpytorch-1.13.15+elasticaudit.1-py3-none-any.whl
+
+  # or upload it to your private index (twine, uv publish, ...)
+
+The sdist comes from the index pip is configured for (pip.conf, PIP_INDEX_URL, proxies,
+certificates). Exit codes: 0 built; 2 no such release, a release without the bug, or a
+failed download or build.
+"""
+
 
 def _print_rows(title: str, rows: list[tuple[str, str]]) -> None:
     table = Table(title=title, box=None, show_header=False, pad_edge=False, title_justify="left")
@@ -124,14 +139,7 @@ def _render_apply(result: ApplyResult, fmt: OutputFormat) -> None:
     if fmt == OutputFormat.json:
         emit(json.dumps(result.to_dict(), indent=2))
         return
-    _print_rows(
-        f"fix apply: {result.status}",
-        [
-            ("target", f"{result.target.root} ({result.target.description})"),
-            ("files", ", ".join(result.files)),
-            ("result", result.reason),
-        ],
-    )
+    _print_rows(f"fix apply: {result.status}", _render_apply_rows(result))
 
 
 @fix_app.command("apply", epilog=APPLY_EXAMPLES)
@@ -150,11 +158,51 @@ def apply_cmd(
     output: OutputArg = None,
     no_progress: NoProgressArg = False,
 ) -> None:
-    """Apply the bundled patch to a source tree; idempotent, all files or none."""
+    """Fix the plugin in a source tree of any affected release; idempotent, all files or none."""
     fmt = check_output(default_output(output), _TABLE_OR_JSON)
     result = apply(directory, check_only=check)
     _render_apply(result, fmt)
     raise typer.Exit(result.exit_code)
+
+
+@fix_app.command("build", epilog=BUILD_EXAMPLES)
+def build_cmd(
+    version: Annotated[
+        str,
+        typer.Argument(
+            metavar="VERSION",
+            help="The flytekitplugins-kfpytorch release to build, e.g. 1.13.15.",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", metavar="DIR", help="Where to write the wheel (default: here)."),
+    ] = Path("."),
+    output: OutputArg = None,
+    no_progress: NoProgressArg = False,
+) -> None:
+    """Build a fixed wheel of a release (version + elasticaudit.1) with pip; print path and sha256."""
+    from forensics.build import build
+
+    fmt = check_output(default_output(output), _TABLE_OR_JSON)
+    with spinner(f"building the fixed {version} with pip", enabled=not no_progress):
+        result = build(version, out)
+    if fmt == OutputFormat.json:
+        emit(json.dumps(result.to_dict(), indent=2))
+        return
+    rows = [("wheel", str(result.wheel)), ("sha256", result.sha256), ("version", result.version)]
+    rows += [("adapted", note) for note in result.adapted]
+    _print_rows(f"fix build: {result.release}", rows)
+
+
+def _render_apply_rows(result: ApplyResult) -> list[tuple[str, str]]:
+    rows = [
+        ("target", f"{result.target.root} ({result.target.description})"),
+        ("files", ", ".join(result.files)),
+        ("result", result.reason),
+    ]
+    return rows + [("adapted", note) for note in result.adapted]
 
 
 def _check_rows(result: CheckResult) -> list[tuple[str, str]]:
