@@ -264,6 +264,15 @@ class Scanner:
         hits: dict[tuple[str, str], SignalHit] = {}
         gaps: list[Gap] = []
         shards = len(window.split(min(labels.shard, labels.max_query_length)))
+        log.info(
+            "window %s → %s (end exclusive): %d Loki shard(s) of at most %s at %s; query %s",
+            rfc3339(window.start),
+            rfc3339(window.end),
+            shards,
+            labels.shard,
+            labels.url,
+            query,
+        )
         self.progress.start("loki", "Reading Loki shards", shards)
         items = self.loki.scan(
             query, window, shard=labels.shard, max_query_length=labels.max_query_length
@@ -273,6 +282,14 @@ class Scanner:
                 if stop is not None and stop.is_set():
                     raise _Stopped()
                 if isinstance(item, ShardOutcome):
+                    log.info(
+                        "Loki shard %s → %s: %s, %d line(s) in %d request(s)",
+                        rfc3339(item.window.start),
+                        rfc3339(item.window.end),
+                        "read" if item.error is None else f"FAILED ({item.error})",
+                        item.entries,
+                        item.requests,
+                    )
                     if item.error is not None:
                         gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
                     self.progress.advance("loki")
@@ -411,6 +428,15 @@ class Scanner:
         gaps = sorted(
             self._gaps,
             key=lambda g: (g.source, g.start or window.start, g.end or window.end, g.error),
+        )
+        log.info(
+            "calls: Loki %d shard(s), Flyte Admin %d (%s), S3 %d (%s); %d gap(s)",
+            len(window.split(min(self.settings.loki.shard, self.settings.loki.max_query_length))),
+            self.admin.calls_total,
+            self.admin.endpoint,
+            self.store.call_count,
+            self.store.endpoint,
+            len(gaps),
         )
         return Report(TOOL, window, tuple(gaps), self._summary, tuple(findings))
 
@@ -644,6 +670,16 @@ class Scanner:
         signal: SignalHit | None,
         outputs: ObjectCheck | None,
     ) -> None:
+        log.info(
+            "%s %s/%s (%s, signal %s, outputs.pb %s): %s",
+            ex.ref,
+            att.ref.node_id,
+            att.ref.attempt,
+            att.phase,
+            rfc3339(signal.at) if signal else "none",
+            outputs.state if outputs else "not checked",
+            verdict.verdict or f"cleared: {verdict.cleared or 'cleared'}",
+        )
         finding = None
         if verdict.verdict is not None:
             finding = self._finding(verdict, ex, att, signal, outputs)
@@ -792,6 +828,9 @@ def scanner_for(settings: Settings, *, progress: Progress | None = None) -> Scan
 
 def build_sources(settings: Settings) -> tuple[LokiClient, AdminClient, ObjectStore]:
     """The three production clients, configured by their own conventions (SPEC §4)."""
+    from forensics.verbosity import adopt_flytekit
+
+    adopt_flytekit()  # flytekit is imported by now; its warnings must not reach stdout
     loki = LokiClient(settings.loki, workers=settings.workers)
     admin = AdminClient.from_settings(settings.flyte)
     store = ObjectStore.default(workers=settings.workers)
