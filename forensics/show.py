@@ -207,6 +207,10 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
         tag = f"{a.ref.node_id}/{a.ref.attempt}"
         signal = earliest(hits.get(tag, []))
         outputs = scanner.outputs(a) if a.phase == "SUCCEEDED" else None
+        if outputs is not None and outputs.state == "unknown" and a.output_dir:
+            # S3 could not answer: the timeline is incomplete (exit 3), as when Loki fails.
+            at = a.ended_at or ex.updated_at or now
+            tl.gaps.append(Gap("s3", at, at, f"{a.output_dir}outputs.pb: {outputs.reason}"))
         if outputs is not None and a.ended_at:
             tl.events.append(
                 Event(
@@ -236,6 +240,9 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
             )
             continue
         checkpoint = scanner.checkpoint(ex, a, signal) if v.verdict else None
+        if checkpoint is not None and checkpoint.state == "unknown" and checkpoint.uri:
+            at = a.ended_at or ex.updated_at or now
+            tl.gaps.append(Gap("s3", at, at, f"checkpoint {checkpoint.uri}: {checkpoint.reason}"))
         if checkpoint is not None:
             when = checkpoint.latest or a.ended_at or ex.updated_at or now
             tl.events.append(
@@ -243,8 +250,12 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                     when,
                     "s3",
                     f"checkpoint {checkpoint.uri or '(unknown location)'}: "
-                    f"{checkpoint.state}, {checkpoint.objects} object(s)"
-                    + (f" ({checkpoint.reason})" if checkpoint.reason else ""),
+                    + (
+                        f"unknown ({checkpoint.reason})"
+                        if checkpoint.state == "unknown"
+                        else f"{checkpoint.state}, {checkpoint.objects} object(s)"
+                        + (f" ({checkpoint.reason})" if checkpoint.reason else "")
+                    ),
                     tag,
                 )
             )
