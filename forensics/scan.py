@@ -269,7 +269,7 @@ class Scanner:
             rfc3339(window.start),
             rfc3339(window.end),
             shards,
-            labels.shard,
+            _hours(labels.shard),
             labels.url,
             query,
         )
@@ -815,6 +815,12 @@ class Scanner:
             self._admin_lane.submit(partial(lookup, project, domain, since))
         self._admin_lane.drain()
         return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+
+
+def _hours(d: timedelta) -> str:
+    """A shard length as the config writes it: `24h`, `90m`."""
+    seconds = int(d.total_seconds())
+    return f"{seconds // 3600}h" if seconds % 3600 == 0 else f"{seconds // 60}m"
 
 
 def _ref_parts(ref: ExecutionRef) -> tuple[str, str, str]:

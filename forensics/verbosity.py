@@ -136,6 +136,17 @@ def adopt_flytekit() -> None:
                 lg.setLevel(_levels[lg.name])
 
 
+class _Formatter(logging.Formatter):
+    """`elastic-audit: what happened` for the tool's story; level and logger name otherwise
+    (`elastic-audit: debug: botocore.endpoint: ...`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        own = record.name.split(".")[0] in TOOL_LOGGERS
+        level = "" if own and record.levelno == logging.INFO else record.levelname.lower() + ": "
+        return f"elastic-audit: {level}{'' if own else record.name + ': '}{text}"
+
+
 def setup_logging(verbosity: int | bool) -> None:
     """stderr logging for a command: 0 quiet, 1 the tool's story, 2 the libraries' debug too."""
     level = int(verbosity)
@@ -145,7 +156,7 @@ def setup_logging(verbosity: int | bool) -> None:
             root.removeHandler(h)
     handler = logging.StreamHandler(sys.stderr)
     handler._elastic_audit = True  # type: ignore[attr-defined]
-    handler.setFormatter(logging.Formatter("elastic-audit: %(levelname)s: %(name)s: %(message)s"))
+    handler.setFormatter(_Formatter())
     handler.addFilter(RedactingFilter(known_secrets()))
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if level >= 2 else logging.WARNING)

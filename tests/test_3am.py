@@ -89,7 +89,10 @@ def test_verbose_tells_the_tools_decisions_and_keeps_library_debug_for_vv(box, w
     assert v.returncode == 1, v.stderr
     json.loads(v.stdout)
     err = v.stderr
-    assert re.search(r"window 2026-09-04T00:00:00Z → 2026-09-11T00:00:00Z .* 7 Loki shard", err)
+    assert re.search(
+        r"(?m)^elastic-audit: window 2026-09-04T00:00:00Z → 2026-09-11T00:00:00Z .* 7 Loki shard\(s\) of at most 24h",
+        err,
+    )
     assert "Loki shard 2026-09-10T00:00:00Z → 2026-09-11T00:00:00Z: read" in err
     # one decision per candidate, with its evidence: the reference incident and a cleared one
     assert re.search(
@@ -101,10 +104,10 @@ def test_verbose_tells_the_tools_decisions_and_keeps_library_debug_for_vv(box, w
         r"calls: Loki 7 shard\(s\), Flyte Admin \d+ \(.+\), S3 \d+ \(http://127\.0\.0\.1:\d+\)", err
     )
     # third-party debug stays out of -v (it was ~220 lines of botocore/urllib3 before)
-    assert not re.search(r"(?m)^elastic-audit: DEBUG: (botocore|urllib3|grpc)", err)
+    assert not re.search(r"(?m)^elastic-audit: debug: (botocore|urllib3|grpc)", err)
     vv = cli("scan", *WINDOW, "-vv", "-o", "json", "--no-progress", env=env, cwd=work)
     assert vv.returncode == 1 and json.loads(vv.stdout)
-    assert re.search(r"(?m)^elastic-audit: DEBUG: botocore", vv.stderr)  # asked for: it is there
+    assert re.search(r"(?m)^elastic-audit: debug: botocore", vv.stderr)  # asked for: it is there
 
 
 # -- 2. no silent all-clear ---------------------------------------------------------------------
@@ -281,7 +284,7 @@ def _rows_fit(text: str, columns: int) -> None:
         assert line == line.rstrip(), f"trailing spaces: {line!r}"
         if len(line) > columns:
             word = line.split()[-1]
-            assert line.endswith(" " + word) and ("/" in word or len(word) > 40), line
+            assert line.endswith(" " + word), line
             assert len(line) - len(word) <= columns, f"wider than the terminal: {line!r}"
 
 

@@ -160,8 +160,8 @@ SCAN_COLUMNS = (
     Column("verdict"),
     Column("execution"),
     Column("node"),
-    Column("signal (UTC)", wrap=True),
-    Column("success", wrap=True),
+    Column("signal (UTC)"),
+    Column("success"),
     Column("checkpoint", wrap=True),
 )
 
