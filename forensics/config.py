@@ -82,6 +82,9 @@ class FlyteSettings:
     config_file: str | None = None  # flytekit/flytectl YAML; None = flytekit's own search
     namespace_template: str = "{project}-{domain}"
     domains: tuple[str, ...] = ("development", "staging", "production")
+    # Whether `domains` came from the config file; if not, a scan takes each project's domains
+    # from Admin's ListProjects (SPEC §4.4) and `domains` is only the fallback.
+    domains_configured: bool = False
     console_url: str | None = None
     timeout: float = 30.0  # gRPC deadline of one Admin call, seconds
     retries: int = 3  # per call, on UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED
@@ -383,6 +386,7 @@ def load_settings(
     flyte_fields = {k: v for k, v in fflyte.items() if k != "config"}
     flyte = FlyteSettings(
         config_file=flyte_config or fflyte.get("config"),
+        domains_configured="domains" in fflyte,
         **flyte_fields,
     )
     if flyte.config_file and not Path(flyte.config_file).is_file():

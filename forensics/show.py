@@ -239,7 +239,9 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                 )
             )
             continue
-        checkpoint = scanner.checkpoint(ex, a, signal) if v.verdict else None
+        checkpoint = (
+            scanner.checkpoint(ex, a, signal) if v.verdict in ("affected", "suspected") else None
+        )
         if checkpoint is not None and checkpoint.state == "unknown" and checkpoint.uri:
             at = a.ended_at or ex.updated_at or now
             tl.gaps.append(Gap("s3", at, at, f"checkpoint {checkpoint.uri}: {checkpoint.reason}"))

@@ -41,6 +41,13 @@ def coverage_line(report: Report) -> str:
         f"{s.affected} affected, {s.suspected} suspected, {s.not_affected} not affected "
         f"of {s.attempts_examined} attempts examined"
     )
+    if s.pending:
+        head += f"; {s.pending} pending (signalled, not finished yet: rescan once they end)"
+    if report.unresolved:
+        head += (
+            f"; {len(report.unresolved)} signalled Flyte pod(s) resolved to no attempt "
+            "(configuration problem)"
+        )
     if report.complete:
         return head + "; coverage complete"
     return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"

@@ -184,6 +184,18 @@ def render(report: Report, *, width: int | None = None) -> str:
         lines.append("No affected or suspected attempts.")
     for g in report.gaps:
         lines.append(prose(gap_line(g), width))
+    for p in report.pending:
+        lines.append(
+            prose(
+                f"PENDING {p.attempt} ({p.phase}): {p.signal.signal} at "
+                f"{short_time(p.signal.at)} in pod {p.signal.pod}; rescan once it ends",
+                width,
+            )
+        )
+    for u in report.unresolved:
+        lines.append(
+            prose(f"UNRESOLVED pod {u.signal.namespace}/{u.signal.pod}: {u.reason}", width)
+        )
     lines.append(prose(coverage_line(report), width))
     cleared = report.summary.cleared
     if cleared:

@@ -190,6 +190,35 @@ class ScenarioBuilder:
                 ),
             )
 
+    def operator_success(
+        self,
+        preempted_at: datetime,
+        ns: str,
+        workers: list[str],
+        preempted: int,
+        *,
+        lost: bool = False,
+    ) -> datetime:
+        """A PyTorchJob ended by one preempted worker, in the order the systems act; returns the
+        attempt's end as Admin records it.
+
+        The preempted worker's agent logs its signal (unless its logs were `lost`) and the pod
+        exits 0 two seconds later (the bug); the training operator marks an elastic job
+        Succeeded as soon as any worker succeeds (`pytorchjob_controller.go`: `ElasticPolicy !=
+        nil && succeeded > 0`) and deletes the other pods; propeller stamps the end itself
+        (`time.Now()`) when it next observes the job, with sub-second precision; the deleted
+        siblings' agents log their signals after that success (FACTS §13).
+        """
+        end = preempted_at + timedelta(seconds=2, milliseconds=370)
+        for i, pod in enumerate(workers):
+            if i == preempted:
+                if not lost:
+                    self.signal_pod(preempted_at, ns, pod, "pytorch", pid=80 + i)
+            else:
+                at = end + timedelta(milliseconds=500 + 100 * i)
+                self.signal_pod(at, ns, pod, "pytorch", pid=80 + i, plugin_lines=False)
+        return end
+
     def add(self, ex: SandboxExecution) -> SandboxExecution:
         self.scenario.executions.append(ex)
         return ex
