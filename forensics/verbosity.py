@@ -70,6 +70,17 @@ _HEADER = re.compile(
 MASK = "***"
 
 
+_registered: list[str] = []  # secrets that do not come from the environment (add_secret)
+
+
+def add_secret(value: str) -> None:
+    """Mask `value` in every log record from now on: a credential given some other way than the
+    environment (a webhook URL's path on the command line, a token read from a state file)."""
+    if len(value) >= 6 and value not in _registered:
+        _registered.append(value)
+        _registered.sort(key=len, reverse=True)
+
+
 def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     """Every credential value in the environment (and in the files it names), longest first."""
     env = os.environ if env is None else env
@@ -107,11 +118,12 @@ class RedactingFilter(logging.Filter):
             message = record.getMessage()
         except Exception:  # a library's malformed log call must not hide the rest
             message = str(record.msg)
-        record.msg, record.args = redact(message, self.secrets), None
+        secrets = [*_registered, *self.secrets]
+        record.msg, record.args = redact(message, secrets), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text, self.secrets)
+            record.exc_text = redact(record.exc_text, secrets)
         return True
 
 

@@ -233,3 +233,19 @@ def test_reprs_of_configured_clients_hide_the_secret(tmp_path, monkeypatch, secr
     objects = [settings, settings.loki, settings.flyte, *build_sources(settings)]
     for obj in objects:
         assert secret not in repr(obj) and secret not in str(obj)
+
+
+def test_a_secret_registered_at_run_time_is_masked_in_every_log_record(capsys):
+    # For credentials that are not in the environment (a webhook URL given as a flag): the
+    # filter in forensics/verbosity.py masks them in any logger's records, at any level.
+    import logging
+
+    from forensics.verbosity import add_secret, setup_logging
+
+    webhook = f"https://hooks.example.com/services/{RUN}/webhooksecret"
+    setup_logging(2)
+    add_secret(webhook)
+    logging.getLogger("urllib3.connectionpool").debug("POST %s 200", webhook)
+    logging.getLogger("forensics.notify").info("notified %s", webhook)
+    err = capsys.readouterr().err
+    assert webhook not in err and err.count("***") == 2
