@@ -245,6 +245,7 @@ def _register() -> None:
         relaunch,
         scan,
         show,
+        watch,
     )
 
 

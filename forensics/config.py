@@ -73,6 +73,9 @@ class LokiSettings:
     timeout: float = 60.0
     retries: int = 5  # per HTTP call, on 429/5xx/connection failures and cut-off bodies
     retry_backoff: float = 0.5  # seconds; doubles per retry (a server's Retry-After wins)
+    # The tenant's max_entries_limit_per_query: the page size. A lower server limit is taken from
+    # Loki's 400 and adopted at run time; this only saves that first refused request.
+    max_entries: int = 5000
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,19 @@ def _float(v: Any) -> float:
     return float(v)
 
 
+MAX_ENTRIES_RANGE = (100, 5000)
+
+
+def _max_entries(v: Any) -> int:
+    low, high = MAX_ENTRIES_RANGE
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise ValueError(
+            f"must be a whole number from {low} to {high} (Loki's default limit; a lower tenant "
+            "limit is also found from Loki's answer)"
+        )
+    return v
+
+
 def _retries(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 20:
         raise ValueError("must be a whole number from 0 to 20")
@@ -227,6 +243,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "timeout": _float,
         "retries": _retries,
         "retry_backoff": _backoff,
+        "max_entries": _max_entries,
     },
     "flyte": {
         "config": _nonempty,

@@ -45,11 +45,13 @@ from forensics.model import (
     ExecutionRef,
     Finding,
     Gap,
+    LogEntry,
     ObjectCheck,
     Pending,
     Report,
     SignalHit,
     Summary,
+    UnparsedLine,
     Unresolved,
     Window,
     rfc3339,
@@ -101,6 +103,13 @@ def task_selector(
             alternatives.append(lit[0] + ".+" + lit[1])
     extra = matcher(settings.loki.namespace_label, "=~", "(" + "|".join(alternatives) + ")")
     return sel[:-1].rstrip().rstrip(",") + ", " + extra + "}"
+
+
+def signal_query(settings: Settings, scope: ScanScope, domains: Sequence[str] | None = None) -> str:
+    """The LogQL query that finds death-signal lines: the task selector (see `task_selector`)
+    and one line filter, `|~ SIGNAL_LINE_REGEX`, which matches every line `parse_signal` accepts
+    (a superset)."""
+    return build_query(task_selector(settings, scope, domains), [("|~", SIGNAL_LINE_REGEX)])
 
 
 @dataclass(eq=False, slots=True)
@@ -254,6 +263,8 @@ class Scanner:
         # Admin calls in flight, whichever thread makes them: at most `workers`.
         self._admin_slots = threading.BoundedSemaphore(settings.workers)
         self._swept: dict[tuple[str, str], set[str]] = {}
+        self._inputs: dict[ExecutionRef, dict[str, str]] = {}
+        self.unparsed: tuple[int, UnparsedLine | None] = (0, None)  # of the last `signals`
         # Each project's domains (None: not known, the configured domains stand in).
         self._projects: dict[str, tuple[str, ...]] | None = None
         self._projects_error: str | None = None
@@ -279,13 +290,12 @@ class Scanner:
         self, window: Window, scope: ScanScope, stop: threading.Event | None = None
     ) -> tuple[dict[tuple[str, str], SignalHit], list[Gap], int]:
         """The earliest death-signal hit per (namespace, pod), the Loki gaps, the shard count."""
-        domains = self._scope_domains(scope)
-        query = build_query(
-            task_selector(self.settings, scope, domains), [("|~", SIGNAL_LINE_REGEX)]
-        )
+        query = signal_query(self.settings, scope, self._scope_domains(scope))
         labels = self.settings.loki
         hits: dict[tuple[str, str], SignalHit] = {}
         gaps: list[Gap] = []
+        unparsed = 0
+        unparsed_first: LogEntry | None = None
         shards = len(window.split(min(labels.shard, labels.max_query_length)))
         log.info(
             "window %s → %s (end exclusive): %d Loki shard(s) of at most %s at %s; query %s",
@@ -309,12 +319,12 @@ class Scanner:
                         "Loki shard %s → %s: %s, %d line(s) in %d request(s)",
                         rfc3339(item.window.start),
                         rfc3339(item.window.end),
-                        "read" if item.error is None else f"FAILED ({item.error})",
+                        "read" if not item.failures else f"FAILED ({item.error or 'in part'})",
                         item.entries,
                         item.requests,
                     )
-                    if item.error is not None:
-                        gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+                    for part, error in item.failures:
+                        gaps.append(Gap("loki", part.start, part.end, error))
                     self.progress.advance("loki")
                     continue
                 hit = parse_signal(
@@ -323,7 +333,13 @@ class Scanner:
                     pod_label=labels.pod_label,
                     container_label=labels.container_label,
                 )
-                if hit is not None and hit.at in window:
+                if hit is None:
+                    # Loki matched it as a death signal: an unreadable one is counted and shown.
+                    unparsed += 1
+                    if unparsed_first is None or item.ts_ns < unparsed_first.ts_ns:
+                        unparsed_first = item
+                    continue
+                if hit.at in window:
                     # Only the earliest line of a pod counts (SPEC §5); ties keep the first.
                     key = (hit.namespace, hit.pod)
                     first = hits.get(key)
@@ -332,6 +348,7 @@ class Scanner:
         finally:
             items.close()  # stops the shard workers when the scan stops early
         self.progress.finish("loki")
+        self.unparsed = (unparsed, _unparsed_example(unparsed_first))
         return hits, gaps, shards
 
     # -- signalled pods that no swept execution claimed: one by one ---------------------------
@@ -572,6 +589,19 @@ class Scanner:
     # -- Loki, then the join index ---------------------------------------------------------------
     def _loki_phase(self) -> None:
         hits, gaps, _ = self.signals(self._window, self._scope, self._stop)
+        unparsed, example = self.unparsed
+        if example is not None:
+            log.warning(
+                "Loki matched %d death-signal line(s) that could not be read "
+                "(summary.unparsed_lines); the earliest, %s %s: %s",
+                unparsed,
+                rfc3339(example.at),
+                ", ".join(f"{k}={v}" for k, v in example.labels) or "(no labels)",
+                example.line,
+            )
+        with self._lock:
+            self._summary.unparsed_lines = unparsed
+            self._summary.unparsed_example = example
         scope = self._scope
         index: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
         pending: dict[tuple[str, str], SignalHit] = {}
@@ -798,6 +828,8 @@ class Scanner:
     # -- helpers -------------------------------------------------------------------------------
     def outputs(self, att: AttemptRecord) -> ObjectCheck:
         """Whether the attempt's outputs.pb exists (unknown, with why, when Admin has no location)."""
+        if att.outputs_unknown:
+            return ObjectCheck("unknown", att.outputs_unknown)
         if not att.output_dir:
             return ObjectCheck("unknown", "Admin records no output location for this attempt")
         return self.store.outputs_check(att.output_dir)
@@ -838,7 +870,9 @@ class Scanner:
                 summary.affected += 1
             else:
                 summary.suspected += 1
-            if outputs is not None and outputs.state == "unknown":
+            # An S3 read that failed is a gap a rescan can close; a location Admin's record does
+            # not give (inline raw-output policy) is not: the finding itself says why.
+            if outputs is not None and outputs.state == "unknown" and not att.outputs_unknown:
                 self._gaps.append(
                     Gap(
                         "s3",
@@ -883,31 +917,45 @@ class Scanner:
             # SPEC §6: `signal` is null for `suspected`; the hit is kept as a note.
             notes += (late_signal_note(att, signal),)
             signal = None
+        notes += shape_notes(ex, att)
+        written = (
+            None if outputs is None or outputs.state == "unknown" else outputs.state == "present"
+        )
         return Finding(
             attempt=att.ref,
             verdict=verdict.verdict or "",
             execution_phase=ex.phase,
             signal=signal,
             succeeded_at=att.ended_at,
-            outputs_written=bool(outputs and outputs.state == "present"),
+            outputs_written=written,
             checkpoint=ck,
             links=links,
             evidence=notes,
+            parent=ex.parent,
         )
 
     def checkpoint(
         self, ex: ExecutionRecord, att: AttemptRecord, signal: SignalHit | None
     ) -> Checkpoint:
         """SPEC §4.4: locate the checkpoint and list it (never `empty` for an error)."""
-        inputs = None
+        inputs = node_inputs = None
         ck = self.settings.checkpoints
         if ck.input or (ck.template and "{inputs." in ck.template):
+            # SPEC §5: the attempt's own node inputs first (a @dynamic sweep or a map passes each
+            # trial its own prefix), then the execution's; the latter only when still needed.
             try:
                 with self._admin_slots:
-                    inputs = self.admin.get_inputs(ex.ref)
+                    node_inputs = self.admin.get_node_inputs(
+                        att.ref, array_node=att.array_node, array_index=att.array_index
+                    )
             except SourceError as e:
-                return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
-        loc = checkpoint_location(ck, att, ex, inputs)
+                return Checkpoint(None, "unknown", reason=f"node inputs: {e.cause}")
+            if not (ck.input and node_inputs.get(ck.input)):
+                try:
+                    inputs = self._execution_inputs(ex.ref)
+                except SourceError as e:
+                    return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
+        loc = checkpoint_location(ck, att, ex, inputs, node_inputs=node_inputs)
         if loc.uri is None:
             return Checkpoint(None, "unknown", reason=loc.reason, source=loc.source)
         listing = self.store.list_prefix(loc.uri)
@@ -920,6 +968,14 @@ class Scanner:
             source=loc.source,
             written_after_signal=written_after(listing, signal),
         )
+
+    def _execution_inputs(self, ref: ExecutionRef) -> dict[str, str]:
+        """GetExecutionData once per execution, whatever the number of its findings."""
+        # The Admin slot before the execution's lock, the order `resolve` takes them in.
+        with self._admin_slots, self._ref_locks[ref]:
+            if ref not in self._inputs:
+                self._inputs[ref] = self.admin.get_inputs(ref)
+            return self._inputs[ref]
 
     def _relaunched(self, findings: list[Finding]) -> list[Finding]:
         """Fill `relaunched_as` from existing RELAUNCH executions that reference a finding."""
@@ -963,6 +1019,29 @@ def _hours(d: timedelta) -> str:
     """A shard length as the config writes it: `24h`, `90m`."""
     seconds = int(d.total_seconds())
     return f"{seconds // 3600}h" if seconds % 3600 == 0 else f"{seconds // 60}m"
+
+
+def shape_notes(ex: ExecutionRecord, att: AttemptRecord) -> tuple[str, ...]:
+    """What a finding's shape means for the operator: a child execution, an array subtask."""
+    notes: tuple[str, ...] = ()
+    if att.array_node is not None:
+        notes += (f"subtask {att.array_index} of array (map) node {att.array_node}",)
+    if ex.parent is not None:
+        notes += (
+            f"child execution of {ex.parent.execution} (node {ex.parent.node_id}): relaunching "
+            "this child alone will not re-run the parent's later steps; relaunch the parent "
+            f"(elastic-audit relaunch --parent {ex.ref})",
+        )
+    return notes
+
+
+def _unparsed_example(entry: LogEntry | None) -> UnparsedLine | None:
+    if entry is None:
+        return None
+    line = entry.line
+    if len(line) > UnparsedLine.MAX_CHARS:
+        line = line[: UnparsedLine.MAX_CHARS] + "…"
+    return UnparsedLine(entry.at, entry.labels, line)
 
 
 def _ref_parts(ref: ExecutionRef) -> tuple[str, str, str]:

@@ -218,7 +218,7 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                     "s3",
                     f"outputs.pb {outputs.state}"
                     + (f" ({outputs.reason})" if outputs.reason else "")
-                    + f" at {a.output_dir}outputs.pb",
+                    + (f" at {a.output_dir}outputs.pb" if a.output_dir else ""),
                     tag,
                 )
             )
@@ -274,8 +274,8 @@ def _read(loki, query: str, window: Window, lk, tl: Timeline) -> list[LogEntry]:
     out: list[LogEntry] = []
     for item in loki.scan(query, window, shard=lk.shard, max_query_length=lk.max_query_length):
         if isinstance(item, ShardOutcome):
-            if item.error is not None:
-                tl.gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+            for part, error in item.failures:
+                tl.gaps.append(Gap("loki", part.start, part.end, error))
         else:
             out.append(item)
     return out

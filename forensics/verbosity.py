@@ -85,6 +85,8 @@ def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     """Every credential value in the environment (and in the files it names), longest first."""
     env = os.environ if env is None else env
     values = [env[name] for name in SECRET_VARS if env.get(name)]
+    # Webhook URLs carry their secret in the path (SPEC §9): each one, whole.
+    values += (env.get("ELASTIC_AUDIT_NOTIFY") or "").split()
     for name in SECRET_FILE_VARS:
         if env.get(name):
             try:

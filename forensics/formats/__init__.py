@@ -48,6 +48,9 @@ def coverage_line(report: Report) -> str:
             f"; {len(report.unresolved)} signalled Flyte pod(s) resolved to no attempt "
             "(configuration problem)"
         )
+    if s.unparsed_lines:
+        # Read completely, yet some matched lines said nothing: their attempts may be missing.
+        head += f"; {s.unparsed_lines} matched death-signal line(s) could not be read"
     if report.complete:
         return head + "; coverage complete"
     return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"

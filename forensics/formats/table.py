@@ -180,6 +180,13 @@ def render(report: Report, *, width: int | None = None) -> str:
             node = f"{f.attempt.node_id}/{f.attempt.attempt}"
             rows.append((f.verdict, str(f.attempt.execution), node, sig, ok, ck))
         lines.append(render_table(SCAN_COLUMNS, rows, width=width).rstrip("\n"))
+        for f in report.findings:
+            if f.parent is not None:
+                text = (
+                    f"CHILD {f.attempt.execution} of {f.parent}: relaunching it alone will "
+                    "not re-run the parent's later steps (relaunch --parent)"
+                )
+                lines.append(prose(text, width))
     else:
         lines.append("No affected or suspected attempts.")
     for g in report.gaps:
