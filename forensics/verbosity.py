@@ -76,9 +76,15 @@ _registered: list[str] = []  # secrets that do not come from the environment (ad
 def add_secret(value: str) -> None:
     """Mask `value` in every log record from now on: a credential given some other way than the
     environment (a webhook URL's path on the command line, a token read from a state file)."""
-    if len(value) >= 6 and value not in _registered:
-        _registered.append(value)
-        _registered.sort(key=len, reverse=True)
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    # A URL's secret is its path and query, which urllib3's debug log prints without the host.
+    tail = parts.path + (f"?{parts.query}" if parts.query else "") if parts.netloc else ""
+    for v in (value, tail):
+        if len(v) >= 6 and v not in _registered:
+            _registered.append(v)
+    _registered.sort(key=len, reverse=True)
 
 
 def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
@@ -86,7 +92,8 @@ def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if env is None else env
     values = [env[name] for name in SECRET_VARS if env.get(name)]
     # Webhook URLs carry their secret in the path (SPEC §9): each one, whole.
-    values += (env.get("ELASTIC_AUDIT_NOTIFY") or "").split()
+    for url in (env.get("ELASTIC_AUDIT_NOTIFY") or "").split():
+        add_secret(url)
     for name in SECRET_FILE_VARS:
         if env.get(name):
             try:

@@ -245,7 +245,8 @@ def test_a_secret_registered_at_run_time_is_masked_in_every_log_record(capsys):
     webhook = f"https://hooks.example.com/services/{RUN}/webhooksecret"
     setup_logging(2)
     add_secret(webhook)
-    logging.getLogger("urllib3.connectionpool").debug("POST %s 200", webhook)
+    path = webhook.removeprefix("https://hooks.example.com")
+    logging.getLogger("urllib3.connectionpool").debug('"POST %s HTTP/1.1" 200', path)
     logging.getLogger("forensics.notify").info("notified %s", webhook)
     err = capsys.readouterr().err
-    assert webhook not in err and err.count("***") == 2
+    assert webhook not in err and path not in err and err.count("***") == 2
