@@ -114,8 +114,8 @@ def test_verbose_tells_the_tools_decisions_and_keeps_library_debug_for_vv(box, w
 
 
 def test_a_failing_source_says_why_and_where_its_address_came_from(box, work, tmp_path):
-    # LOKI_ADDR unset: the default localhost:3100 (nothing listens on this machine's 3100 —
-    # checked below); Admin at flytekit's default; S3 from the sandbox.
+    # LOKI_ADDR unset: the default localhost:3100; Admin at flytekit's default 127.0.0.1:30080
+    # (the test needs nothing listening on those two ports); S3 from the sandbox.
     env = clean_env(
         tmp_path,
         AWS_ENDPOINT_URL_S3=box.env["AWS_ENDPOINT_URL_S3"],
