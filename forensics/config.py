@@ -111,6 +111,8 @@ class Settings:
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
     workers: int = 8
     config_path: Path | None = None
+    # source ("loki", "admin", "s3") -> where its address came from: flag, env, file, default
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 
 # key -> (type description, converter); converters raise ValueError with a reason.
@@ -273,12 +275,16 @@ def check_http_url(url: str, what: str) -> None:
 def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | None:
     """`--config FILE`, else `$ELASTIC_AUDIT_CONFIG`, else `./elastic-audit.toml`, else
     `$XDG_CONFIG_HOME/elastic-audit/config.toml`."""
-    explicit = explicit or env.get("ELASTIC_AUDIT_CONFIG") or None
     if explicit:
         p = Path(explicit)
         if not p.is_file():
             raise ConfigError(f"config file {explicit}: not found (or not a file)")
         return p
+    named = env.get("ELASTIC_AUDIT_CONFIG")
+    if named:
+        # Typically left exported by a `demo --keep-running` that has since stopped.
+        _env_file(named, "ELASTIC_AUDIT_CONFIG")
+        return Path(named)
     local = Path(CONFIG_NAME)
     if local.is_file():
         return local
@@ -387,6 +393,13 @@ def load_settings(
                 f'{where} must be a LogQL stream selector such as {{namespace=~".+"}}'
             )
 
+    if not flyte_config and not fflyte.get("config"):
+        # flytekit only warns about a missing FLYTECTL_CONFIG and falls back to its default
+        # Admin (127.0.0.1:30080): a forensics run against the wrong Admin must not start.
+        for var in ("FLYTECTL_CONFIG_OVERRIDE", "FLYTECTL_CONFIG"):  # flytekit's precedence
+            if env.get(var):
+                _env_file(env[var], var)
+                break
     flyte_fields = {k: v for k, v in fflyte.items() if k != "config"}
     flyte = FlyteSettings(
         config_file=flyte_config or fflyte.get("config"),
@@ -406,4 +419,69 @@ def load_settings(
     n = workers if workers is not None else file.get("scan", {}).get("workers", Settings.workers)
     if not 1 <= n <= 256:
         raise ConfigError(f"--workers must be from 1 to 256, not {n}")
-    return Settings(loki=loki, flyte=flyte, checkpoints=ck, workers=n, config_path=path)
+    origins = {
+        "loki": _loki_origin(loki_url, env, path, floki),
+        "admin": _admin_origin(flyte_config, env, path, fflyte),
+        "s3": _s3_origin(env),
+    }
+    return Settings(
+        loki=loki, flyte=flyte, checkpoints=ck, workers=n, config_path=path, origins=origins
+    )
+
+
+def _env_file(value: str, var: str) -> None:
+    """A file named by environment variable `var` must exist: say which variable when not."""
+    if not Path(value).is_file():
+        raise ConfigError(
+            f"{var}={value}: no such file (left over from a stopped `demo --keep-running`? "
+            f"unset {var} or point it at an existing file)"
+        )
+
+
+# -- where each address came from (SPEC §4 precedence), for the one line a failing source prints
+
+
+def _loki_origin(
+    flag: str | None, env: Mapping[str, str], path: Path | None, floki: Mapping[str, Any]
+) -> str:
+    if flag:
+        return "from --loki-url"
+    if env.get("LOKI_ADDR"):
+        return "from LOKI_ADDR"
+    if floki.get("url"):
+        return f"from [loki] url in {path}"
+    return "the default (LOKI_ADDR unset, no --loki-url, no [loki] url in a config file)"
+
+
+def _admin_origin(
+    flag: str | None, env: Mapping[str, str], path: Path | None, fflyte: Mapping[str, Any]
+) -> str:
+    if env.get("FLYTE_PLATFORM_URL"):
+        return "from FLYTE_PLATFORM_URL"
+    if flag:
+        return f"from --flyte-config {flag}"
+    if fflyte.get("config"):
+        return f"from [flyte] config {fflyte['config']} in {path}"
+    for var in ("FLYTECTL_CONFIG_OVERRIDE", "FLYTECTL_CONFIG"):
+        if env.get(var):
+            return f"from {var}={env[var]}"
+    # flytekit's own search (configuration/file.py::get_config_file), after the variables.
+    home = Path(env.get("HOME") or Path.home())
+    for candidate in (
+        Path("flytekit.config"),
+        home / ".flyte" / "config",
+        home / ".flyte" / "config.yaml",
+    ):
+        if candidate.is_file():
+            return f"from {candidate}"
+    return (
+        "flytekit's default (FLYTE_PLATFORM_URL and FLYTECTL_CONFIG unset, no ~/.flyte/config.yaml)"
+    )
+
+
+def _s3_origin(env: Mapping[str, str]) -> str:
+    for var in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        if env.get(var):
+            return f"from {var}"
+    profile = env.get("AWS_PROFILE") or "default"
+    return f"AWS's endpoint for the region (no AWS_ENDPOINT_URL_S3; profile {profile})"

@@ -13,7 +13,7 @@ _PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _URL_PATH = re.compile(r"/projects/([^/]+)/domains/([^/]+)/executions/([^/?#]+)")
 
 FORMS = (
-    "project:domain:name, ex:project:domain:name, a Flyte console URL "
+    "project:domain:name, project/domain/name, ex:project:domain:name, a Flyte console URL "
     "(…/projects/P/domains/D/executions/NAME), or a bare name with --project and --domain"
 )
 
@@ -31,7 +31,8 @@ def parse_execution(
             )
         parts = list(m.groups())
     else:
-        parts = raw.split(":")
+        # `p/d/name` as flytectl and older reports print it; no part may hold `/` or `:`.
+        parts = raw.split("/") if "/" in raw and ":" not in raw else raw.split(":")
         if parts and parts[0] == "ex":
             parts = parts[1:]
         if len(parts) == 1:

@@ -240,6 +240,8 @@ def describe_cache(facts: WorkflowFacts | None, overwrite: bool, why_unknown: st
 
 def default_audit_log(env: dict[str, str] | None = None) -> Path:
     env = dict(os.environ) if env is None else env
+    if env.get("ELASTIC_AUDIT_AUDIT_LOG"):  # set by `demo --keep-running`: the sandbox's own log
+        return Path(env["ELASTIC_AUDIT_AUDIT_LOG"])
     state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state) / "elastic-audit" / "audit.jsonl"
 

@@ -299,6 +299,15 @@ class Scanner:
         unparsed = 0
         unparsed_first: LogEntry | None = None
         shards = len(window.split(min(labels.shard, labels.max_query_length)))
+        log.info(
+            "window %s → %s (end exclusive): %d Loki shard(s) of at most %s at %s; query %s",
+            rfc3339(window.start),
+            rfc3339(window.end),
+            shards,
+            _hours(labels.shard),
+            labels.url,
+            query,
+        )
         self.progress.start("loki", "Reading Loki shards", shards)
         items = self.loki.scan(
             query, window, shard=labels.shard, max_query_length=labels.max_query_length
@@ -308,6 +317,14 @@ class Scanner:
                 if stop is not None and stop.is_set():
                     raise _Stopped()
                 if isinstance(item, ShardOutcome):
+                    log.info(
+                        "Loki shard %s → %s: %s, %d line(s) in %d request(s)",
+                        rfc3339(item.window.start),
+                        rfc3339(item.window.end),
+                        "read" if not item.failures else f"FAILED ({item.error or 'in part'})",
+                        item.entries,
+                        item.requests,
+                    )
                     for part, error in item.failures:
                         gaps.append(Gap("loki", part.start, part.end, error))
                     self.progress.advance("loki")
@@ -540,6 +557,15 @@ class Scanner:
         gaps = sorted(
             self._gaps,
             key=lambda g: (g.source, g.start or window.start, g.end or window.end, g.error),
+        )
+        log.info(
+            "calls: Loki %d shard(s), Flyte Admin %d (%s), S3 %d (%s); %d gap(s)",
+            len(window.split(min(self.settings.loki.shard, self.settings.loki.max_query_length))),
+            self.admin.calls_total,
+            self.admin.endpoint,
+            self.store.call_count,
+            self.store.endpoint,
+            len(gaps),
         )
         pending = sorted(self._pending, key=lambda p: (p.signal.at, str(p.attempt)))
         unresolved = sorted(self._unresolved, key=lambda u: (u.signal.at, u.signal.pod))
@@ -899,6 +925,16 @@ class Scanner:
         signal: SignalHit | None,
         outputs: ObjectCheck | None,
     ) -> None:
+        log.info(
+            "%s %s/%s (%s, signal %s, outputs.pb %s): %s",
+            ex.ref,
+            att.ref.node_id,
+            att.ref.attempt,
+            att.phase,
+            rfc3339(signal.at) if signal else "none",
+            outputs.state if outputs else "not checked",
+            verdict.verdict or f"cleared: {verdict.cleared or 'cleared'}",
+        )
         finding = None
         if verdict.verdict not in (None, PENDING):
             finding = self._finding(verdict, ex, att, signal, outputs)
@@ -1062,6 +1098,12 @@ class Scanner:
         return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
 
 
+def _hours(d: timedelta) -> str:
+    """A shard length as the config writes it: `24h`, `90m`."""
+    seconds = int(d.total_seconds())
+    return f"{seconds // 3600}h" if seconds % 3600 == 0 else f"{seconds // 60}m"
+
+
 @dataclass(frozen=True)
 class Examined:
     """One attempt of an examined execution: the scan's verdict (None: not examined)."""
@@ -1133,6 +1175,9 @@ def scanner_for(settings: Settings, *, progress: Progress | None = None) -> Scan
 
 def build_sources(settings: Settings) -> tuple[LokiClient, AdminClient, ObjectStore]:
     """The three production clients, configured by their own conventions (SPEC §4)."""
+    from forensics.verbosity import adopt_flytekit
+
+    adopt_flytekit()  # flytekit is imported by now; its warnings must not reach stdout
     loki = LokiClient(settings.loki, workers=settings.workers)
     admin = AdminClient.from_settings(settings.flyte)
     store = ObjectStore.default(workers=settings.workers)

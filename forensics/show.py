@@ -189,6 +189,12 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
     for e in exam.attempts:
         a, outputs, checkpoint = e.attempt, e.outputs, e.checkpoint
         tag = f"{a.ref.node_id}/{a.ref.attempt}"
+        at = a.ended_at or ex.updated_at or now
+        if outputs is not None and outputs.state == "unknown" and a.output_dir:
+            # S3 could not answer: the timeline is incomplete (exit 3), as when Loki fails.
+            tl.gaps.append(Gap("s3", at, at, f"{a.output_dir}outputs.pb: {outputs.reason}"))
+        if checkpoint is not None and checkpoint.state == "unknown" and checkpoint.uri:
+            tl.gaps.append(Gap("s3", at, at, f"checkpoint {checkpoint.uri}: {checkpoint.reason}"))
         if outputs is not None and a.ended_at:
             tl.events.append(
                 Event(
@@ -219,8 +225,12 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                     when,
                     "s3",
                     f"checkpoint {checkpoint.uri or '(unknown location)'}: "
-                    f"{checkpoint.state}, {checkpoint.objects} object(s)"
-                    + (f" ({checkpoint.reason})" if checkpoint.reason else ""),
+                    + (
+                        f"unknown ({checkpoint.reason})"
+                        if checkpoint.state == "unknown"
+                        else f"{checkpoint.state}, {checkpoint.objects} object(s)"
+                        + (f" ({checkpoint.reason})" if checkpoint.reason else "")
+                    ),
                     tag,
                 )
             )

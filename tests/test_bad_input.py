@@ -478,12 +478,21 @@ def test_any_json_given_as_a_report_is_refs_or_a_usage_error(tmp_path_factory, d
 # -- -o values ---------------------------------------------------------------------------------
 
 OUTPUTS = [
-    (["show", "gs1:production:abc", "-o", "csv"], "-o csv is not available here"),
-    (["show", "gs1:production:abc", "-o", "markdown"], "-o markdown is not available here"),
-    (["relaunch", "gs1:production:abc", "--yes", "-o", "csv"], "-o csv is not available here"),
-    (["relaunch", "gs1:production:abc", "--yes", "-o", "markdown"], "-o markdown"),
-    (["pin-bump", SHA, "--root", ".", "--no-verify", "-o", "csv"], "-o csv is not available"),
-    (["pin-bump", SHA, "--root", ".", "--no-verify", "-o", "markdown"], "-o markdown"),
+    (["show", "gs1:production:abc", "-o", "csv"], "'csv' is not one of table, json"),
+    (["show", "gs1:production:abc", "-o", "markdown"], "'markdown' is not one of table, json"),
+    (["relaunch", "gs1:production:abc", "--yes", "-o", "csv"], "'csv' is not one of table, json"),
+    (
+        ["relaunch", "gs1:production:abc", "--yes", "-o", "markdown"],
+        "'markdown' is not one of table, json",
+    ),
+    (
+        ["pin-bump", SHA, "--root", ".", "--no-verify", "-o", "csv"],
+        "'csv' is not one of table, json, diff",
+    ),
+    (
+        ["pin-bump", SHA, "--root", ".", "--no-verify", "-o", "markdown"],
+        "'markdown' is not one of table, json, diff",
+    ),
     (["scan", *WINDOW, "-o", "yaml"], "-o"),
 ]
 

@@ -106,6 +106,30 @@ def test_dry_run_prints_a_diff_that_applies_to_the_golden_bytes_and_writes_nothi
         assert (copy / rel).read_bytes() == (GOLDEN / rel).read_bytes(), rel
 
 
+def test_dry_run_output_diff_is_a_plain_patch_git_apply_accepts(tree, tmp_path: Path) -> None:
+    # `pin-bump SHA --dry-run -o diff > bump.patch`: the patch alone on stdout (it was JSON with
+    # the diff inside a string), the summary for the person on stderr.
+    before = snapshot(tree.base)
+    proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "--dry-run", "-o", "diff")
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(tree.base) == before
+    assert proc.stdout.startswith("--- a/") and "pin-bump exa-labs/flytekit" not in proc.stdout
+    assert "16 pin(s) in 5 file(s) would move" in proc.stderr
+    copy = tmp_path / "patched"
+    copy.mkdir()
+    for rel in CHANGED:
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        (copy / rel).write_bytes((MONOREPO / rel).read_bytes())
+    patch = tmp_path / "bump.patch"
+    patch.write_bytes(proc.stdout.encode())
+    git = ["git", "-c", "core.autocrlf=false", "apply"]
+    checked = subprocess.run([*git, "--check", str(patch)], cwd=copy, capture_output=True)
+    assert checked.returncode == 0, checked.stderr
+    subprocess.run([*git, str(patch)], cwd=copy, check=True, capture_output=True)
+    for rel in CHANGED:
+        assert (copy / rel).read_bytes() == (GOLDEN / rel).read_bytes(), rel
+
+
 def test_check_exits_1_on_stale_pins_then_0_once_bumped_and_never_writes(tree) -> None:
     before = snapshot(tree.base)
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "--check", "-o", "json")
@@ -346,12 +370,20 @@ def test_dry_run_and_check_together_is_a_usage_error(tree) -> None:
     assert proc.returncode == 2 and "cannot be combined" in proc.stderr
 
 
-def test_no_pins_at_all_is_nothing_to_do(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", [[], ["--check"], ["--dry-run"]])
+def test_no_pins_at_all_is_refused_not_an_all_clear(tmp_path: Path, mode: list[str]) -> None:
+    # A tree without pins of the repo (or a --repo typo) is a mistake, never "all 0 pins at SHA".
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["a"]\n')
-    proc = run_cli(NEW_SHA, "--root", str(tmp_path), "-o", "json")
-    assert proc.returncode == 0, proc.stderr  # no network needed either
-    assert json.loads(proc.stdout)["pins_found"] == 0
-    assert "no pin of exa-labs/flytekit" in proc.stderr
+    proc = run_cli(NEW_SHA, "--root", str(tmp_path), "-o", "json", *mode)
+    assert proc.returncode == 2, proc.stderr  # no network needed either
+    assert proc.stdout == ""
+    assert "no pin of exa-labs/flytekit" in proc.stderr and "--repo" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_repo_typo_finds_no_pin_and_is_refused(tree) -> None:
+    proc = run_cli(NEW_SHA, "--root", str(tree.root), "--repo", "exa-labs/flytkit", "--check")
+    assert proc.returncode == 2 and "no pin of exa-labs/flytkit" in proc.stderr
 
 
 def test_root_defaults_to_the_git_top_level(tree) -> None:

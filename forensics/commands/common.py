@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
 
 import typer
 
-from forensics.cli import OutputFormat
+from forensics.cli import REPORT_FORMATS, TABLE_OR_JSON, OutputFormat, output_option
 from forensics.config import Settings, load_settings
 from forensics.fsutil import write_atomic
+from forensics.verbosity import setup_logging
 
 ConfigOpt = typer.Option(
     None,
     "--config",
-    help="Config file (default ./elastic-audit.toml, then $XDG_CONFIG_HOME/elastic-audit/config.toml).",
+    help="Config file (else $ELASTIC_AUDIT_CONFIG, ./elastic-audit.toml, "
+    "$XDG_CONFIG_HOME/elastic-audit/config.toml).",
     show_default=False,
 )
 LokiUrlOpt = typer.Option(
@@ -51,24 +52,21 @@ WorkersOpt = typer.Option(
     help="Concurrent requests per source (default 8).",
     show_default=False,
 )
-OutputOpt = typer.Option(
-    None,
-    "-o",
-    "--output",
-    help="table (default on a terminal), json, csv, markdown.",
-    show_default=False,
-    case_sensitive=False,
-)
+OutputOpt = output_option(*REPORT_FORMATS)  # scan, demo
+TableOrJsonOpt = output_option(*TABLE_OR_JSON)  # show, relaunch
 NoProgressOpt = typer.Option(
     False,
     "--no-progress",
     help="No progress bar (there is none anyway when stderr is not a terminal).",
 )
 VerboseOpt = typer.Option(
-    False,
+    0,
     "-v",
     "--verbose",
-    help="Log requests and decisions to stderr (secrets are never logged).",
+    count=True,
+    show_default=False,
+    help="-v: the tool's decisions on stderr (window, shards, candidates, calls per source); "
+    "-vv: also the libraries' debug logs. Secrets are never logged.",
 )
 
 
@@ -122,17 +120,6 @@ def check_domains(domain: list[str], settings: Settings) -> None:
         )
 
 
-def setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="elastic-audit: %(levelname)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if not verbose:
-        for noisy in ("flytekit", "botocore", "urllib3", "grpc"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
-
-
 def write_atomically(path: str, text: str) -> None:
     """Write `text` to `path` via a temp file in the same directory and a rename: all or nothing."""
     write_atomic(path, text.encode("utf-8"))
@@ -160,4 +147,62 @@ def emit(text: str) -> None:
     sys.stdout.flush()
 
 
-__all__ = ["OutputFormat"]
+__all__ = ["OutputFormat", "setup_logging"]
+
+
+# -- one stderr line per failing source: what failed, the likely cause, where the address came from
+
+_CAUSES = (
+    (
+        ("refused", "connection reset", "failed to connect", "connect call failed"),
+        "nothing answers at",
+    ),
+    (
+        ("401", "403", "unauthenticated", "unauthorized", "forbidden", "denied", "permission"),
+        "the credentials were refused by",
+    ),
+    (
+        ("name or service not known", "nodename", "getaddrinfo", "resolve", "dns"),
+        "the host name does not resolve:",
+    ),
+    (("timed out", "timeout", "deadline"), "no answer in time (unreachable or overloaded) from"),
+    (("404", "no such bucket", "not found"), "the path or bucket does not exist at"),
+    (("429", "too many", "slowdown", "resource_exhausted"), "the server is throttling:"),
+    (("500", "502", "503", "504", "unavailable"), "the server failed or is unreachable:"),
+)
+_SOURCE_NAMES = {"loki": "Loki", "admin": "Flyte Admin", "s3": "S3"}
+
+
+def likely_cause(error: str) -> str:
+    """A guess at why a source failed, from its error text (first matching family wins)."""
+    low = error.lower()
+    return next((c for words, c in _CAUSES if any(w in low for w in words)), "it failed at")
+
+
+def report_failures(gaps, settings: Settings, endpoints: dict[str, str]) -> None:  # noqa: ANN001
+    """For each source with a gap: one stderr line — count, first error, likely cause, and where
+    the address came from (flag, environment, config file or default; SPEC §4 precedence)."""
+    by_source: dict[str, list] = {}
+    for g in gaps:
+        by_source.setdefault(g.source, []).append(g)
+    for source, failed in by_source.items():
+        first = failed[0].error
+        address = endpoints.get(source, "?")
+        origin = settings.origins.get(source, "")
+        name = _SOURCE_NAMES.get(source, source)
+        sys.stderr.write(
+            f"elastic-audit: {name} failed ({len(failed)} gap(s); first: {first}): likely cause: "
+            f"{likely_cause(first)} {address}, {origin}\n"
+        )
+    sys.stderr.flush()
+
+
+def source_endpoints(scanner) -> dict[str, str]:  # noqa: ANN001
+    """The address each of a scanner's sources talks to (never a credential)."""
+    from forensics.sources.storage import _safe_endpoint
+
+    return {
+        "loki": _safe_endpoint(scanner.settings.loki.url),
+        "admin": str(scanner.admin.endpoint),
+        "s3": str(scanner.store.endpoint),
+    }

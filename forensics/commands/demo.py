@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
 import typer
 
-from forensics.cli import OutputFormat, app, check_output, default_output
-from forensics.commands.common import NoProgressOpt, OutputOpt
+from forensics.cli import REPORT_FORMATS, app, check_output, default_output
+from forensics.commands.common import (
+    NoProgressOpt,
+    OutputOpt,
+    check_writable_file,
+    write_atomically,
+)
+from forensics.errors import UsageError
 
 EXAMPLES = """
 Examples:
@@ -21,8 +27,9 @@ Examples:
 
   elastic-audit demo -o markdown
 
-  elastic-audit demo --keep-running     # then, in another shell, paste the printed variables and
-                                        # try `elastic-audit show gs1:production:azvg5f9v9974m78fvlf7`
+  elastic-audit demo --keep-running --env-file sandbox.env -o table
+  # then, in another shell:
+  . ./sandbox.env && elastic-audit show gs1:production:azvg5f9v9974m78fvlf7
 """
 
 DEMO_CONFIG = """\
@@ -35,60 +42,99 @@ input = "checkpoint_dir"
 """
 
 
+def env_lines(env: dict[str, str]) -> str:
+    """`export NAME=value` lines, shell-quoted: `. FILE` works in sh, bash and zsh."""
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+
+
 @app.command(epilog=EXAMPLES)
 def demo(
     keep_running: bool = typer.Option(
         False,
         "--keep-running",
-        help="Print the environment that points every command at the sandbox, and wait until interrupted.",
+        help="Keep the sandbox up after the scan and print the environment that points every "
+        "command at it; wait until interrupted.",
     ),
-    output: OutputFormat = OutputOpt,
+    env_file: str = typer.Option(
+        None,
+        "--env-file",
+        metavar="FILE",
+        help="With --keep-running: write that environment to FILE (`. FILE` to use it).",
+        show_default=False,
+    ),
+    output: str = OutputOpt,
     no_progress: bool = NoProgressOpt,
 ) -> None:
     """Start Loki, Flyte Admin and S3 on loopback, seed the reference incident, run a real scan."""
-    fmt = check_output(default_output(output), tuple(OutputFormat))
+    fmt = check_output(default_output(output), REPORT_FORMATS)
+    if env_file is not None:
+        if not keep_running:
+            raise UsageError("--env-file needs --keep-running (the sandbox stops with the demo)")
+        check_writable_file(env_file, "--env-file")
     from forensics.sandbox.incident import WINDOW_END, WINDOW_START, reference_scenario
     from forensics.sandbox.stack import sandbox
 
-    with tempfile.TemporaryDirectory(prefix="elastic-audit-demo-") as tmp:
-        cfg = Path(tmp) / "elastic-audit.toml"
+    typer.echo("Starting the sandbox (Loki API, Flyte Admin gRPC, S3) on loopback…", err=True)
+    with sandbox(reference_scenario()) as box:
+        # The sandbox's own directory (it holds its flytectl config) also holds the demo's
+        # config and audit log: relaunches against the sandbox never reach the user's real log,
+        # and all of it goes when the sandbox stops.
+        home = Path(box.env["FLYTECTL_CONFIG"]).parent
+        cfg = home / "elastic-audit.toml"
         cfg.write_text(DEMO_CONFIG, encoding="utf-8")
-        typer.echo("Starting the sandbox (Loki API, Flyte Admin gRPC, S3) on loopback…", err=True)
-        with sandbox(reference_scenario()) as box:
-            env = {**box.child_environ(), "ELASTIC_AUDIT_CONFIG": str(cfg)}
-            args = [
-                sys.executable,
-                "-m",
-                "forensics",
-                "scan",
-                "--since",
-                WINDOW_START.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "--until",
-                WINDOW_END.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "--config",
-                str(cfg),
-                "-o",
-                fmt.value,
-            ]
-            if no_progress:
-                args.append("--no-progress")
-            typer.echo("+ elastic-audit " + " ".join(args[3:]), err=True)
-            rc = subprocess.run(args, env=env, check=False).returncode
-            if keep_running:
-                for k, v in sorted(box.env.items()):
-                    typer.echo(f"{k}={v}")
-                typer.echo(f"ELASTIC_AUDIT_CONFIG={cfg}")
-                typer.echo(
-                    "Sandbox running: export the lines above (e.g. `set -a; . ./sandbox.env`) "
-                    "and run scan, show or relaunch. Ctrl-C to stop.",
-                    err=True,
-                )
-                stop = threading.Event()
-                signal.signal(signal.SIGTERM, lambda *_: stop.set())
-                try:
-                    while not stop.wait(3600):
-                        pass
-                except KeyboardInterrupt:
+        env = {
+            **box.env,
+            "ELASTIC_AUDIT_CONFIG": str(cfg),
+            "ELASTIC_AUDIT_AUDIT_LOG": str(home / "audit.jsonl"),
+        }
+        args = [
+            sys.executable,
+            "-m",
+            "forensics",
+            "scan",
+            "--since",
+            WINDOW_START.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "--until",
+            WINDOW_END.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "--config",
+            str(cfg),
+            "-o",
+            fmt.value,
+        ]
+        if no_progress:
+            args.append("--no-progress")
+        typer.echo("+ elastic-audit " + " ".join(args[3:]), err=True)
+        rc = subprocess.run(args, env=box.child_environ() | env, check=False).returncode
+        if keep_running:
+            _announce(env, env_file)
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            try:
+                while not stop.wait(3600):
                     pass
+            except KeyboardInterrupt:
+                pass
     # The demo worked when the scan ran to completion: findings (exit 1) are its point.
     raise typer.Exit(0 if rc in (0, 1) else rc)
+
+
+def _announce(env: dict[str, str], env_file: str | None) -> None:
+    """The environment goes to FILE, or to stdout on a terminal; never into a piped report."""
+    text = env_lines(env)
+    if env_file is not None:
+        write_atomically(env_file, text)
+        # `. FILE` searches PATH unless FILE holds a slash.
+        source = env_file if "/" in env_file else f"./{env_file}"
+        where = f"Sandbox running; its environment is in {env_file}: `. {source}`"
+    elif sys.stdout.isatty():
+        typer.echo(text, nl=False)
+        where = "Sandbox running: paste the lines above into another shell"
+    else:
+        # stdout holds the scan's report (a pipe or a file): keep it parseable.
+        typer.echo(text, err=True, nl=False)
+        where = "Sandbox running: paste the lines above (or use --env-file FILE)"
+    typer.echo(
+        f"{where}, then run scan, show or relaunch. The variables point at files that go when "
+        "the sandbox stops. Ctrl-C to stop.",
+        err=True,
+    )

@@ -9,12 +9,19 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from forensics.cli import OutputFormat, app, check_output, default_output
+from forensics.cli import (
+    TABLE_OR_JSON,
+    App,
+    OutputFormat,
+    app,
+    check_output,
+    default_output,
+    output_option,
+)
 from forensics.commands.common import emit
 from forensics.errors import UsageError
+from forensics.formats.table import render_pairs, terminal_width
 from forensics.patch import (
     PATCH_NAME,
     ApplyResult,
@@ -27,21 +34,15 @@ from forensics.patch import (
 )
 from forensics.progress import spinner
 
-fix_app = typer.Typer(
+fix_app = App(
     name="fix",
     help="The plugin fix: show the patch, apply it to a source tree, check an environment or "
     "tree, build a fixed wheel.",
     no_args_is_help=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(fix_app, name="fix")
 
-_TABLE_OR_JSON = (OutputFormat.table, OutputFormat.json)
-
-OutputArg = Annotated[
-    OutputFormat | None,
-    typer.Option("-o", "--output", help="table (terminal default) or json.", show_default=False),
-]
+OutputOpt = output_option(*TABLE_OR_JSON)
 NoProgressArg = Annotated[
     bool, typer.Option("--no-progress", help="No spinner on stderr (none when not a terminal).")
 ]
@@ -107,23 +108,19 @@ failed download or build.
 
 
 def _print_rows(title: str, rows: list[tuple[str, str]]) -> None:
-    table = Table(title=title, box=None, show_header=False, pad_edge=False, title_justify="left")
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
-    for key, value in rows:
-        table.add_row(key, value)
-    Console(highlight=False, soft_wrap=False).print(table)
+    sys.stdout.write(render_pairs(title, rows, width=terminal_width()))
+    sys.stdout.flush()
 
 
 @fix_app.command("show", epilog=SHOW_EXAMPLES)
-def show(output: OutputArg = None, no_progress: NoProgressArg = False) -> None:
+def show(output: str | None = OutputOpt, no_progress: NoProgressArg = False) -> None:
     """Print the bundled patch (git format, against the flytekit repository layout).
 
     The patch itself is printed unless -o json is given, also into a pipe, so that
     `elastic-audit fix show | git apply` works.
     """
     text = load_patch()
-    if output is None or check_output(output, _TABLE_OR_JSON) == OutputFormat.table:
+    if output is None or default_output(output) is OutputFormat.table:
         sys.stdout.write(text)
         return
     data = {
@@ -155,11 +152,11 @@ def apply_cmd(
     check: Annotated[
         bool, typer.Option("--check", help="Only say whether the patch would apply; write nothing.")
     ] = False,
-    output: OutputArg = None,
+    output: str | None = OutputOpt,
     no_progress: NoProgressArg = False,
 ) -> None:
     """Fix the plugin in a source tree of any affected release; idempotent, all files or none."""
-    fmt = check_output(default_output(output), _TABLE_OR_JSON)
+    fmt = check_output(default_output(output), TABLE_OR_JSON)
     result = apply(directory, check_only=check)
     _render_apply(result, fmt)
     raise typer.Exit(result.exit_code)
@@ -185,7 +182,7 @@ def build_cmd(
     """Build a fixed wheel of a release (version + elasticaudit.1) with pip; print path and sha256."""
     from forensics.build import build
 
-    fmt = check_output(default_output(output), _TABLE_OR_JSON)
+    fmt = check_output(default_output(output), TABLE_OR_JSON)
     with spinner(f"building the fixed {version} with pip", enabled=not no_progress):
         result = build(version, out)
     if fmt == OutputFormat.json:
@@ -239,7 +236,7 @@ def check_cmd(
             show_default=False,
         ),
     ] = None,
-    output: OutputArg = None,
+    output: str | None = OutputOpt,
     no_progress: NoProgressArg = False,
 ) -> None:
     """Is the plugin safe from the silent-green bug?
@@ -249,7 +246,7 @@ def check_cmd(
     """
     if python is not None and source is not None:
         raise UsageError("--python and --source are two different checks; give one")
-    fmt = check_output(default_output(output), _TABLE_OR_JSON)
+    fmt = check_output(default_output(output), TABLE_OR_JSON)
     if source is not None:
         result = check_source(source)
     else:

@@ -11,11 +11,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from forensics.cli import OutputFormat, app, check_output, default_output
+from forensics.cli import OutputFormat, app, check_output, default_output, output_option
 from forensics.errors import ElasticAuditError, UsageError
+from forensics.formats.table import Column, render_table, terminal_width
 from forensics.pins import (
     DEFAULT_REPO,
     BumpPlan,
@@ -37,6 +37,9 @@ Examples:
   # show the diff (commit verified on GitHub first); write nothing
   elastic-audit pin-bump 3f2c1e0d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e --dry-run
 
+  # the same diff as a patch file, for review or `git apply bump.patch`
+  elastic-audit pin-bump 3f2c1e0d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e --dry-run -o diff > bump.patch
+
   # CI gate: exit 1 if any pin of the fork is not at the approved commit
   elastic-audit pin-bump 3f2c1e0d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e --check
 
@@ -49,6 +52,9 @@ Environment: GITHUB_API_URL (default https://api.github.com), GITHUB_TOKEN.
 Exit codes: 0 done or nothing to change; 1 --check found stale pins;
 2 refused (bad SHA, unverified commit, unparseable file), nothing written.
 """
+
+
+PIN_BUMP_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.diff)
 
 
 class CommitRefused(ElasticAuditError):
@@ -153,32 +159,34 @@ def _print_diff(diff: str) -> None:
         console.print(Text(line, style=style))
 
 
-def _print_table(summary: dict[str, Any]) -> None:
-    console = Console(soft_wrap=False, highlight=False)
+PIN_COLUMNS = (Column("file"), Column("pins", align_right=True), Column("from commits", wrap=True))
+
+
+def _summary_text(summary: dict[str, Any]) -> str:
     short = summary["sha"][:12]
     verb = {"write": "moved", "dry-run": "would move", "check": "stale"}[summary["mode"]]
-    table = Table(title=f"pin-bump {summary['repo']} → {short} ({summary['mode']})")
-    table.add_column("File", overflow="fold")
-    table.add_column(f"Pins {verb}", justify="right")
-    table.add_column("From commits")
+    lines = [f"pin-bump {summary['repo']} → {short} ({summary['mode']})"]
+    rows = []
     for f in summary["files"]:
         commits: dict[str, int] = {}
         for p in f["pins"]:
             commits[p["from"][:12]] = commits.get(p["from"][:12], 0) + 1
-        table.add_row(
-            f["path"], str(len(f["pins"])), ", ".join(f"{c} ×{n}" for c, n in commits.items())
+        rows.append(
+            (f["path"], str(len(f["pins"])), ", ".join(f"{c} ×{n}" for c, n in commits.items()))
         )
-    console.print(table)
+    if rows:
+        lines.append(render_table(PIN_COLUMNS, rows, width=terminal_width()).rstrip("\n"))
     total = sum(summary["from_commits"].values())
     if total:
         parts = ", ".join(f"{c[:12]} ({n})" for c, n in summary["from_commits"].items())
-        console.print(f"{total} pin(s) in {len(summary['files'])} file(s) {verb}, from: {parts}")
+        lines.append(f"{total} pin(s) in {len(summary['files'])} file(s) {verb}, from: {parts}")
     else:
-        console.print(f"all {summary['pins_found']} pin(s) already at {short}; nothing to change")
+        lines.append(f"all {summary['pins_found']} pin(s) already at {short}; nothing to change")
     state = {"write": "stale", "dry-run": "would go stale", "check": "would go stale"}
     for lock in summary["stale_locks"]:
         relocked = bool(summary["locked"]) and summary["mode"] == "write"
-        console.print(f"uv.lock {'re-locked' if relocked else state[summary['mode']]}: {lock}")
+        lines.append(f"uv.lock {'re-locked' if relocked else state[summary['mode']]}: {lock}")
+    return "\n".join(lines) + "\n"
 
 
 def _render(summary: dict[str, Any], fmt: OutputFormat, diff: str | None) -> None:
@@ -187,19 +195,22 @@ def _render(summary: dict[str, Any], fmt: OutputFormat, diff: str | None) -> Non
             summary = {**summary, "diff": diff}
         typer.echo(json.dumps(summary, indent=2))
         return
+    if fmt is OutputFormat.diff:
+        # Only the patch on stdout (`> bump.patch`, then `git apply bump.patch`); the summary
+        # is for the person, on stderr.
+        sys.stdout.write(diff or "")
+        sys.stdout.flush()
+        sys.stderr.write(_summary_text(summary))
+        return
     if diff is not None:
         _print_diff(diff)
-    _print_table(summary)
+    sys.stdout.write(_summary_text(summary))
 
 
 # --------------------------------------------------------------------------- command
 
 
-@app.command(
-    "pin-bump",
-    epilog=EXAMPLES,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+@app.command("pin-bump", epilog=EXAMPLES)
 def pin_bump(
     sha: Annotated[str, typer.Argument(metavar="SHA", help="The fork's commit: 40 hex digits.")],
     root: Annotated[
@@ -214,7 +225,10 @@ def pin_bump(
         typer.Option(metavar="NAME", help="Move only these packages (repeatable)."),
     ] = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print a unified diff; write nothing.")
+        bool,
+        typer.Option(
+            "--dry-run", help="Show the unified diff (alone with -o diff); write nothing."
+        ),
     ] = False,
     check: Annotated[
         bool, typer.Option("--check", help="Write nothing; exit 1 if any pin is not at SHA (CI).")
@@ -230,10 +244,11 @@ def pin_bump(
     lock: Annotated[
         bool, typer.Option("--lock", help="Run `uv lock` where a uv.lock went stale.")
     ] = False,
-    output: Annotated[
-        OutputFormat | None,
-        typer.Option("-o", "--output", help="Summary: table (terminal default) or json."),
-    ] = None,
+    output: str | None = output_option(
+        *PIN_BUMP_FORMATS,
+        help="table (default on a terminal), json (default when piped), or diff: the "
+        "plain unified diff alone, for `git apply` (summary on stderr).",
+    ),
     no_progress: Annotated[
         bool, typer.Option("--no-progress", help="No spinner on stderr.")
     ] = False,
@@ -251,7 +266,7 @@ def pin_bump(
         )
     sha = normalize_sha(sha)
     repo = normalize_repo(repo)
-    fmt = check_output(default_output(output), (OutputFormat.table, OutputFormat.json))
+    fmt = check_output(default_output(output), PIN_BUMP_FORMATS)
     uv = find_uv() if lock else None
     if lock and uv is None:
         raise UsageError("--lock needs `uv` on PATH (pip install uv)")
@@ -262,9 +277,11 @@ def pin_bump(
     for notice in plan.notices:
         _log(f"note: {notice.rel}:{notice.line}: {notice.message}")
     if not plan.pins:
-        _log(f"no pin of {repo} under {tree}")
-        _render(_summary(plan, mode, None, None, []), fmt, "" if dry_run else None)
-        raise typer.Exit(0)
+        # Not "all 0 pins already at SHA": a --repo typo or the wrong --root must not pass a CI gate.
+        raise UsageError(
+            f"no pin of {repo} under {tree}: nothing to bump (check --repo and --root; a pin "
+            f"looks like `name @ https://github.com/{repo}/archive/<sha>.tar.gz`)"
+        )
 
     verification = None
     fix = None
@@ -292,9 +309,9 @@ def pin_bump(
     summary = _summary(plan, mode, verification, fix, locked)
     if check:
         # In check mode the files listed are the stale ones (nothing moves).
-        _render(summary, fmt, None)
+        _render(summary, fmt, plan.diff() if fmt is OutputFormat.diff else None)
         raise typer.Exit(1 if plan.stale_pins else 0)
-    _render(summary, fmt, plan.diff() if dry_run else None)
+    _render(summary, fmt, plan.diff() if dry_run or fmt is OutputFormat.diff else None)
     if mode == "write" and plan.stale_locks and not locked:
         stale = ", ".join(summary["stale_locks"])
         _log(f"uv.lock now stale: {stale} (re-run with --lock, or run `uv lock` there)")

@@ -4,27 +4,29 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from forensics.cli import OutputFormat, app, check_output, default_output
+from forensics.cli import TABLE_OR_JSON, OutputFormat, app, check_output, default_output
 from forensics.commands.common import (
     CheckpointInputOpt,
     CheckpointTemplateOpt,
     ConfigOpt,
     FlyteConfigOpt,
     LokiUrlOpt,
-    OutputOpt,
+    TableOrJsonOpt,
     VerboseOpt,
     emit,
     settings_from_flags,
     setup_logging,
 )
 from forensics.errors import UsageError
-from forensics.formats import plain_text
+from forensics.formats.table import Column, render_table, terminal_width
 from forensics.identifiers import FORMS, parse_execution
+
+EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 
 EXAMPLES = f"""
 Examples:
@@ -37,7 +39,7 @@ Examples:
 
   elastic-audit relaunch gs1:production:azvg5f9v9974m78fvlf7 --parent --dry-run
 
-EXECUTION forms: {FORMS}.
+{EXECUTION_FORMS}
 Each relaunch uses RelaunchExecution with overwrite_cache (never RecoverExecution) — or, with
 --to-version, CreateExecution of the launch plan at that version with the original's inputs,
 mode RELAUNCH and a reference to it — under a name derived from the original, so running this
@@ -61,17 +63,20 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+RELAUNCH_COLUMNS = (
+    Column("execution"),
+    Column("status"),
+    Column("relaunched as"),
+    Column("reason", wrap=True),
+)
+
+
 def _table(outcomes) -> str:  # noqa: ANN001
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    t.add_column("execution", no_wrap=True)
-    t.add_column("status", no_wrap=True)
-    t.add_column("relaunched as", no_wrap=True)
-    t.add_column("reason", overflow="fold")
-    for o in outcomes:
-        t.add_row(
-            str(o.execution), o.status, o.relaunched_as.name if o.relaunched_as else "—", o.reason
-        )
-    return plain_text(lambda console: console.print(t))
+    rows = [
+        (str(o.execution), o.status, o.relaunched_as.name if o.relaunched_as else "—", o.reason)
+        for o in outcomes
+    ]
+    return render_table(RELAUNCH_COLUMNS, rows, width=terminal_width())
 
 
 @app.command(epilog=EXAMPLES)
@@ -124,7 +129,8 @@ def relaunch(
     audit_log: str = typer.Option(
         None,
         "--audit-log",
-        help="Audit log (JSON lines; default $XDG_STATE_HOME/elastic-audit/audit.jsonl).",
+        help="Audit log, JSON lines (default $ELASTIC_AUDIT_AUDIT_LOG, else "
+        "$XDG_STATE_HOME/elastic-audit/audit.jsonl).",
         metavar="FILE",
         show_default=False,
     ),
@@ -133,12 +139,12 @@ def relaunch(
     config: str = ConfigOpt,
     checkpoint_input: str = CheckpointInputOpt,
     checkpoint_template: str = CheckpointTemplateOpt,
-    output: OutputFormat = OutputOpt,
-    verbose: bool = VerboseOpt,
+    output: str = TableOrJsonOpt,
+    verbose: int = VerboseOpt,
 ) -> None:
     """Relaunch affected executions exactly once, after saying what the relaunch will do."""
     setup_logging(verbose)
-    fmt = check_output(default_output(output), (OutputFormat.table, OutputFormat.json))
+    fmt = check_output(default_output(output), TABLE_OR_JSON)
     from forensics.relaunch import (
         AuditLog,
         Options,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from forensics.cli import OutputFormat, app, check_output, default_output
+from forensics.cli import REPORT_FORMATS, app, check_output, default_output
 from forensics.commands.common import (
     CheckpointInputOpt,
     CheckpointTemplateOpt,
@@ -19,8 +19,10 @@ from forensics.commands.common import (
     check_scope_names,
     check_writable_file,
     emit,
+    report_failures,
     settings_from_flags,
     setup_logging,
+    source_endpoints,
     write_atomically,
 )
 from forensics.errors import UsageError
@@ -74,7 +76,7 @@ def scan(
     config: str = ConfigOpt,
     checkpoint_input: str = CheckpointInputOpt,
     checkpoint_template: str = CheckpointTemplateOpt,
-    output: OutputFormat = OutputOpt,
+    output: str = OutputOpt,
     report: str = typer.Option(
         None,
         "--report",
@@ -88,7 +90,7 @@ def scan(
         help="Exit 0 instead of 1 when findings exist (3 for incomplete stays).",
     ),
     no_progress: bool = NoProgressOpt,
-    verbose: bool = VerboseOpt,
+    verbose: int = VerboseOpt,
     state: str = StateOpt,
     overlap: str = OverlapOpt,
     reset_state: bool = ResetStateOpt,
@@ -99,7 +101,7 @@ def scan(
 ) -> None:
     """Find task attempts that got a death signal and still ended SUCCEEDED without outputs.pb."""
     setup_logging(verbose)
-    fmt = check_output(default_output(output), tuple(OutputFormat))
+    fmt = check_output(default_output(output), REPORT_FORMATS)
     guard = guard_options(
         state=state,
         overlap=overlap,
@@ -148,9 +150,9 @@ def scan(
             )
         )
     with Progress.for_terminal(no_progress) as progress:
-        result = scanner_for(settings, progress=progress).run(
-            window, ScanScope(tuple(project), tuple(domain))
-        )
+        scanner = scanner_for(settings, progress=progress)
+        result = scanner.run(window, ScanScope(tuple(project), tuple(domain)))
+    report_failures(result.gaps, settings, source_endpoints(scanner))
     if report:
         write_atomically(report, render(result, "json"))
     emit(render(result, fmt.value))

@@ -3,31 +3,36 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from forensics.cli import OutputFormat, app, check_output, default_output
+from forensics.cli import TABLE_OR_JSON, OutputFormat, app, check_output, default_output
 from forensics.commands.common import (
     CheckpointInputOpt,
     CheckpointTemplateOpt,
     ConfigOpt,
     FlyteConfigOpt,
     LokiUrlOpt,
-    OutputOpt,
+    TableOrJsonOpt,
     VerboseOpt,
     emit,
+    report_failures,
     settings_from_flags,
     setup_logging,
+    source_endpoints,
 )
 from forensics.errors import NotFoundError, UsageError
-from forensics.formats import checkpoint_summary, plain_text, short_time
+from forensics.formats import checkpoint_summary, short_time
+from forensics.formats.table import Column, gap_line, prose, terminal_width
+from forensics.formats.table import render_table as render_table_rows
 from forensics.identifiers import FORMS, parse_execution
 
 if TYPE_CHECKING:  # flytekit is heavy; `--help` and `--version` must stay fast
     from forensics.show import Timeline
+
+EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 
 EXAMPLES = f"""
 Examples:
@@ -36,35 +41,34 @@ Examples:
 
   elastic-audit show https://flyte.example.com/console/projects/gs1/domains/production/executions/azvg5f9v9974m78fvlf7 -o json
 
-EXECUTION forms: {FORMS}.
+{EXECUTION_FORMS}
 Exit codes: 0 shown, 3 a source failed (the timeline is incomplete), 2 bad input or unknown execution.
 """
 
 
-def render_table(tl: Timeline, width: int = 100) -> str:
-    return plain_text(lambda console: _draw(console, tl), width=width)
+SHOW_COLUMNS = (
+    Column("time (UTC)"),
+    Column("source"),
+    Column("attempt"),
+    Column("event", wrap=True),
+)
 
 
-def _draw(console: Console, tl: Timeline) -> None:
+def render_table(tl: Timeline, width: int | None = None) -> str:
+    """The timeline as the shared table renderer draws it, sized to `width` (None: unbounded)."""
     ex = tl.execution
-    console.print(f"Execution {ex.ref} — {ex.phase} — verdict: {tl.verdict.upper()}")
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    table.add_column("time (UTC)", no_wrap=True)
-    table.add_column("source", no_wrap=True)
-    table.add_column("attempt", no_wrap=True)
-    table.add_column("event", overflow="fold")
-    for e in tl.events:
-        table.add_row(short_time(e.at), e.source, e.attempt or "", e.text)
-    console.print(table)
+    lines = [prose(f"Execution {ex.ref} — {ex.phase} — verdict: {tl.verdict.upper()}", width)]
+    rows = [(short_time(e.at), e.source, e.attempt or "", e.text) for e in tl.events]
+    lines.append(render_table_rows(SHOW_COLUMNS, rows, width=width).rstrip("\n"))
     for a in tl.attempts:
         line = f"{a.attempt.ref.node_id}/{a.attempt.ref.attempt}: {a.verdict}"
         if a.reason:
             line += f" ({a.reason})"
         if a.checkpoint is not None:
             line += f"; checkpoint {checkpoint_summary(a.checkpoint)}"
-        console.print(line)
-    for g in tl.gaps:
-        console.print(f"GAP {g.source} {short_time(g.start)} → {short_time(g.end)}: {g.error}")
+        lines.append(prose(line, width))
+    lines += [prose(gap_line(g), width) for g in tl.gaps]
+    return "\n".join(lines) + "\n"
 
 
 @app.command(epilog=EXAMPLES)
@@ -81,12 +85,12 @@ def show(
     config: str = ConfigOpt,
     checkpoint_input: str = CheckpointInputOpt,
     checkpoint_template: str = CheckpointTemplateOpt,
-    output: OutputFormat = OutputOpt,
-    verbose: bool = VerboseOpt,
+    output: str = TableOrJsonOpt,
+    verbose: int = VerboseOpt,
 ) -> None:
     """The evidence timeline of one execution, oldest first, and the verdict per attempt."""
     setup_logging(verbose)
-    fmt = check_output(default_output(output), (OutputFormat.table, OutputFormat.json))
+    fmt = check_output(default_output(output), TABLE_OR_JSON)
     ref = parse_execution(execution, project=project, domain=domain)
     settings = settings_from_flags(
         config=config,
@@ -103,5 +107,10 @@ def show(
         tl = build_timeline(scanner, ref)
     except NotFoundError:
         raise UsageError(f"execution {ref} not found in Flyte Admin") from None
-    emit(json.dumps(tl.as_dict(), indent=2) if fmt is OutputFormat.json else render_table(tl))
+    report_failures(tl.gaps, settings, source_endpoints(scanner))
+    emit(
+        json.dumps(tl.as_dict(), indent=2)
+        if fmt is OutputFormat.json
+        else render_table(tl, terminal_width())
+    )
     raise typer.Exit(0 if tl.complete else 3)

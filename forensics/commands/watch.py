@@ -81,7 +81,7 @@ def watch(
     checkpoint_input: str = CheckpointInputOpt,
     checkpoint_template: str = CheckpointTemplateOpt,
     workers: int = WorkersOpt,
-    verbose: bool = VerboseOpt,
+    verbose: int = VerboseOpt,
     state: str = StateOpt,
     overlap: str = OverlapOpt,
     reset_state: bool = ResetStateOpt,

@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from rich.console import Console
-
 from forensics.model import Report
 
 
-def plain_text(draw: Callable[[Console], None], *, width: int = 100) -> str:
-    """What `draw` prints, as plain text: no colour, no markup parsing (log lines contain
-    `[container]`), no trailing spaces, at most `width` columns."""
-    import io
-
-    buf = io.StringIO()
-    console = Console(
-        file=buf, width=width, no_color=True, highlight=False, soft_wrap=False, markup=False
-    )
-    draw(console)
-    return "".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines())
-
-
-def render(report: Report, fmt: str, *, width: int = 100) -> str:
-    """The report as text in `fmt` (table, json, csv, markdown)."""
+def render(report: Report, fmt: str, *, width: int | None = None) -> str:
+    """The report as text in `fmt` (table, json, csv, markdown); a table fits `width` columns,
+    by default the terminal's (unbounded when stdout is piped)."""
     if fmt == "json":
         from forensics.formats import json as mod
     elif fmt == "csv":
@@ -31,8 +15,10 @@ def render(report: Report, fmt: str, *, width: int = 100) -> str:
     elif fmt == "markdown":
         from forensics.formats import markdown as mod
     else:
-        from forensics.formats import table as mod
-    return mod.render(report, width=width)
+        from forensics.formats import table
+
+        return table.render(report, width=table.terminal_width() if width is None else width)
+    return mod.render(report)
 
 
 def short_time(t) -> str:  # noqa: ANN001

@@ -1,17 +1,145 @@
-"""A terminal table (rich), one row per finding, fitting 100 columns, with a summary line."""
+"""The one table renderer every command's `-o table` uses, and the scan report drawn with it.
+
+Rules (issue 14): sized to the terminal (`COLUMNS`, else the terminal stdout is); piped, no width
+limit — one line per row, so grep and copy see whole rows; identifiers (execution, node, file,
+URI, status) are never cut, folded or wrapped: only free-text columns wrap, and only at spaces;
+when even that cannot fit, the row runs past the edge rather than breaking a word. No colour,
+no box, no trailing spaces.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from forensics.formats import coverage_line, plain_text, short_time
-from forensics.model import Checkpoint, Finding, Report
+from forensics.formats import coverage_line, short_time
+from forensics.model import Checkpoint, Finding, Gap, Report
+
+GAP = "  "  # between columns
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: `wrap` for free text that may wrap at spaces; identifiers never do."""
+
+    header: str
+    wrap: bool = False
+    align_right: bool = False
+
+
+def terminal_width() -> int | None:
+    """Columns to fit: `COLUMNS` if set, else stdout's terminal; None (unbounded) when piped."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        if sys.stdout.isatty():
+            return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _longest_word_in(cells: list[list[str]], i: int) -> int:
+    return max((len(w) for row in cells for w in row[i].split()), default=0)
+
+
+def _fit(columns: Sequence[Column], cells: list[list[str]], width: int | None) -> list[int]:
+    """Each column's width: natural when it fits; otherwise wrap columns give up room, each
+    down to its longest word (a word is never broken)."""
+    natural = [
+        max(len(line) for row in cells for line in row[i].split("\n")) for i in range(len(columns))
+    ]
+    if width is None:
+        return natural
+    spare = width - sum(natural) - len(GAP) * (len(columns) - 1)
+    if spare >= 0:
+        return natural
+    last = len(columns) - 1
+    floors = [
+        max(len(c.header), 8, _longest_word_in(cells, i)) if c.wrap else natural[i]
+        for i, c in enumerate(columns)
+    ]
+    widths = _shrink(list(natural), floors, spare)
+    if sum(widths) + len(GAP) * last > width and columns[last].wrap:
+        # Still too wide: the last column may go narrower than its longest word (a URI); that
+        # word then sits whole on a line of its own, past the edge, with nothing after it.
+        floors[last] = max(len(columns[last].header), 8)
+        widths = _shrink(widths, floors, width - sum(widths) - len(GAP) * last)
+    return widths
+
+
+def _shrink(widths: list[int], floors: list[int], spare: int) -> list[int]:
+    """Take `-spare` columns of room from the widest shrinkable column, one at a time."""
+    while spare < 0:
+        candidates = [i for i in range(len(widths)) if widths[i] > floors[i]]
+        if not candidates:
+            break
+        i = max(candidates, key=lambda k: widths[k])
+        widths[i] -= 1
+        spare += 1
+    return widths
+
+
+def _cell_lines(text: str, width: int, wrap: bool) -> list[str]:
+    lines: list[str] = []
+    for para in text.split("\n"):
+        if wrap and len(para) > width:
+            lines += textwrap.wrap(para, width, break_long_words=False, break_on_hyphens=False)
+        else:
+            lines.append(para)
+    return lines or [""]
+
+
+def render_table(
+    columns: Sequence[Column], rows: Sequence[Sequence[object]], *, width: int | None = None
+) -> str:
+    """`rows` under `columns` as plain text lines fitting `width` (None: as wide as needed)."""
+    cells = [[c.header for c in columns]] + [["" if v is None else str(v) for v in r] for r in rows]
+    widths = _fit(columns, cells, width)
+    out: list[str] = []
+    for row in cells:
+        wrapped = [_cell_lines(row[i], widths[i], columns[i].wrap) for i in range(len(columns))]
+        for k in range(max(len(w) for w in wrapped)):
+            parts = []
+            for i, w in enumerate(wrapped):
+                text = w[k] if k < len(w) else ""
+                parts.append(
+                    text.rjust(widths[i]) if columns[i].align_right else text.ljust(widths[i])
+                )
+            out.append(GAP.join(parts).rstrip())
+    return "\n".join(out) + "\n"
+
+
+def gap_line(g: Gap) -> str:
+    """`GAP source start → end: error`, as every table-printing command writes a gap."""
+    return f"GAP {g.source} {short_time(g.start)} → {short_time(g.end)}: {g.error}"
+
+
+def prose(text: str, width: int | None) -> str:
+    """A line of text around a table, wrapped at spaces to `width` (None: left whole)."""
+    if width is None or len(text) <= width:
+        return text
+    return "\n".join(
+        textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+    )
+
+
+def render_pairs(title: str, pairs: Sequence[tuple[str, str]], *, width: int | None = None) -> str:
+    """A title line and `key  value` rows (fix check, fix apply) through the same renderer."""
+    body = render_table([Column(""), Column("", wrap=True)], pairs, width=width)
+    return title + "\n" + body.split("\n", 1)[1]  # no header row for key/value pairs
+
+
+# -- the scan report --------------------------------------------------------------------------
 
 
 def _checkpoint(ck: Checkpoint) -> str:
     if ck.state == "present":
-        newest = f"\nnewest {ck.latest:%m-%d %H:%M}" if ck.latest else ""
+        newest = f", newest {ck.latest:%m-%d %H:%M}" if ck.latest else ""
         return f"present, {ck.objects} object(s){newest}"
     if ck.state == "unknown":
         return "unknown location" if ck.uri is None else f"unknown: {ck.reason}"
@@ -21,60 +149,63 @@ def _checkpoint(ck: Checkpoint) -> str:
 def _when(f: Finding) -> tuple[str, str]:
     """Signal time and how long after it Flyte said SUCCEEDED (the lie, in seconds)."""
     if f.signal is None:
-        return "—", f"ended\n{f.succeeded_at:%m-%d %H:%M}" if f.succeeded_at else "—"
-    sig = f"{f.signal.signal}\n{f.signal.at:%m-%d %H:%M:%S}"
+        return "—", f"ended {f.succeeded_at:%m-%d %H:%M}" if f.succeeded_at else "—"
+    sig = f"{f.signal.signal} {f.signal.at:%m-%d %H:%M:%S}"
     if f.succeeded_at is None:
         return sig, "—"
     return sig, f"+{int((f.succeeded_at - f.signal.at).total_seconds())}s"
 
 
-def render(report: Report, *, width: int = 100) -> str:
-    def draw(console: Console) -> None:
-        w = report.window
-        console.print(f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)")
-        if report.findings:
-            table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-            table.add_column("verdict", no_wrap=True)
-            table.add_column("execution", overflow="fold", min_width=20, max_width=28)
-            table.add_column("node", no_wrap=True)
-            table.add_column("signal (UTC)", no_wrap=True)
-            table.add_column("success", no_wrap=True)
-            table.add_column("checkpoint", overflow="fold", min_width=16)
-            for f in report.findings:
-                ex = f.attempt.execution
-                sig, ok = _when(f)
-                ck = _checkpoint(f.checkpoint)
-                if f.relaunched_as:
-                    ck += f"\nrelaunched: {f.relaunched_as.name}"
-                table.add_row(
-                    f.verdict,
-                    f"{ex.project}/{ex.domain}\n{ex.name}",
-                    f"{f.attempt.node_id}/{f.attempt.attempt}",
-                    sig,
-                    ok,
-                    ck,
-                )
-            console.print(table)
-            for f in report.findings:
-                if f.parent is not None:
-                    console.print(
-                        f"CHILD {f.attempt.execution} of {f.parent}: relaunching it alone will "
-                        "not re-run the parent's later steps (relaunch --parent)"
-                    )
-        else:
-            console.print("No affected or suspected attempts.")
-        for g in report.gaps:
-            console.print(f"GAP {g.source} {short_time(g.start)} → {short_time(g.end)}: {g.error}")
-        for p in report.pending:
-            console.print(
-                f"PENDING {p.attempt} ({p.phase}): {p.signal.signal} at "
-                f"{short_time(p.signal.at)} in pod {p.signal.pod}; rescan once it ends"
-            )
-        for u in report.unresolved:
-            console.print(f"UNRESOLVED pod {u.signal.namespace}/{u.signal.pod}: {u.reason}")
-        console.print(coverage_line(report))
-        cleared = report.summary.cleared
-        if cleared:
-            console.print("Cleared: " + ", ".join(f"{k} {v}" for k, v in sorted(cleared.items())))
+SCAN_COLUMNS = (
+    Column("verdict"),
+    Column("execution"),
+    Column("node"),
+    Column("signal (UTC)"),
+    Column("success"),
+    Column("checkpoint", wrap=True),
+)
 
-    return plain_text(draw, width=width)
+
+def render(report: Report, *, width: int | None = None) -> str:
+    """The scan report as a table; `execution` is `project:domain:name`, as show/relaunch take."""
+    w = report.window
+    lines = [f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)"]
+    if report.findings:
+        rows = []
+        for f in report.findings:
+            sig, ok = _when(f)
+            ck = _checkpoint(f.checkpoint)
+            if f.relaunched_as:
+                ck += f"; relaunched as {f.relaunched_as.name}"
+            node = f"{f.attempt.node_id}/{f.attempt.attempt}"
+            rows.append((f.verdict, str(f.attempt.execution), node, sig, ok, ck))
+        lines.append(render_table(SCAN_COLUMNS, rows, width=width).rstrip("\n"))
+        for f in report.findings:
+            if f.parent is not None:
+                text = (
+                    f"CHILD {f.attempt.execution} of {f.parent}: relaunching it alone will "
+                    "not re-run the parent's later steps (relaunch --parent)"
+                )
+                lines.append(prose(text, width))
+    else:
+        lines.append("No affected or suspected attempts.")
+    for g in report.gaps:
+        lines.append(prose(gap_line(g), width))
+    for p in report.pending:
+        lines.append(
+            prose(
+                f"PENDING {p.attempt} ({p.phase}): {p.signal.signal} at "
+                f"{short_time(p.signal.at)} in pod {p.signal.pod}; rescan once it ends",
+                width,
+            )
+        )
+    for u in report.unresolved:
+        lines.append(
+            prose(f"UNRESOLVED pod {u.signal.namespace}/{u.signal.pod}: {u.reason}", width)
+        )
+    lines.append(prose(coverage_line(report), width))
+    cleared = report.summary.cleared
+    if cleared:
+        text = "Cleared: " + ", ".join(f"{k} {v}" for k, v in sorted(cleared.items()))
+        lines.append(prose(text, width))
+    return "\n".join(lines) + "\n"

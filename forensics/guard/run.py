@@ -32,6 +32,7 @@ from forensics.guard.state import (
 )
 from forensics.model import UTC, Report, Window, rfc3339
 from forensics.timeutil import parse_duration, parse_time, parse_window
+from forensics.verbosity import add_secret
 
 log = logging.getLogger("elastic-audit")
 
@@ -84,6 +85,7 @@ def guard_options(
         raise UsageError(f"--notify-format {notify_format!r}: choose json or slack")
     for url in notify:
         check_webhook(url)
+        add_secret(url)  # urllib3's -vv debug log prints the request path, the webhook's secret
     if pushgateway is not None and not pushgateway.startswith(("http://", "https://")):
         raise UsageError("--pushgateway: not an http(s) URL")
     if state is not None:
