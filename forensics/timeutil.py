@@ -33,8 +33,10 @@ def parse_duration(text: str) -> timedelta | None:
 
 
 def fromisoformat(text: str) -> datetime:
-    """`datetime.fromisoformat` reading any number of fraction digits (RFC 3339 allows any; Go's
-    RFC3339Nano writes up to 9) on every Python: 3.10 reads only 3 or 6, 3.11+ truncate to 6."""
+    """`datetime.fromisoformat` as Python 3.11+ reads RFC 3339, on 3.10 too: a `Z` suffix, and any
+    number of fraction digits (Go's RFC3339Nano writes 9; 3.10 reads only 3 or 6; 3.11+ keep 6)."""
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
     return datetime.fromisoformat(
         _FRACTION.sub(lambda m: f"{m[1]}.{m[2][:6].ljust(6, '0')}", text, count=1)
     )
