@@ -77,6 +77,9 @@ class LokiSettings:
     timeout: float = 60.0
     retries: int = 5  # per HTTP call, on 429/5xx/connection failures and cut-off bodies
     retry_backoff: float = 0.5  # seconds; doubles per retry (a server's Retry-After wins)
+    # The tenant's max_entries_limit_per_query: the page size. A lower server limit is taken from
+    # Loki's 400 and adopted at run time; this only saves that first refused request.
+    max_entries: int = 5000
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ class FlyteSettings:
     config_file: str | None = None  # flytekit/flytectl YAML; None = flytekit's own search
     namespace_template: str = "{project}-{domain}"
     domains: tuple[str, ...] = ("development", "staging", "production")
+    # Whether `domains` came from the config file; if not, a scan takes each project's domains
+    # from Admin's ListProjects (SPEC §4.4) and `domains` is only the fallback.
+    domains_configured: bool = False
     console_url: str | None = None
     timeout: float = 30.0  # gRPC deadline of one Admin call, seconds
     retries: int = 3  # per call, on UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED
@@ -186,6 +192,19 @@ def _float(v: Any) -> float:
     return float(v)
 
 
+MAX_ENTRIES_RANGE = (100, 5000)
+
+
+def _max_entries(v: Any) -> int:
+    low, high = MAX_ENTRIES_RANGE
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise ValueError(
+            f"must be a whole number from {low} to {high} (Loki's default limit; a lower tenant "
+            "limit is also found from Loki's answer)"
+        )
+    return v
+
+
 def _retries(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 20:
         raise ValueError("must be a whole number from 0 to 20")
@@ -226,6 +245,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "timeout": _float,
         "retries": _retries,
         "retry_backoff": _backoff,
+        "max_entries": _max_entries,
     },
     "flyte": {
         "config": _nonempty,
@@ -374,6 +394,7 @@ def load_settings(
     flyte_fields = {k: v for k, v in fflyte.items() if k != "config"}
     flyte = FlyteSettings(
         config_file=flyte_config or fflyte.get("config"),
+        domains_configured="domains" in fflyte,
         **flyte_fields,
     )
     if flyte.config_file and not Path(flyte.config_file).is_file():

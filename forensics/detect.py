@@ -5,7 +5,7 @@ from __future__ import annotations
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from forensics.config import CheckpointSettings
 from forensics.model import (
@@ -15,6 +15,7 @@ from forensics.model import (
     PrefixListing,
     SignalHit,
     Window,
+    rfc3339,
 )
 
 # Why an examined attempt is not a finding (SPEC §5); each has its own counter in the summary.
@@ -23,6 +24,9 @@ SIGNAL_FAILED_RETRIED = "signal-then-failed-and-retried"
 SIGNAL_EXECUTION_FAILED = "signal-then-execution-failed"
 SIGNAL_NOT_FLYTE_POD = "signal-not-a-flyte-task-pod"
 SIGNAL_NOT_FINISHED = "signal-attempt-not-finished"
+# Not a cleared class: a signalled attempt still running is listed in the report's `pending`
+# (SPEC §5), to be judged by a rescan once it ends.
+PENDING = "pending"
 SIGNAL_AFTER_SUCCESS = "signal-after-success"
 SIGNAL_OUTSIDE_SCOPE = "signal-outside-scope"
 OUTPUTS_WRITTEN = "outputs-written"
@@ -37,7 +41,7 @@ FAILED_PHASES = frozenset({"FAILED", "RETRYABLE_FAILED", "ABORTED", "TIMED_OUT"}
 class Verdict:
     """The decision about one attempt: a finding's verdict, or the reason it was cleared."""
 
-    verdict: str | None  # "affected" | "suspected" | None (cleared)
+    verdict: str | None  # "affected" | "suspected" | "pending" | None (cleared)
     cleared: str | None = None
     note: str | None = None  # why a finding is weaker than it looks (e.g. outputs unknown)
 
@@ -45,6 +49,37 @@ class Verdict:
 def earliest(hits: Iterable[SignalHit]) -> SignalHit | None:
     """The earliest death-signal line among an attempt's pods (SPEC §5 `signal`)."""
     return min(hits, key=lambda h: (h.at, h.pod), default=None)
+
+
+# FACTS §13: for a single-pod attempt (the container plugin) Admin's end is the container's
+# FinishedAt, which Kubernetes keeps in whole seconds, so a signal logged within the second before
+# the pod exited reads up to one second *after* that end. For a PyTorchJob propeller stamps the end
+# itself when it observes the job's success (`time.Now()`), with no such truncation.
+WHOLE_SECOND = timedelta(seconds=1)
+
+
+def end_precision(attempt: AttemptRecord) -> timedelta:
+    """How far after Admin's recorded end a signal may lie and still precede the real end."""
+    return timedelta(0) if attempt.task_type == "pytorch" else WHOLE_SECOND
+
+
+def signal_precedes_end(attempt: AttemptRecord, signal: SignalHit) -> bool:
+    """SPEC §5: the signal came before the attempt's end, or within the end's precision."""
+    if attempt.ended_at is None:
+        return True
+    return signal.at <= attempt.ended_at + end_precision(attempt)
+
+
+def late_signal_note(attempt: AttemptRecord, signal: SignalHit) -> str:
+    """The note a finding keeps about a death signal that does not qualify (SPEC §6 `notes`)."""
+    text = (
+        f"{signal.signal} death signal at {rfc3339(signal.at)} in pod "
+        f"{signal.namespace}/{signal.pod}"
+    )
+    if attempt.ended_at is not None and not signal_precedes_end(attempt, signal):
+        after = (signal.at - attempt.ended_at).total_seconds()
+        text += f", {after:g}s after the attempt's end (e.g. a sibling deleted after the success)"
+    return text
 
 
 def classify_signalled(
@@ -55,22 +90,26 @@ def classify_signalled(
     *,
     later_attempts: Sequence[AttemptRecord] = (),
 ) -> Verdict:
-    """An attempt one of whose pods logged a death signal."""
+    """An attempt one of whose pods logged a death signal.
+
+    The artefact decides, timing only grades (SPEC §5): a success without outputs.pb is always a
+    finding — `affected` when the signal precedes the end (within its precision), else
+    `suspected`; `signal-after-success` clears only a success whose outputs.pb exists.
+    """
     if attempt.phase == "SUCCEEDED":
-        if attempt.ended_at is not None and attempt.ended_at < signal.at:
-            return Verdict(None, SIGNAL_AFTER_SUCCESS)
         if attempt.outputs_declared:
             return Verdict(None, OUTPUTS_DECLARED)
         if outputs is None or outputs.state == "unknown":
             return _unchecked(outputs)
+        before = signal_precedes_end(attempt, signal)
         if outputs.state == "present":
-            return Verdict(None, SIGNAL_OUTPUTS_WRITTEN)
-        return Verdict("affected")
+            return Verdict(None, SIGNAL_OUTPUTS_WRITTEN if before else SIGNAL_AFTER_SUCCESS)
+        return Verdict("affected") if before else Verdict("suspected")
     if attempt.phase in FAILED_PHASES:
         if any(a.ref.attempt > attempt.ref.attempt for a in later_attempts):
             return Verdict(None, SIGNAL_FAILED_RETRIED)
         return Verdict(None, SIGNAL_EXECUTION_FAILED)
-    return Verdict(None, SIGNAL_NOT_FINISHED)
+    return Verdict(PENDING)
 
 
 def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck | None) -> Verdict:

@@ -28,6 +28,7 @@ __all__ = [
     "parse_propeller_line",
     "parse_signal",
     "pod_name_for",
+    "signal_line_matched",
     "unique_node_id",
     "unwrap_runtime",
 ]
@@ -106,17 +107,55 @@ _GLOG_PREFIX = (
     r"(?:\[rank[0-9]+\]:)?[VIWEC][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6} [0-9]+ "
     r"[^\s\]]+:[0-9]+\](?: \[[^\]\n]*\])* "
 )
-_BASIC_PREFIX = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):torch(?:\.\w+)*:"
-_TORCH_PREFIX = rf"(?:{_GLOG_PREFIX}|{_BASIC_PREFIX})?"
-
-_AGENT_RE = re.compile(rf"^{_TORCH_PREFIX}{_AGENT_MSG}[ \t\r]*$", re.MULTILINE)
-_BARRIER_RE = re.compile(rf"^{_TORCH_PREFIX}{_BARRIER_MSG}[ \t\r]*$", re.MULTILINE)
-# flytekit's handler is `logger.exception(f"...: {e}")`: JSON by default in a pod, else
-# `[flytekit] <msg>`, with the traceback on the following lines.
-_FLYTEKIT_RE = re.compile(rf"^{_FLYTEKIT_MSG}[ \t\r]*$", re.MULTILINE)
-_FLYTEKIT_TEXT_RE = re.compile(
-    rf"^\[flytekit(?:\.[\w.]+)?\] {_FLYTEKIT_MSG}[ \t\r]*$", re.MULTILINE
+_LEVEL = r"(?:TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+_LOGGER_NAME = r"[A-Za-z_][\w.-]{0,200}"
+# logging.BASIC_FORMAT, `LEVEL:logger.name:`; the logger must then be torch's (checked in code).
+_BASIC_PREFIX = rf"{_LEVEL}:(?P<basic_logger>{_LOGGER_NAME}):"
+# A Python logging format with a timestamp first, as teams configure it
+# (`%(asctime)s %(levelname)s %(name)s: %(message)s`, `... - %(name)s - %(levelname)s - ...`,
+# the OpenTelemetry/Datadog log-correlation formats
+# `%(asctime)s %(levelname)s [%(name)s] [%(filename)s:%(lineno)d] [trace_id=... span_id=...] - `):
+# the timestamp, then up to six fields (level, logger, `[file:line]`, a `[key=value ...]` block),
+# then a separator. The fields are re-read in code to find the logger name.
+_ASCTIME = (
+    r"\[?[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]{1,9})?"
+    r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?\]?"
 )
+_KV = r"[\w.]{1,64}=[^\s\]]{0,256}"
+_PY_FIELD = (
+    rf"(?:\[?{_LEVEL}\]?|\[{_LOGGER_NAME}\]|{_LOGGER_NAME}|\[[\w./-]{{1,200}}:[0-9]{{1,6}}\]"
+    rf"|\[{_KV}(?: {_KV}){{0,15}}\]|\[?[0-9]{{1,10}}\]?)"
+)
+_PY_PREFIX = rf"(?P<pylog>{_ASCTIME}(?:(?: - | \| | |: ){_PY_FIELD}){{1,6}}(?: - |: | \| | ))"
+# Syslog headers, when lines travel over syslog and the receiver keeps the whole message (Alloy's
+# `loki.source.syslog` with `use_rfc5424_message`, rsyslog forwarding): RFC 5424
+# `<PRI>1 TIMESTAMP HOST APP PROCID MSGID [SD]... ` and RFC 3164 `<PRI>Mmm dd hh:mm:ss HOST TAG[PID]: `.
+_SYSLOG = (
+    r"(?:<[0-9]{1,3}>[0-9]{1,2} \S{1,64} \S{1,255} \S{1,48} \S{1,128} \S{1,32} "
+    r"(?:-|(?:\[[^\]\n]{0,1024}\]){1,8}) \ufeff?"
+    r"|(?:<[0-9]{1,3}>)?[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} \S{1,255} "
+    r"[^\s:\[]{1,48}(?:\[[0-9]{1,10}\])?: )"
+)
+_LINE_PREFIX = rf"(?:{_GLOG_PREFIX}|{_BASIC_PREFIX}|{_PY_PREFIX})?"
+# Trace-correlation fields appended after the message (` trace_id=... span_id=...`, bracketed or
+# not, Datadog's `dd.trace_id=`): key=value pairs of which at least one names a trace or span.
+_TRACE_KV = r"[\w.]{0,32}(?:trace|span)[\w.]{0,32}=[^\s\]]{0,256}"
+_SUFFIX = rf"(?:[ \t]+\[?(?:{_KV} ){{0,15}}{_TRACE_KV}(?: {_KV}){{0,15}}\]?)?"
+
+_AGENT_RE = re.compile(rf"^{_LINE_PREFIX}{_AGENT_MSG}{_SUFFIX}[ \t\r]*$", re.MULTILINE)
+_BARRIER_RE = re.compile(rf"^{_LINE_PREFIX}{_BARRIER_MSG}{_SUFFIX}[ \t\r]*$", re.MULTILINE)
+# flytekit's handler is `logger.exception(f"...: {e}")`: JSON by default in a pod, else
+# `[flytekit] <msg>` (or a Python logging prefix naming the flytekit logger), with the traceback on
+# the following lines.
+_FLYTEKIT_RE = re.compile(
+    rf"^(?:\[(?P<text_logger>flytekit(?:\.[\w.]+)?)\] |{_LINE_PREFIX}){_FLYTEKIT_MSG}{_SUFFIX}"
+    r"[ \t\r]*$",
+    re.MULTILINE,
+)
+_ASCTIME_RE = re.compile(_ASCTIME)
+_BRACKETED_META_RE = re.compile(r"\[[^\]]*[=:][^\]]*\]")
+_NOT_LOGGER_RE = re.compile(rf"{_LEVEL}|[0-9]+")
+_SIGNAL_FILTER_RE = re.compile(SIGNAL_LINE_REGEX)
 
 
 def _signal_of(m: re.Match[str]) -> tuple[str, int] | None:
@@ -129,25 +168,45 @@ def _signal_of(m: re.Match[str]) -> tuple[str, int] | None:
     return (_LINUX_SIGNALS[num], num) if num is not None else None
 
 
+def _prefix_loggers(m: re.Match[str]) -> list[str]:
+    """The logger names a matched line's text prefix states (none for glog or a bare line)."""
+    names = []
+    if m.group("basic_logger"):
+        names.append(m.group("basic_logger"))
+    pylog = m.group("pylog")
+    if pylog:
+        # After the timestamp, every field that is no level, number, `[file:line]` or
+        # `[key=value ...]` block is the logger's name.
+        rest = _BRACKETED_META_RE.sub(" ", pylog[_ASCTIME_RE.match(pylog).end() :])  # type: ignore[union-attr]
+        for token in re.split(r"[ |]+", rest):
+            name = token.strip("[]:-")
+            if name and not _NOT_LOGGER_RE.fullmatch(name):
+                names.append(name)
+    return names
+
+
 # ---------------------------------------------------------------------------------------------
-# Container-runtime and logger wrapping
+# Container-runtime, shipper and logger wrapping
 # ---------------------------------------------------------------------------------------------
 
 # CRI (containerd, CRI-O): `<RFC3339Nano> <stdout|stderr> <P|F>[:tags] <message>`.
 _CRI_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[^ ]+ (?:stdout|stderr) [A-Z](?::[^ ]*)?(?: |$)")
-# The start of one JSON string value, up to the end of the text or the closing quote; used to
-# recover a value from JSON that a collector cut short.
-_JSON_STR = r'"((?:[^"\\]|\\.)*)'
-_DOCKER_START_RE = re.compile(r'\{\s*"log"\s*:')
-_DOCKER_PARTIAL_RE = re.compile(r'^\{\s*"log"\s*:\s*' + _JSON_STR)
-_MESSAGE_PARTIAL_RE = re.compile(r'"message"\s*:\s*' + _JSON_STR)
-_NAME_PARTIAL_RE = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_SYSLOG_RE = re.compile(_SYSLOG)
+# JSON envelopes nest (Fluent Bit's `log` holding docker's JSON holding flytekit's record): this
+# many levels are opened, and at most this many string values examined per line.
+_MAX_DEPTH = 4
+_MAX_LEAVES = 256
+# Keys whose value is the message in the envelopes and records met so far (docker/Fluent Bit
+# `log`, Vector/python-json-logger `message`, OTel `body`, logrus `msg`, journald `MESSAGE`).
+# Only for choosing what to *show*: detection looks at every string value, whatever its key.
+_MESSAGE_KEYS = frozenset({"log", "message", "body", "msg", "MESSAGE", "line", "_msg"})
 
 
 @dataclass(frozen=True)
 class _Unwrapped:
     text: str
     logger: str | None  # the Python logger name when the line came from a JSON logger
+    rank: int = 1  # 0 a logger record's message, 1 a message-like value, 2 any other value
 
 
 def _decode_json_fragment(body: str) -> str:
@@ -166,56 +225,176 @@ def _load_object(text: str) -> dict[str, object] | None:
     try:
         obj = json.loads(text)
     except ValueError:
+        return _load_partial(text)
+    except RecursionError:  # nested deeper than any log record: not one
         return None
     return obj if isinstance(obj, dict) else None
 
 
-def _strip_runtime(text: str) -> str:
-    """The message inside CRI or docker json-file wrapping (one layer each, CRI first)."""
+class _Malformed(Exception):
+    """Not JSON cut short, but text that is no JSON at all."""
+
+
+_WS_RE = re.compile(r"[ \t\n\r]*")
+_STRING_RE = re.compile(r'"((?:[^"\\]|\\.)*)(")?', re.DOTALL)
+_SCALAR_RE = re.compile(r"-?[0-9][0-9.eE+-]*|true|false|null")
+_CUT = object()  # a value the text ended inside of
+
+
+def _load_partial(text: str) -> dict[str, object] | None:
+    """A JSON object cut short (by a collector's line limit or MAX_SCAN_CHARS): what it holds
+    up to the cut, the last string value decoded as far as it goes. None when the text is not
+    the start of a JSON object."""
+    try:
+        value, _ = _partial_value(text, 0, 0)
+    except _Malformed:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _partial_value(text: str, pos: int, depth: int) -> tuple[object, int]:
+    pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]
+    if pos >= len(text):
+        return _CUT, pos
+    c = text[pos]
+    if c == '"':
+        m = _STRING_RE.match(text, pos)
+        assert m is not None  # the pattern matches any text starting with a quote
+        if m.group(2) is None:  # cut inside the string
+            return _decode_json_fragment(m.group(1)), len(text)
+        try:
+            return json.loads(m.group(0)), m.end()
+        except ValueError:
+            raise _Malformed() from None
+    if c in "{[" and depth < 32:
+        return _partial_container(text, pos, depth)
+    m = _SCALAR_RE.match(text, pos)
+    if m is None:
+        raise _Malformed()
+    return None, m.end()
+
+
+def _partial_container(text: str, pos: int, depth: int) -> tuple[object, int]:
+    is_obj = text[pos] == "{"
+    out: dict[str, object] | list[object] = {} if is_obj else []
+    close = "}" if is_obj else "]"
+    pos += 1
+    while True:
+        pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]
+        if pos >= len(text):
+            return out, pos
+        if text[pos] == close:
+            return out, pos + 1
+        if isinstance(out, dict):
+            key, pos = _partial_value(text, pos, depth + 1)
+            if key is _CUT or pos >= len(text):
+                return out, len(text)
+            if not isinstance(key, str):
+                raise _Malformed()
+            pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]
+            if pos >= len(text):
+                return out, pos
+            if text[pos] != ":":
+                raise _Malformed()
+            value, pos = _partial_value(text, pos + 1, depth + 1)
+            if value is not _CUT:
+                out[key] = value
+        else:
+            value, pos = _partial_value(text, pos, depth + 1)
+            if value is not _CUT:
+                out.append(value)
+        pos = _WS_RE.match(text, pos).end()  # type: ignore[union-attr]
+        if pos >= len(text):
+            return out, pos
+        if text[pos] == ",":
+            pos += 1
+        elif text[pos] != close:
+            raise _Malformed()
+
+
+def _strip_cri(text: str) -> str:
+    """The text after a CRI prefix, then after a syslog header (neither names a logger)."""
     m = _CRI_RE.match(text)
     if m:
         text = text[m.end() :]
-    stripped = text.lstrip()
-    if _DOCKER_START_RE.match(stripped):
+    m = _SYSLOG_RE.match(text)
+    return text[m.end() :] if m else text
+
+
+def _is_logger_record(obj: dict[str, object]) -> bool:
+    # python-json-logger's shape, as flytekit configures it: asctime, name, levelname, message.
+    return isinstance(obj.get("message"), str) and ("levelname" in obj or "name" in obj)
+
+
+def _is_logrus_record(obj: dict[str, object]) -> bool:
+    # flytepropeller's logrus JSON (FACTS §4): level, msg, ts, and the context under `json`.
+    return isinstance(obj.get("msg"), str) and isinstance(obj.get("level"), str)
+
+
+def _candidates(line: str) -> list[_Unwrapped]:
+    """Every message a line may carry, outermost wrapping removed first.
+
+    The runtime's CRI prefix; then any JSON object, opened by content rather than by a fixed key
+    or key order: a python-json-logger record (flytekit) gives its `message` with its logger
+    name, a logrus record (propeller) is kept whole, and any other object — a runtime's or a
+    shipper's envelope (docker, Fluent Bit, the OpenTelemetry collector's Loki exporter, Vector)
+    — gives every string value it holds, each unwrapped in turn (nested objects too). Anything
+    else is the message itself.
+    """
+    out: list[_Unwrapped] = []
+    _collect(line[:MAX_SCAN_CHARS], 0, 1, out)
+    return out
+
+
+def _collect(text: str, depth: int, rank: int, out: list[_Unwrapped]) -> None:
+    text = _strip_cri(text)
+    stripped = text.strip()
+    if stripped.startswith("{") and depth < _MAX_DEPTH:
         obj = _load_object(stripped)
-        if obj is not None and isinstance(obj.get("log"), str):
-            text = obj["log"]
-        else:
-            partial = _DOCKER_PARTIAL_RE.match(stripped)
-            if partial:
-                text = _decode_json_fragment(partial.group(1))
-        text = text.rstrip("\r\n")
-    return text
+        if obj is not None:
+            _collect_object(obj, stripped, depth, rank, out)
+            return
+    out.append(_Unwrapped(text.rstrip("\r\n") if depth else text, None, rank))
+
+
+def _collect_object(
+    obj: dict[str, object], text: str | None, depth: int, rank: int, out: list[_Unwrapped]
+) -> None:
+    if _is_logger_record(obj):
+        name = obj.get("name")
+        message = obj["message"]
+        assert isinstance(message, str)
+        out.append(_Unwrapped(message, name if isinstance(name, str) else None, 0))
+        return
+    if _is_logrus_record(obj):
+        out.append(_Unwrapped(text if text is not None else json.dumps(obj), None, rank))
+        return
+    for key, value in obj.items():
+        if len(out) >= _MAX_LEAVES:
+            return
+        inner = rank if key in _MESSAGE_KEYS else 2
+        if isinstance(value, str):
+            _collect(value, depth + 1, inner, out)
+        elif isinstance(value, dict) and depth + 1 < _MAX_DEPTH:
+            _collect_object(value, None, depth + 1, inner, out)
 
 
 def _unwrap(line: str) -> _Unwrapped:
-    text = _strip_runtime(line[:MAX_SCAN_CHARS])
-    stripped = text.strip()
-    if not stripped.startswith("{") or '"message"' not in stripped:
-        return _Unwrapped(text, None)
-    obj = _load_object(stripped)
-    if obj is not None:
-        message = obj.get("message")
-        # python-json-logger's shape, as flytekit configures it: asctime, name, levelname, message.
-        if isinstance(message, str) and ("levelname" in obj or "name" in obj):
-            name = obj.get("name")
-            return _Unwrapped(message, name if isinstance(name, str) else None)
-        return _Unwrapped(text, None)
-    partial = _MESSAGE_PARTIAL_RE.search(stripped)
-    if partial is None or not stripped.startswith('{"asctime"'):
-        return _Unwrapped(text, None)
-    name_m = _NAME_PARTIAL_RE.search(stripped, 0, partial.start())
-    name = _decode_json_fragment(name_m.group(1)) if name_m else None
-    return _Unwrapped(_decode_json_fragment(partial.group(1)), name)
+    found = _candidates(line)
+    if not found:  # an envelope with no string in it: show it as it came
+        return _Unwrapped(_strip_cri(line[:MAX_SCAN_CHARS]), None)
+    return min(found, key=lambda u: u.rank)  # the first of the best rank
 
 
 def unwrap_runtime(line: str) -> str:
-    """The log message inside any container-runtime and JSON-logger wrapping.
+    """The log message inside any container-runtime, shipper and JSON-logger wrapping.
 
-    Strips CRI (`<ts> stderr F <msg>`, partial `P` lines too) and docker json-file
-    (`{"log": "<msg>\\n", ...}`) wrapping, then a python-json-logger record (flytekit's pod
-    format) down to its `message`. Anything else comes back unchanged. Only the first
-    `MAX_SCAN_CHARS` characters are looked at; JSON cut short still yields the text it holds.
+    Strips CRI (`<ts> stderr F <msg>`, partial `P` lines too), docker json-file
+    (`{"log": "<msg>\\n", ...}`) and shippers' JSON envelopes (Fluent Bit, the OpenTelemetry
+    collector's Loki exporter, Vector; keys in any order), then a python-json-logger record
+    (flytekit's pod format) down to its `message`. A propeller (logrus) JSON line is kept whole.
+    Anything else comes back unchanged. Only the first `MAX_SCAN_CHARS` characters are looked at;
+    JSON cut short still yields the text it holds.
     """
     return _unwrap(line).text
 
@@ -225,21 +404,38 @@ def unwrap_runtime(line: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def _torch_logger(name: str) -> bool:
+    return name == "torch" or name.startswith("torch.")
+
+
+def _flytekit_logger(name: str) -> bool:
+    return name == "flytekit" or name.startswith("flytekit.")
+
+
 def _match_signal(u: _Unwrapped) -> tuple[str, re.Match[str]] | None:
-    """Which known structure the unwrapped line is; a JSON record counts only from its logger."""
-    if u.logger is None or u.logger == "torch" or u.logger.startswith("torch."):
-        for kind, pattern in (("agent", _AGENT_RE), ("exit_barrier", _BARRIER_RE)):
-            m = pattern.search(u.text)
-            if m:
+    """Which known structure the unwrapped message is; every logger it names must fit it.
+
+    torch's agent and exit-barrier lines: from a torch logger or none named; flytekit's line: from
+    the flytekit logger only (its JSON record, `[flytekit] `, or a logging prefix naming it).
+    """
+    for kind, pattern in (("agent", _AGENT_RE), ("exit_barrier", _BARRIER_RE)):
+        for m in pattern.finditer(u.text):
+            loggers = _prefix_loggers(m) + ([u.logger] if u.logger is not None else [])
+            if all(_torch_logger(n) for n in loggers):
                 return kind, m
-    if u.logger is None:
-        m = _FLYTEKIT_TEXT_RE.search(u.text)
-    elif u.logger == "flytekit" or u.logger.startswith("flytekit."):
-        m = _FLYTEKIT_RE.search(u.text)
-    else:
+    for m in _FLYTEKIT_RE.finditer(u.text):
+        loggers = _prefix_loggers(m) + ([u.logger] if u.logger is not None else [])
+        if m.group("text_logger"):
+            loggers.append(m.group("text_logger"))
         # e.g. flytekit's `user_space` logger: a user's own message, whatever it says
-        m = None
-    return ("flytekit", m) if m else None
+        if loggers and all(_flytekit_logger(n) for n in loggers):
+            return "flytekit", m
+    return None
+
+
+def signal_line_matched(line: str) -> bool:
+    """Whether Loki's `|~ SIGNAL_LINE_REGEX` filter lets `line` through (the part examined)."""
+    return _SIGNAL_FILTER_RE.search(line[:MAX_SCAN_CHARS]) is not None
 
 
 def parse_signal(
@@ -256,36 +452,42 @@ def parse_signal(
     - `agent`: torch's `Received <sig> death signal, shutting down workers`;
     - `exit_barrier`: torch's `Got termination signal: <sig>`;
     both bare, after torch's glog prefix (`W1130 05:57:21.199000 10814 path.py:753] `, optionally
-    `[rankN]:`-prefixed) or after `LEVEL:logger.name:`;
+    `[rankN]:`-prefixed), after `LEVEL:torch.logger:`, or after a Python logging prefix that
+    starts with a timestamp (and names a torch logger, if it names one);
     - `flytekit`: `Elastic launch agent process terminating: Process N got signal: <sig>` from the
-    `flytekit` logger (its JSON record, or `[flytekit] ` text format).
-    `<sig>` is `15` or `Signals.SIGTERM` (Python 3.10). Any of these may be wrapped by the
-    container runtime. The hit's time is Loki's timestamp for the entry; namespace, pod and
+    `flytekit` logger (its JSON record, `[flytekit] ` text format, or a logging prefix naming it).
+    `<sig>` is `15` or `Signals.SIGTERM` (Python 3.10). Any of these may carry a syslog header
+    before and trace-correlation fields (` trace_id=... span_id=...`) after, and may be wrapped by
+    the container runtime and by a log shipper's JSON envelope (see `unwrap_runtime`). Only a line
+    Loki's `SIGNAL_LINE_REGEX` filter matches is ever accepted, so the query is a superset of the
+    parser by construction. The hit's time is Loki's timestamp for the entry; namespace, pod and
     container come from the stream labels. Without a namespace or pod label the line cannot be
     attributed and None is returned.
     """
     namespace = entry.label(namespace_label)
     pod = entry.label(pod_label)
-    if not namespace or not pod:
+    if not namespace or not pod or not signal_line_matched(entry.line):
         return None
-    found = _match_signal(_unwrap(entry.line))
-    if found is None:
-        return None
-    kind, m = found
-    sig = _signal_of(m)
-    if sig is None:
-        return None
-    name, number = sig
-    return SignalHit(
-        signal=name,
-        number=number,
-        at=entry.at,
-        namespace=namespace,
-        pod=pod,
-        container=entry.label(container_label),
-        kind=kind,
-        line=m.group(0).rstrip(),
-    )
+    for u in _candidates(entry.line):
+        found = _match_signal(u)
+        if found is None:
+            continue
+        kind, m = found
+        sig = _signal_of(m)
+        if sig is None:
+            continue
+        name, number = sig
+        return SignalHit(
+            signal=name,
+            number=number,
+            at=entry.at,
+            namespace=namespace,
+            pod=pod,
+            container=entry.label(container_label),
+            kind=kind,
+            line=m.group(0).rstrip(),
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -364,11 +566,15 @@ def _parse_ts(value: object) -> datetime | None:
 def parse_propeller_line(line: str) -> PropellerEvent | None:
     """A propeller JSON log line (`{"json": {...}, "level", "msg", "ts"}`), or None.
 
-    Context fields live under the formatter's `json` data key; flat lines are read as well.
-    Lines that are not complete JSON objects with a string `msg` and `level` give None.
+    Context fields live under the formatter's `json` data key; flat lines are read as well, and
+    so is a line inside a runtime's or shipper's envelope. Lines that are not complete JSON objects
+    with a string `msg` and `level` give None.
     """
-    obj = _load_object(_strip_runtime(line[:MAX_SCAN_CHARS]).strip())
-    if obj is None:
+    try:
+        obj = json.loads(_unwrap(line).text.strip())
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
         return None
     msg, level = obj.get("msg"), obj.get("level")
     if not isinstance(msg, str) or not isinstance(level, str):

@@ -246,18 +246,10 @@ class Finding:
     checkpoint: Checkpoint
     relaunched_as: ExecutionRef | None = None
     links: Mapping[str, str] = field(default_factory=dict)
-    evidence: tuple[str, ...] = ()  # corroborating lines (not in the §6 contract)
+    evidence: tuple[str, ...] = ()  # SPEC §6 `notes`: why the finding is weaker, late signals
 
     def as_dict(self) -> dict[str, object]:
-        sig = None
-        if self.signal is not None:
-            sig = {
-                "name": self.signal.signal,
-                "number": self.signal.number,
-                "at": rfc3339(self.signal.at),
-                "namespace": self.signal.namespace,
-                "pod": self.signal.pod,
-            }
+        sig = signal_dict(self.signal) if self.signal is not None else None
         return {
             "execution": self.attempt.execution.as_dict(),
             "node_id": self.attempt.node_id,
@@ -270,18 +262,87 @@ class Finding:
             "checkpoint": self.checkpoint.as_dict(),
             "relaunched_as": self.relaunched_as.as_dict() if self.relaunched_as else None,
             "links": dict(self.links),
+            "notes": list(self.evidence),
         }
+
+
+def signal_dict(hit: SignalHit) -> dict[str, object]:
+    """A death signal as the report shows it (SPEC §6 `signal`)."""
+    return {
+        "name": hit.signal,
+        "number": hit.number,
+        "at": rfc3339(hit.at),
+        "namespace": hit.namespace,
+        "pod": hit.pod,
+    }
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A signalled attempt that has not finished yet (SPEC §5 `pending`): rescan once it ends."""
+
+    attempt: AttemptRef
+    phase: str
+    signal: SignalHit
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "execution": self.attempt.execution.as_dict(),
+            "node_id": self.attempt.node_id,
+            "attempt": self.attempt.attempt,
+            "phase": self.phase,
+            "signal": signal_dict(self.signal),
+        }
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A signalled pod that is evidently Flyte's but resolves to no attempt: a configuration
+    problem (namespace template, domains) the report shows instead of clearing it (SPEC §5)."""
+
+    signal: SignalHit
+    reason: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "namespace": self.signal.namespace,
+            "pod": self.signal.pod,
+            "signal": signal_dict(self.signal),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class UnparsedLine:
+    """A line Loki's death-signal filter matched that the parser could not read (an example)."""
+
+    at: datetime
+    labels: tuple[tuple[str, str], ...]
+    line: str  # as Loki returned it, cut to MAX_CHARS
+
+    MAX_CHARS = 500
+
+    def as_dict(self) -> dict[str, object]:
+        return {"at": rfc3339(self.at), "labels": dict(self.labels), "line": self.line}
 
 
 @dataclass
 class Summary:
-    """Counts over every attempt examined; `cleared` says why each non-finding was cleared."""
+    """Counts over every attempt examined; `cleared` says why each non-finding was cleared.
+
+    `unparsed_lines` counts lines Loki matched as death signals that the parser could not read
+    (an unknown shipper envelope, a stream without the configured pod label, ...), with the
+    earliest as `unparsed_example`: shown, never dropped silently (SPEC §5, §6).
+    """
 
     attempts_examined: int = 0
     affected: int = 0
     suspected: int = 0
     not_affected: int = 0
     cleared: dict[str, int] = field(default_factory=dict)
+    pending: int = 0  # signalled attempts not finished yet (in attempts_examined too)
+    unparsed_lines: int = 0
+    unparsed_example: UnparsedLine | None = None
 
     def clear(self, reason: str) -> None:
         self.not_affected += 1
@@ -293,7 +354,10 @@ class Summary:
             "affected": self.affected,
             "suspected": self.suspected,
             "not_affected": self.not_affected,
+            "pending": self.pending,
             "cleared": dict(sorted(self.cleared.items())),
+            "unparsed_lines": self.unparsed_lines,
+            "unparsed_example": self.unparsed_example.as_dict() if self.unparsed_example else None,
         }
 
 
@@ -306,6 +370,8 @@ class Report:
     gaps: tuple[Gap, ...]
     summary: Summary
     findings: tuple[Finding, ...]
+    pending: tuple[Pending, ...] = ()
+    unresolved: tuple[Unresolved, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -320,6 +386,8 @@ class Report:
             "gaps": [g.as_dict() for g in self.gaps],
             "summary": self.summary.as_dict(),
             "findings": [f.as_dict() for f in self.findings],
+            "pending": [p.as_dict() for p in self.pending],
+            "unresolved": [u.as_dict() for u in self.unresolved],
         }
 
     def __iter__(self) -> Iterator[Finding]:

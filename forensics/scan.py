@@ -15,6 +15,7 @@ from typing import Any
 from forensics import TOOL
 from forensics.config import Settings
 from forensics.detect import (
+    PENDING,
     SIGNAL_NOT_FLYTE_POD,
     Verdict,
     checkpoint_location,
@@ -23,11 +24,12 @@ from forensics.detect import (
     console_link,
     earliest,
     explore_link,
+    late_signal_note,
     needs_outputs_check,
     sweep_candidate,
     written_after,
 )
-from forensics.errors import NotFoundError, SourceError
+from forensics.errors import NotFoundError, SourceError, UsageError
 from forensics.evidence import (
     SIGNAL_LINE_REGEX,
     namespace_for,
@@ -43,15 +45,19 @@ from forensics.model import (
     ExecutionRef,
     Finding,
     Gap,
+    LogEntry,
     ObjectCheck,
+    Pending,
     Report,
     SignalHit,
     Summary,
+    UnparsedLine,
+    Unresolved,
     Window,
     rfc3339,
 )
 from forensics.progress import Progress
-from forensics.sources.admin import AdminClient, live_during
+from forensics.sources.admin import AdminClient, attempts_may_end_during
 from forensics.sources.loki import (
     LokiClient,
     ShardOutcome,
@@ -73,15 +79,19 @@ class ScanScope:
     domains: tuple[str, ...] = ()
 
 
-def task_selector(settings: Settings, scope: ScanScope) -> str:
+def task_selector(
+    settings: Settings, scope: ScanScope, domains: Sequence[str] | None = None
+) -> str:
     """The configured task selector, narrowed to the scope's namespaces when one is given.
 
-    Values are RE2-escaped and LogQL-quoted, so a project name can never inject LogQL.
+    `domains`: the scope's projects' domains (from Admin unless configured; default: the
+    configured ones). Values are RE2-escaped and LogQL-quoted, so a project name can never
+    inject LogQL.
     """
     sel = settings.loki.task_selector.strip()
     if not scope.projects and not scope.domains:
         return sel
-    domains = scope.domains or settings.flyte.domains
+    domains = scope.domains or domains or settings.flyte.domains
     template = settings.flyte.namespace_template
     alternatives = []
     for d in domains:
@@ -93,6 +103,13 @@ def task_selector(settings: Settings, scope: ScanScope) -> str:
             alternatives.append(lit[0] + ".+" + lit[1])
     extra = matcher(settings.loki.namespace_label, "=~", "(" + "|".join(alternatives) + ")")
     return sel[:-1].rstrip().rstrip(",") + ", " + extra + "}"
+
+
+def signal_query(settings: Settings, scope: ScanScope, domains: Sequence[str] | None = None) -> str:
+    """The LogQL query that finds death-signal lines: the task selector (see `task_selector`)
+    and one line filter, `|~ SIGNAL_LINE_REGEX`, which matches every line `parse_signal` accepts
+    (a superset)."""
+    return build_query(task_selector(settings, scope, domains), [("|~", SIGNAL_LINE_REGEX)])
 
 
 @dataclass(eq=False, slots=True)
@@ -108,6 +125,13 @@ class _Candidate:
     checked: bool = False  # outputs known (or not needed)
     final: bool = False  # signal known
     done: bool = False
+
+
+@dataclass(frozen=True)
+class Unowned:
+    """A signalled pod that is evidently Flyte's but that no attempt owns, and why (SPEC §5)."""
+
+    reason: str
 
 
 class _Stopped(Exception):
@@ -207,8 +231,10 @@ class Scanner:
     """Runs one scan against the three sources; every outside call goes through them.
 
     `run` is one pipeline (SPEC §8): the Loki shards, the Admin sweep and the S3 checks run at
-    the same time, each source at most `settings.workers` requests at once. Executions stream
-    from Admin's listing; each costs one ListNodeExecutions and one ListTaskExecutions per task
+    the same time, each source at most `settings.workers` requests at once. One ListProjects
+    gives each project's domains; executions stream from two disjoint listings per project and
+    domain (`attempts_may_end_during`: those updated in the window, and those still running
+    since before it); each costs one ListNodeExecutions and one ListTaskExecutions per task
     node, and each elastic success of a task that declares no outputs one outputs.pb check.
     Death signals are joined to the swept attempts by pod name, so a signalled attempt costs no
     extra Admin call; only signalled pods that no swept execution claims are looked up one by
@@ -237,6 +263,10 @@ class Scanner:
         # Admin calls in flight, whichever thread makes them: at most `workers`.
         self._admin_slots = threading.BoundedSemaphore(settings.workers)
         self._swept: dict[tuple[str, str], set[str]] = {}
+        self.unparsed: tuple[int, UnparsedLine | None] = (0, None)  # of the last `signals`
+        # Each project's domains (None: not known, the configured domains stand in).
+        self._projects: dict[str, tuple[str, ...]] | None = None
+        self._projects_error: str | None = None
 
     # -- cached Admin look-ups -------------------------------------------------------------
     def execution(self, ref: ExecutionRef) -> ExecutionRecord | None:
@@ -259,10 +289,12 @@ class Scanner:
         self, window: Window, scope: ScanScope, stop: threading.Event | None = None
     ) -> tuple[dict[tuple[str, str], SignalHit], list[Gap], int]:
         """The earliest death-signal hit per (namespace, pod), the Loki gaps, the shard count."""
-        query = build_query(task_selector(self.settings, scope), [("|~", SIGNAL_LINE_REGEX)])
+        query = signal_query(self.settings, scope, self._scope_domains(scope))
         labels = self.settings.loki
         hits: dict[tuple[str, str], SignalHit] = {}
         gaps: list[Gap] = []
+        unparsed = 0
+        unparsed_first: LogEntry | None = None
         shards = len(window.split(min(labels.shard, labels.max_query_length)))
         self.progress.start("loki", "Reading Loki shards", shards)
         items = self.loki.scan(
@@ -273,8 +305,8 @@ class Scanner:
                 if stop is not None and stop.is_set():
                     raise _Stopped()
                 if isinstance(item, ShardOutcome):
-                    if item.error is not None:
-                        gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+                    for part, error in item.failures:
+                        gaps.append(Gap("loki", part.start, part.end, error))
                     self.progress.advance("loki")
                     continue
                 hit = parse_signal(
@@ -283,7 +315,13 @@ class Scanner:
                     pod_label=labels.pod_label,
                     container_label=labels.container_label,
                 )
-                if hit is not None and hit.at in window:
+                if hit is None:
+                    # Loki matched it as a death signal: an unreadable one is counted and shown.
+                    unparsed += 1
+                    if unparsed_first is None or item.ts_ns < unparsed_first.ts_ns:
+                        unparsed_first = item
+                    continue
+                if hit.at in window:
                     # Only the earliest line of a pod counts (SPEC §5); ties keep the first.
                     key = (hit.namespace, hit.pod)
                     first = hits.get(key)
@@ -292,19 +330,20 @@ class Scanner:
         finally:
             items.close()  # stops the shard workers when the scan stops early
         self.progress.finish("loki")
+        self.unparsed = (unparsed, _unparsed_example(unparsed_first))
         return hits, gaps, shards
 
     # -- signalled pods that no swept execution claimed: one by one ---------------------------
     def resolve(
         self, namespace: str, pod: str, at: datetime, scope: ScanScope
-    ) -> tuple[ExecutionRecord, AttemptRecord] | str:
-        """The attempt a pod belongs to, or why it is none (a cleared-reason string).
+    ) -> tuple[ExecutionRecord, AttemptRecord] | Unowned | str:
+        """The attempt a pod belongs to, or why it is none: a cleared-reason string, or
+        `Unowned` for a pod that is evidently Flyte's yet no attempt owns (SPEC §5).
 
         Executions the current run has swept already are skipped: their attempts were matched
         against every signalled pod when they were read.
         """
-        flyte = self.settings.flyte
-        pd = namespace_to_project_domain(namespace, flyte.namespace_template, flyte.domains)
+        pd = self.project_domain(namespace)
         if pd is None:
             return SIGNAL_NOT_FLYTE_POD
         project, domain = pd
@@ -324,21 +363,99 @@ class Scanner:
                 for a in self.attempts(ref):
                     if pod in a.pods or parsed.generated in a.pods:
                         return ex, a
-        # Hashed (or otherwise unparseable) names: look among the executions live at `at`.
-        for ex in self.admin.list_executions(
-            project,
-            domain,
-            # Executions live at the signal: created before it, still changing after it.
-            filters=live_during(at, at + timedelta(seconds=1)),
-        ):
-            if self._was_swept(ex.ref):
-                continue
-            with self._lock:
-                self._executions.setdefault(ex.ref, ex)
-            for a in self.attempts(ex.ref):
-                if pod in a.pods or (parsed and parsed.generated in a.pods):
-                    return ex, a
+        # Hashed (or otherwise unparseable) names: look among the executions live at `at`,
+        # including those still running with an old `updated_at` (FACTS §13).
+        for filters in attempts_may_end_during(at, at + timedelta(seconds=1)):
+            for ex in self.admin.list_executions(project, domain, filters=filters):
+                if self._was_swept(ex.ref):
+                    continue
+                with self._lock:
+                    self._executions.setdefault(ex.ref, ex)
+                for a in self.attempts(ex.ref):
+                    if pod in a.pods or (parsed and parsed.generated in a.pods):
+                        return ex, a
+        if parsed is not None:
+            # A task pod's name in a Flyte namespace that no attempt owns: evidently Flyte's,
+            # so a configuration problem to show, not a pod to clear (SPEC §5).
+            return Unowned(
+                f"a task pod's name in {project}/{domain}'s namespace, but no attempt of "
+                f"{project}/{domain} owns it (check [flyte] namespace_template and domains)",
+            )
         return SIGNAL_NOT_FLYTE_POD
+
+    # -- projects and their domains ---------------------------------------------------------
+    def load_projects(self, scope: ScanScope = ScanScope()) -> None:
+        """Each project's domains: `[flyte] domains` when configured, else Admin's (SPEC §4.4).
+
+        A scope naming a project Admin does not know, or a domain that project does not have, is
+        a usage error (flyteadmin answers an unknown domain with an empty page, FACTS §13, so a
+        typo would read as "coverage complete"). If ListProjects fails the scan goes on with
+        the configured domains and a gap says the sweep is missing.
+        """
+        flyte = self.settings.flyte
+        self._projects = None
+        self._projects_error = None
+        try:
+            with self._admin_slots:
+                listed = self.admin.project_domains()
+        except SourceError as e:
+            self._projects_error = e.cause
+            return
+        if flyte.domains_configured:
+            listed = {p: tuple(flyte.domains) for p in listed}
+        projects = {p: d or tuple(flyte.domains) for p, d in listed.items()}
+        for p in scope.projects:
+            if p not in projects:
+                known = ", ".join(sorted(projects)) or "none"
+                raise UsageError(
+                    f"--project {p!r}: Flyte Admin has no such project (known: {known})"
+                )
+        for d in scope.domains:
+            lacking = [p for p in scope.projects if d not in projects[p]]
+            if lacking:
+                raise UsageError(
+                    f"--domain {d!r}: project {lacking[0]!r} has no such domain "
+                    f"(its domains: {', '.join(projects[lacking[0]])})"
+                )
+            if not any(d in ds for ds in projects.values()):
+                every = dict.fromkeys(x for ds in projects.values() for x in ds)
+                raise UsageError(
+                    f"--domain {d!r}: no project has such a domain (domains: {', '.join(every)})"
+                )
+        self._projects = projects
+
+    def all_domains(self) -> tuple[str, ...]:
+        """Every domain of every known project (the configured ones if Admin's are unknown)."""
+        if not self._projects:
+            return tuple(self.settings.flyte.domains)
+        return tuple(dict.fromkeys(d for ds in self._projects.values() for d in ds))
+
+    def _scope_domains(self, scope: ScanScope) -> tuple[str, ...]:
+        if scope.projects and self._projects:
+            return tuple(dict.fromkeys(d for p in scope.projects for d in self._projects[p]))
+        return self.all_domains()
+
+    def project_domain(self, namespace: str) -> tuple[str, str] | None:
+        """The (project, domain) whose Flyte namespace `namespace` is, or None."""
+        flyte = self.settings.flyte
+        pd = namespace_to_project_domain(namespace, flyte.namespace_template, self.all_domains())
+        if pd is not None and self._projects is not None:
+            if pd[1] not in self._projects.get(pd[0], ()):
+                return None  # no such project, or a domain only other projects have
+        return pd
+
+    def known_project_of(self, namespace: str) -> str | None:
+        """A known project whose namespace `namespace` is in shape, whatever its domain part."""
+        template = self.settings.flyte.namespace_template
+        for p in sorted(self._projects or {}, key=len, reverse=True):
+            head, _, tail = namespace_for(p, "\0", template).partition("\0")
+            if (
+                len(namespace) > len(head) + len(tail)
+                and namespace.startswith(head)
+                and namespace.endswith(tail)
+            ):
+                return p
+        return None
 
     def _was_swept(self, ref: ExecutionRef) -> bool:
         with self._lock:
@@ -351,8 +468,10 @@ class Scanner:
         self._window, self._scope = window, scope
         self._summary = Summary()
         self._findings: list[Finding] = []
+        self._pending: list[Pending] = []
         self._finding_execs: dict[ExecutionRef, ExecutionRecord] = {}
         self._gaps: list[Gap] = []
+        self._unresolved: list[Unresolved] = []
         self._swept = {}
         # Signals: pod hits, the index that joins them to attempts, and whether both are final.
         self._pod_hits: dict[tuple[str, str], SignalHit] = {}
@@ -372,6 +491,13 @@ class Scanner:
             self._s3_lane.close()
 
     def _run(self, window: Window, scope: ScanScope) -> Report:
+        # One ListProjects first: the Loki query, the namespace mapping and the sweep all need
+        # each project's domains (and a scope naming an unknown one stops here, exit 2).
+        self.load_projects(scope)
+        if self._projects_error is not None:
+            self._add_gap(
+                Gap("admin", window.start, window.end, f"listing projects: {self._projects_error}")
+            )
         loki = threading.Thread(
             target=self._guarded, args=(self._loki_phase,), name="loki", daemon=True
         )
@@ -412,7 +538,17 @@ class Scanner:
             self._gaps,
             key=lambda g: (g.source, g.start or window.start, g.end or window.end, g.error),
         )
-        return Report(TOOL, window, tuple(gaps), self._summary, tuple(findings))
+        pending = sorted(self._pending, key=lambda p: (p.signal.at, str(p.attempt)))
+        unresolved = sorted(self._unresolved, key=lambda u: (u.signal.at, u.signal.pod))
+        return Report(
+            TOOL,
+            window,
+            tuple(gaps),
+            self._summary,
+            tuple(findings),
+            pending=tuple(pending),
+            unresolved=tuple(unresolved),
+        )
 
     def _guarded(self, fn: Callable[[], None]) -> None:
         try:
@@ -426,15 +562,36 @@ class Scanner:
     # -- Loki, then the join index ---------------------------------------------------------------
     def _loki_phase(self) -> None:
         hits, gaps, _ = self.signals(self._window, self._scope, self._stop)
-        flyte = self.settings.flyte
+        unparsed, example = self.unparsed
+        if example is not None:
+            log.warning(
+                "Loki matched %d death-signal line(s) that could not be read "
+                "(summary.unparsed_lines); the earliest, %s %s: %s",
+                unparsed,
+                rfc3339(example.at),
+                ", ".join(f"{k}={v}" for k, v in example.labels) or "(no labels)",
+                example.line,
+            )
+        with self._lock:
+            self._summary.unparsed_lines = unparsed
+            self._summary.unparsed_example = example
         scope = self._scope
         index: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
         pending: dict[tuple[str, str], SignalHit] = {}
         not_flyte = 0
         for (ns, pod), hit in hits.items():
-            pd = namespace_to_project_domain(ns, flyte.namespace_template, flyte.domains)
+            pd = self.project_domain(ns)
             if pd is None:
-                not_flyte += 1
+                project = self.known_project_of(ns)
+                if project is None:
+                    not_flyte += 1
+                elif not scope.projects or project in scope.projects:
+                    domains = ", ".join(self._projects[project]) if self._projects else ""
+                    self._unresolve(
+                        hit,
+                        f"namespace {ns} names project {project} but none of its domains "
+                        f"({domains}): check [flyte] namespace_template and domains",
+                    )
                 continue
             project, domain = pd
             if (scope.projects and project not in scope.projects) or (
@@ -458,30 +615,39 @@ class Scanner:
         for ex, attempts, candidates in parked:
             self._settle(ex, attempts, candidates)
 
+    def _unresolve(self, hit: SignalHit, reason: str) -> None:
+        """A signalled pod evidently Flyte's that resolves to nothing: never cleared, shown in
+        the report's `unresolved` (and, like `pending`, never "nothing found")."""
+        with self._lock:
+            self._unresolved.append(Unresolved(hit, reason))
+
     def _pending_pods(self) -> list[tuple[str, str]]:
         with self._lock:
             return list(self._pod_hits)
 
     # -- the Admin sweep -------------------------------------------------------------------------
     def _listing_jobs(self, window: Window, scope: ScanScope) -> list[Callable[[], None]]:
-        """One job per lister thread; they share the (project, domain) pairs to list."""
-        try:
-            with self._admin_slots:
-                projects = list(scope.projects) or self.admin.list_projects()
-        except SourceError as e:
-            self._add_gap(Gap("admin", window.start, window.end, f"listing projects: {e.cause}"))
-            return []
-        domains = list(scope.domains) or list(self.settings.flyte.domains)
-        todo: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
-        pairs = [(p, d) for p in projects for d in domains]
-        for pair in pairs:
-            todo.put(pair)
-        filters = live_during(window.start, window.end)
+        """One job per lister thread; they share the (project, domain, listing) triples."""
+        if self._projects is None:
+            return []  # ListProjects failed: the gap is recorded
+        projects = list(scope.projects) or sorted(self._projects)
+        todo: queue.SimpleQueue[tuple[str, str, str]] = queue.SimpleQueue()
+        pairs = [
+            (p, d)
+            for p in projects
+            for d in self._projects[p]
+            if not scope.domains or d in scope.domains
+        ]
+        # Executions that changed in the window, and those still running with an older
+        # `updated_at` (FACTS §13): every attempt that ended in the window is in one of them.
+        for project, domain in pairs:
+            for filters in attempts_may_end_during(window.start, window.end):
+                todo.put((project, domain, filters))
 
         def lister() -> None:
             while True:
                 try:
-                    project, domain = todo.get_nowait()
+                    project, domain, filters = todo.get_nowait()
                 except queue.Empty:
                     return
                 self._list_one(project, domain, filters)
@@ -579,6 +745,9 @@ class Scanner:
             end = hit.at + timedelta(seconds=1)
             self._add_gap(Gap("admin", hit.at, end, f"pod {ns}/{pod}: {e.cause}"))
             return
+        if isinstance(result, Unowned):
+            self._unresolve(hit, result.reason)
+            return
         with self._lock:
             if isinstance(result, str):
                 if result != "out-of-scope":
@@ -645,11 +814,16 @@ class Scanner:
         outputs: ObjectCheck | None,
     ) -> None:
         finding = None
-        if verdict.verdict is not None:
+        if verdict.verdict not in (None, PENDING):
             finding = self._finding(verdict, ex, att, signal, outputs)
         with self._lock:
             summary = self._summary
             summary.attempts_examined += 1
+            if verdict.verdict == PENDING:
+                assert signal is not None  # only a signalled attempt is pending
+                summary.pending += 1
+                self._pending.append(Pending(att.ref, att.phase, signal))
+                return
             if verdict.verdict is None:
                 summary.clear(verdict.cleared or "cleared")
                 return
@@ -700,10 +874,7 @@ class Scanner:
         notes = (verdict.note,) if verdict.note else ()
         if signal is not None and verdict.verdict != "affected":
             # SPEC §6: `signal` is null for `suspected`; the hit is kept as a note.
-            notes += (
-                f"{signal.signal} death signal at {rfc3339(signal.at)} in pod "
-                f"{signal.namespace}/{signal.pod}",
-            )
+            notes += (late_signal_note(att, signal),)
             signal = None
         return Finding(
             attempt=att.ref,
@@ -779,6 +950,15 @@ class Scanner:
             self._admin_lane.submit(partial(lookup, project, domain, since))
         self._admin_lane.drain()
         return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+
+
+def _unparsed_example(entry: LogEntry | None) -> UnparsedLine | None:
+    if entry is None:
+        return None
+    line = entry.line
+    if len(line) > UnparsedLine.MAX_CHARS:
+        line = line[: UnparsedLine.MAX_CHARS] + "…"
+    return UnparsedLine(entry.at, entry.labels, line)
 
 
 def _ref_parts(ref: ExecutionRef) -> tuple[str, str, str]:

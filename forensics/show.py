@@ -235,7 +235,9 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                 )
             )
             continue
-        checkpoint = scanner.checkpoint(ex, a, signal) if v.verdict else None
+        checkpoint = (
+            scanner.checkpoint(ex, a, signal) if v.verdict in ("affected", "suspected") else None
+        )
         if checkpoint is not None:
             when = checkpoint.latest or a.ended_at or ex.updated_at or now
             tl.events.append(
@@ -261,8 +263,8 @@ def _read(loki, query: str, window: Window, lk, tl: Timeline) -> list[LogEntry]:
     out: list[LogEntry] = []
     for item in loki.scan(query, window, shard=lk.shard, max_query_length=lk.max_query_length):
         if isinstance(item, ShardOutcome):
-            if item.error is not None:
-                tl.gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+            for part, error in item.failures:
+                tl.gaps.append(Gap("loki", part.start, part.end, error))
         else:
             out.append(item)
     return out

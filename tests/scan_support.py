@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from forensics.cli import main
@@ -32,3 +34,17 @@ def run(args: list[str], capsys) -> tuple[int, str, str]:
 def key(f: dict) -> tuple:
     e = f["execution"]
     return (e["project"], e["domain"], e["name"], f["node_id"], f["attempt"])
+
+
+def scan_json(capsys, *extra: str) -> tuple[int, dict, str]:
+    """`scan` over WINDOW as JSON: exit code, the report, stderr."""
+    code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress", *extra], capsys)
+    return code, json.loads(out), err
+
+
+def point_at(box, tmp_path, monkeypatch, config: str = CONFIG) -> None:
+    """Point the clients at `box` and run from `tmp_path`, whose ./elastic-audit.toml is `config`."""
+    for k, v in box.env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)  # ./elastic-audit.toml is found by the default search
+    (tmp_path / "elastic-audit.toml").write_text(config)

@@ -523,3 +523,41 @@ def test_methods_the_sandbox_does_not_serve_are_unimplemented(serve) -> None:
         lambda: stub.TerminateExecution(execution_pb2.ExecutionTerminateRequest(id=_wf("a")))
     )
     assert code == grpc.StatusCode.UNIMPLEMENTED
+
+
+# -- shapes met in the field (FACTS §13) -------------------------------------------------------
+
+
+def test_ends_updated_at_and_domains_as_flyteadmin_records_them(serve) -> None:
+    from flyteidl.admin import project_pb2
+
+    late = T0 + timedelta(minutes=30, microseconds=900_000)
+    single = SandboxAttempt(0, "SUCCEEDED", T0, late, ["one-n0-0"], ELASTIC)
+    job = SandboxAttempt(0, "SUCCEEDED", T0, late, ["job-n0-0-worker-0"], PYTORCH)
+    running = execution(
+        "old",
+        created=T0 - timedelta(days=3),
+        updated=T0 + timedelta(hours=2),  # a node event's time: flyteadmin would not store it
+        phase="RUNNING",
+        nodes=[SandboxNode("n0", "SUCCEEDED", [attempt("old", "n0", 0)])],
+    )
+    scenario = Scenario(
+        executions=[
+            execution("one", nodes=[SandboxNode("n0", "SUCCEEDED", [single])]),
+            execution("job", nodes=[SandboxNode("n0", "SUCCEEDED", [job])]),
+            running,
+        ],
+        domains=["dev", "prod"],
+    )
+    _, stub = serve(scenario)
+    # A single pod's end is FinishedAt, whole seconds; propeller stamps a PyTorchJob's itself.
+    (one,) = _tasks(stub, "one", "n0")
+    assert one.closure.duration.ToTimedelta() == timedelta(minutes=30)
+    (pt,) = _tasks(stub, "job", "n0")
+    assert pt.closure.duration.ToTimedelta() == timedelta(minutes=30, microseconds=900_000)
+    # updated_at moves on workflow-level events only: a running execution's is its start.
+    ex = stub.GetExecution(execution_pb2.WorkflowExecutionGetRequest(id=_wf("old")))
+    assert ex.closure.updated_at.ToDatetime(tzinfo=UTC) == T0 - timedelta(days=3, seconds=-1)
+    # ListProjects lists the configured domains for every project.
+    projects = stub.ListProjects(project_pb2.ProjectListRequest(limit=10)).projects
+    assert [[d.id for d in p.domains] for p in projects] == [["dev", "prod"]]

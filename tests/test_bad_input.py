@@ -135,7 +135,6 @@ FLAGS = [
     (["--workers", "-1"], "--workers"),
     (["--workers", "257"], "--workers"),
     (["--workers", "many"], "--workers"),
-    (["--domain", "prod"], "not one of the configured domains"),
     (["--domain", 'production"'], "--domain"),
     (["--loki-url", "ftp://loki"], "Loki URL"),
     (["--loki-url", "http://"], "Loki URL"),
@@ -159,6 +158,33 @@ FLAGS = [
 @pytest.mark.parametrize("args,fragment", FLAGS, ids=[" ".join(a)[:40] for a, _ in FLAGS])
 def test_hostile_scan_flags_are_refused(cli, args, fragment):
     cli(["scan", *WINDOW, *args], fragment)
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--domain", "prod"], "--domain 'prod': no project has such a domain"),
+        (["--project", "GS1"], "--project 'GS1': Flyte Admin has no such project"),
+    ],
+)
+def test_a_scope_admin_does_not_know_is_refused_after_one_list_projects(
+    cli, box, args, fragment, capsys
+):
+    # Each project's domains come from Admin (SPEC §4.4): the refusal costs one ListProjects,
+    # and nothing is read from Loki or S3, nothing written.
+    loki, s3 = len(box.loki.requests), len(box.s3.requests)
+    admin = len(box.admin.calls)
+    code, out, err = run(["scan", *WINDOW, *args], capsys)
+    assert (
+        code == 2
+        and out == ""
+        and err.strip().splitlines()
+        == [f"elastic-audit: error: {err.strip().split('error: ', 1)[1]}"]
+    )
+    assert fragment in err
+    assert [m for m, _ in box.admin.calls[admin:]] == ["ListProjects"]
+    assert (len(box.loki.requests), len(box.s3.requests)) == (loki, s3)
+    assert sorted(p.name for p in cli.work.iterdir()) == ["elastic-audit.toml"]
 
 
 @pytest.mark.parametrize("meta", METACHARACTERS + ["", " ", "é", "ｇｓ１", "gs1\t"])

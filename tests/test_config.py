@@ -110,3 +110,14 @@ def test_bearer_token_file_is_read_and_never_shown(tmp_path, monkeypatch):
 def test_secret_never_renders():
     s = Secret("hunter2")
     assert "hunter2" not in f"{s} {s!r} {[s]}"
+
+
+def test_loki_max_entries_sets_the_page_limit_and_is_checked(tmp_path):
+    assert load_settings(config=write(tmp_path, "[loki]\n"), env={}).loki.max_entries == 5000
+    cfg = write(tmp_path, "[loki]\nmax_entries = 1000\n")
+    assert load_settings(config=cfg, env={}).loki.max_entries == 1000
+    for bad in ("50", "5001", '"1000"', "true", "1000.5"):
+        cfg = write(tmp_path, f"[loki]\nmax_entries = {bad}\n")
+        with pytest.raises(ConfigError) as e:
+            load_settings(config=cfg, env={})
+        assert "loki.max_entries" in str(e.value) and cfg in str(e.value)

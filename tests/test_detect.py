@@ -16,6 +16,7 @@ from forensics.detect import (
     classify_signalled,
     classify_unsignalled,
     earliest,
+    late_signal_note,
     needs_outputs_check,
     sweep_candidate,
 )
@@ -99,11 +100,30 @@ def test_sibling_signalled_after_genuine_failure_is_cleared():
     assert v.verdict is None and v.cleared == SIGNAL_EXECUTION_FAILED
 
 
-def test_signal_after_the_attempt_already_succeeded_is_cleared():
-    v = classify_signalled(
-        attempt(ended=SIG_AT - timedelta(seconds=1)), execution(), hit(), MISSING
+def test_signal_after_success_clears_only_a_success_whose_outputs_exist():
+    # SPEC §5: the artefact decides, timing only grades.
+    late = attempt(ended=SIG_AT - timedelta(seconds=2))
+    assert classify_signalled(late, execution(), hit(), PRESENT).cleared == SIGNAL_AFTER_SUCCESS
+    v = classify_signalled(late, execution(), hit(), MISSING)
+    assert v.verdict == "suspected"
+    assert "2s after the attempt's end" in late_signal_note(late, hit())
+
+
+def test_a_signal_within_the_whole_second_of_a_single_pod_end_precedes_it():
+    # FACTS §13: Admin's single-pod end is FinishedAt in whole seconds.
+    for after in (timedelta(milliseconds=400), timedelta(seconds=1)):
+        a = attempt(ended=SIG_AT - after)
+        assert classify_signalled(a, execution(), hit(), MISSING).verdict == "affected"
+        assert classify_signalled(a, execution(), hit(), PRESENT).cleared != SIGNAL_AFTER_SUCCESS
+    # A PyTorchJob's end is stamped by propeller itself: no such slack.
+    job = attempt(ended=SIG_AT - timedelta(milliseconds=400), ttype="pytorch")
+    assert classify_signalled(job, execution(), hit(), MISSING).verdict == "suspected"
+
+
+def test_a_signalled_attempt_not_finished_is_pending_never_cleared():
+    assert classify_signalled(attempt("RUNNING", ended=None), execution(), hit(), None).verdict == (
+        "pending"
     )
-    assert v.cleared == SIGNAL_AFTER_SUCCESS
 
 
 def test_outputs_that_could_not_be_checked_never_clear_a_signalled_attempt():
@@ -171,8 +191,8 @@ def test_success_of_a_task_with_declared_outputs_is_cleared_whatever_s3_says_now
     for outputs in (MISSING, PRESENT, None):
         assert classify_signalled(declared, execution(), hit(), outputs).cleared == OUTPUTS_DECLARED
         assert classify_unsignalled(declared, outputs).cleared == OUTPUTS_DECLARED
-    early = attempt(declared=True, ended=SIG_AT - timedelta(seconds=1))
-    assert classify_signalled(early, execution(), hit(), None).cleared == SIGNAL_AFTER_SUCCESS
+    early = attempt(declared=True, ended=SIG_AT - timedelta(seconds=5))
+    assert classify_signalled(early, execution(), hit(), None).cleared == OUTPUTS_DECLARED
     failed = attempt(phase="FAILED", declared=True)
     assert classify_signalled(failed, execution(), hit(), None).cleared == SIGNAL_EXECUTION_FAILED
     assert needs_outputs_check(attempt()) and not needs_outputs_check(declared)

@@ -59,6 +59,13 @@ def entry(line: str, labels: dict[str, str] | None = None) -> LogEntry:
 
 
 FLYTEKIT_MSG = "Elastic launch agent process terminating: Process 107 got signal: 15"
+PROPELLER_LINE = (
+    '{"json":{"exec_id":"f8d2779abac0140fea1e","node":"n0/dn1","ns":"proj-development",'
+    '"routine":"worker-3","src":"plugin_manager.go:327","tasktype":"python-task",'
+    '"wf":"proj:development:wf.train"},"level":"info",'
+    '"msg":"Plugin [container] returned no outputReader, assuming file based outputs",'
+    '"ts":"2024-05-01T12:34:56Z"}'
+)
 
 # (line as Loki returns it, signal name, number, kind)
 SIGNAL_LINES = [
@@ -201,6 +208,128 @@ SIGNAL_LINES = [
 ]
 
 
+# Shipper envelopes (FACTS §13), as the sandbox's encoders build them from each shipper's code.
+_SHIP_AT = datetime(2026, 9, 10, 19, 45, 22, tzinfo=timezone.utc)
+
+
+def shipped(shipper: str, msg: str) -> str:
+    from forensics.sandbox.shippers import ship
+
+    return ship(
+        shipper, _SHIP_AT, msg, stream="stderr", ns=LABELS["namespace"], pod="p", container="c"
+    )
+
+
+OTEL_FORMAT = (  # opentelemetry-instrumentation-logging's DEFAULT_LOGGING_FORMAT
+    "2026-09-10 19:45:22,123 WARNING [torch.distributed.elastic.agent.server.api] [api.py:753] "
+    "[trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7 "
+    "resource.service.name=train trace_sampled=True] - "
+)
+SHIPPED_LINES = [
+    *(
+        pytest.param(shipped(s, VERIFIED), "SIGTERM", 15, "agent", id=f"{s}-agent")
+        for s in ("fluent-bit", "otel", "vector", "alloy", "alloy-syslog")
+    ),
+    *(
+        pytest.param(
+            shipped(s, flytekit_json(FLYTEKIT_MSG)), "SIGTERM", 15, "flytekit", id=f"{s}-flytekit"
+        )
+        for s in ("fluent-bit", "otel", "vector", "alloy", "alloy-syslog")
+    ),
+    pytest.param(
+        json.dumps({"_p": "F", "log": docker(VERIFIED), "time": "t", "stream": "stderr"}),
+        "SIGTERM",
+        15,
+        "agent",
+        id="fluent-bit-without-parser-keeps-docker-json",
+    ),
+    pytest.param(
+        json.dumps({"body": {"log": VERIFIED, "stream": "stderr"}, "resources": {"a": "b"}}),
+        "SIGTERM",
+        15,
+        "agent",
+        id="otel-map-body",
+    ),
+    pytest.param(
+        json.dumps(
+            {
+                "log": "x",
+                "log_processed": {
+                    "name": "flytekit",
+                    "levelname": "ERROR",
+                    "message": FLYTEKIT_MSG,
+                },
+            }
+        ),
+        "SIGTERM",
+        15,
+        "flytekit",
+        id="fluent-bit-merge-log-key",
+    ),
+    pytest.param(
+        json.dumps({"stream": "stderr", "log": flytekit_json(FLYTEKIT_MSG) + "x" * 70_000})[
+            :60_000
+        ],
+        "SIGTERM",
+        15,
+        "flytekit",
+        id="fluent-bit-cut-short",
+    ),
+    pytest.param(
+        OTEL_FORMAT + "Received 15 death signal, shutting down workers",
+        "SIGTERM",
+        15,
+        "agent",
+        id="python-logging-otel-correlation-prefix",
+    ),
+    pytest.param(
+        "2026-09-10 19:45:22,123 WARNING torch.distributed.elastic.agent.server.api: "
+        "Received Signals.SIGTERM death signal, shutting down workers",
+        "SIGTERM",
+        15,
+        "agent",
+        id="python-logging-asctime-level-name",
+    ),
+    pytest.param(
+        "[2026-09-10 19:45:22,123] [WARNING] Received 2 death signal, shutting down workers",
+        "SIGINT",
+        2,
+        "agent",
+        id="python-logging-bracketed-without-logger",
+    ),
+    pytest.param(
+        "2026-09-10 19:45:23,000 - flytekit - ERROR - " + FLYTEKIT_MSG,
+        "SIGTERM",
+        15,
+        "flytekit",
+        id="python-logging-flytekit-logger",
+    ),
+    pytest.param(
+        "<12>Sep 10 19:45:22 ip-10-0-12-34 train[107]: " + VERIFIED,
+        "SIGTERM",
+        15,
+        "agent",
+        id="syslog-rfc3164",
+    ),
+    pytest.param(
+        VERIFIED + " trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7",
+        "SIGTERM",
+        15,
+        "agent",
+        id="trace-correlation-suffix",
+    ),
+    pytest.param(
+        GLOG_BARRIER + "Got termination signal: 15 [dd.service=train dd.env=prod dd.version=1 "
+        "dd.trace_id=123 dd.span_id=456]",
+        "SIGTERM",
+        15,
+        "exit_barrier",
+        id="datadog-bracketed-suffix",
+    ),
+]
+SIGNAL_LINES += SHIPPED_LINES
+
+
 @pytest.mark.parametrize(("line", "name", "number", "kind"), SIGNAL_LINES)
 def test_death_signal_line_is_recognised_in_every_form(
     line: str, name: str, number: int, kind: str
@@ -291,6 +420,27 @@ NOT_SIGNALS = [
             level="WARNING",
         ),
         id="ignore-outputs-is-corroboration",
+    ),
+    pytest.param(
+        shipped("vector", flytekit_json(FLYTEKIT_MSG, name="user_space")),
+        id="user-space-in-envelope",
+    ),
+    pytest.param(
+        "2026-09-10 19:45:22,123 - root - WARNING - Received 15 death signal, shutting down workers",
+        id="python-logging-root-logger",
+    ),
+    pytest.param(
+        "2026-09-10 19:45:22,123 INFO myapp.train: Received 15 death signal, shutting down workers",
+        id="python-logging-foreign-logger",
+    ),
+    pytest.param(VERIFIED + " step=100 loss=0.1", id="suffix-without-trace-fields"),
+    pytest.param(
+        json.dumps({"body": "print: Received 15 death signal, shutting down workers"}),
+        id="envelope-of-a-user-print",
+    ),
+    pytest.param(
+        '{"body": "Received 15 death\\u0020signal, shutting down workers"}',
+        id="escape-that-loki-filter-cannot-see",
     ),
     pytest.param("", id="empty"),
     pytest.param('{"log": "Received 15 death', id="truncated-docker-json"),
@@ -412,6 +562,14 @@ def test_flytekit_plugin_line_as_flytekit_formats_it_is_recognised() -> None:
             '{"level":"info","msg":"propeller"}',
             id="not-python-json",
         ),
+        pytest.param(shipped("fluent-bit", "hello"), "hello", id="fluent-bit"),
+        pytest.param(shipped("otel", "a <b> & c"), "a <b> & c", id="otel-go-escapes"),
+        pytest.param(shipped("vector", "hello"), "hello", id="vector"),
+        pytest.param(shipped("alloy-syslog", "hello"), "hello", id="syslog-5424"),
+        pytest.param(shipped("vector", flytekit_json("inner")), "inner", id="vector-then-flytekit"),
+        pytest.param(
+            shipped("fluent-bit", PROPELLER_LINE), PROPELLER_LINE, id="propeller-kept-whole"
+        ),
         pytest.param("plain line", "plain line", id="raw"),
         pytest.param("{not json", "{not json", id="broken-json"),
     ],
@@ -427,14 +585,6 @@ def test_absurdly_long_line_is_capped_not_crashed() -> None:
 
 
 # --- corroboration and propeller ---
-
-PROPELLER_LINE = (
-    '{"json":{"exec_id":"f8d2779abac0140fea1e","node":"n0/dn1","ns":"proj-development",'
-    '"routine":"worker-3","src":"plugin_manager.go:327","tasktype":"python-task",'
-    '"wf":"proj:development:wf.train"},"level":"info",'
-    '"msg":"Plugin [container] returned no outputReader, assuming file based outputs",'
-    '"ts":"2024-05-01T12:34:56Z"}'
-)
 
 
 @pytest.mark.parametrize(
@@ -471,6 +621,16 @@ PROPELLER_LINE = (
 )
 def test_corroborating_lines_are_classified(line: str, kind: str | None) -> None:
     assert corroboration(line) == kind
+
+
+@pytest.mark.parametrize("shipper", ["fluent-bit", "otel", "vector", "alloy", "alloy-syslog"])
+def test_propeller_line_is_read_inside_a_shippers_envelope(shipper: str) -> None:
+    ev = parse_propeller_line(shipped(shipper, PROPELLER_LINE))
+    assert ev is not None and (ev.exec_id, ev.node, ev.plugin) == (
+        "f8d2779abac0140fea1e",
+        "n0/dn1",
+        "container",
+    )
 
 
 def test_propeller_line_fields_are_extracted() -> None:
@@ -704,3 +864,19 @@ def test_namespace_for_renders_ours_and_flyteadmins_templates() -> None:
     assert namespace_for("llm-fine-tuning", "development") == "llm-fine-tuning-development"
     assert namespace_for("p", "dev", "{{ project }}-{{ domain }}") == "p-dev"
     assert namespace_for("p", "dev", "{{ org }}{{ project }}-{{ domain }}") == "p-dev"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"a":' * 5000 + '"' + VERIFIED + '"' + "}" * 5000,
+        '{"log":' * 3 + '{"level":"x","msg":"y","a":' + "[" * 5000 + "]" * 5000 + "}}}}",
+        '{"a":' * 5000,
+    ],
+    ids=["nested-object", "nested-array-in-logrus", "cut-nested"],
+)
+def test_json_nested_deeper_than_any_log_record_is_read_as_text_not_a_crash(line: str) -> None:
+    assert parse_signal(entry(line)) is None
+    assert parse_propeller_line(line) is None
+    corroboration(line)
+    unwrap_runtime(line)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timezone
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from forensics.config import Settings
 from forensics.evidence import (
     DEFAULT_DOMAINS,
     SIGNAL_LINE_REGEX,
@@ -24,10 +26,21 @@ from forensics.evidence import (
     unwrap_runtime,
 )
 from forensics.model import LogEntry
+from forensics.sandbox.loki_server import parse_log_query
+from forensics.sandbox.shippers import SHIPPERS, ship
+from forensics.scan import ScanScope, signal_query
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LABELS = {"namespace": "proj-development", "pod": "abcdefghij0123456789-n0-0", "container": "c"}
 SIGNAL_RE = re.compile(SIGNAL_LINE_REGEX)
+# The line filters of the query the scan really sends, evaluated as the sandbox Loki evaluates
+# LogQL (RE2 syntax translated, unanchored search): what the parser accepts must pass them all.
+SCAN_FILTERS = parse_log_query(signal_query(Settings(), ScanScope())).filters
+
+
+def loki_lets_through(line: str) -> bool:
+    return all(f.keep(line) for f in SCAN_FILTERS)
+
 
 # Linux numbers as Python's signal.Signals names them (pods run Linux); SIGKILL/SIGSTOP excluded
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 6: "SIGABRT", 10: "SIGUSR1", 15: "SIGTERM"}
@@ -66,6 +79,10 @@ def truncated_json_lines(draw: st.DrawFn) -> str:
             [
                 {"log": inner + "\n", "stream": "stderr", "time": "2026-09-10T19:45:22Z"},
                 {"asctime": "t", "name": "flytekit", "levelname": "ERROR", "message": inner},
+                {"time": "t", "_p": "F", "log": inner, "kubernetes": {"pod_name": inner}},
+                {"body": inner, "attributes": {"log.iostream": "stderr"}, "resources": {}},
+                {"file": "/var/log/pods/x/0.log", "message": inner, "stream": "stderr"},
+                {"log": json.dumps({"name": "flytekit", "message": inner}), "stream": "stderr"},
                 {
                     "json": {"exec_id": inner, "node": "n0"},
                     "level": "info",
@@ -91,7 +108,7 @@ def test_line_parsers_never_crash_on_arbitrary_text(line: str) -> None:
     hit = parse_signal(LogEntry.make(0, LABELS, line))
     if hit is not None:
         # anything parse_signal accepts, Loki's line filter must have let through
-        assert SIGNAL_RE.search(line)
+        assert SIGNAL_RE.search(line) and loki_lets_through(line)
 
 
 @settings(max_examples=20, deadline=None)
@@ -168,19 +185,53 @@ def torch_prefixes(draw: st.DrawFn) -> str:
 
 
 @st.composite
+def python_logging_prefixes(draw: st.DrawFn, kind: str) -> str:
+    """A Python logging prefix starting with a timestamp; the logger, if named, fits the kind."""
+    stamp = draw(
+        st.sampled_from(
+            ["2026-09-10 19:45:22,123", "2026-09-10T19:45:22.123456Z", "[2026-09-10 19:45:22]"]
+        )
+    )
+    level = draw(st.sampled_from(["WARNING", "[WARNING]", "ERROR", "WARN"]))
+    if kind == "flytekit":
+        logger = draw(st.sampled_from(["flytekit", "flytekit.core"]))
+    else:
+        logger = draw(st.from_regex(r"torch(\.[a-z_]{1,10}){0,5}", fullmatch=True))
+    style = draw(st.integers(0, 3))
+    if style == 0:
+        return f"{stamp} {level} {logger}: "
+    if style == 1:
+        return f"{stamp} - {logger} - {level} - "
+    if style == 2:  # the OpenTelemetry / Datadog log-correlation formats
+        return f"{stamp} {level} [{logger}] [api.py:753] [trace_id=ab12 span_id=cd34] - "
+    return f"{stamp} {level} " if kind != "flytekit" else f"{stamp} {level} {logger} "
+
+
+trace_suffixes = lambda: st.sampled_from(  # noqa: E731
+    [
+        " trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7",
+        " [trace_id=0 span_id=0 resource.service.name= trace_sampled=False]",
+        " dd.service=train dd.env=prod dd.trace_id=1 dd.span_id=2",
+    ]
+)
+
+
+@st.composite
 def death_signal_lines(draw: st.DrawFn) -> tuple[str, str, int, str]:
     """(raw line as Loki stores it, signal name, number, kind)."""
     number = draw(st.sampled_from(sorted(SIGNALS)))
     kind = draw(st.sampled_from(["agent", "exit_barrier", "flytekit"]))
     sig = _render(draw, number)
+    text_prefix = draw(st.one_of(torch_prefixes(), python_logging_prefixes(kind)))
     if kind == "agent":
-        msg = f"{draw(torch_prefixes())}Received {sig} death signal, shutting down workers"
+        msg = f"{text_prefix}Received {sig} death signal, shutting down workers"
     elif kind == "exit_barrier":
-        msg = f"{draw(torch_prefixes())}Got termination signal: {sig}"
+        msg = f"{text_prefix}Got termination signal: {sig}"
     else:
         pid = draw(st.integers(1, 4_000_000))
         text = f"Elastic launch agent process terminating: Process {pid} got signal: {sig}"
-        if draw(st.booleans()):
+        style = draw(st.sampled_from(["json", "text", "python-logging"]))
+        if style == "json":
             record = {
                 "asctime": "2026-11-30 06:05:00,625",
                 "name": "flytekit",
@@ -190,12 +241,29 @@ def death_signal_lines(draw: st.DrawFn) -> tuple[str, str, int, str]:
             if draw(st.booleans()):
                 record["exc_info"] = draw(messy_text)
             msg = json.dumps(record, ensure_ascii=draw(st.booleans()))
-        else:
+        elif style == "text":
             msg = f"[flytekit] {text}"
+        else:
+            msg = draw(python_logging_prefixes(kind)) + text
+    if not msg.startswith("{") and draw(st.booleans()):
+        msg += draw(trace_suffixes())  # trace-correlation fields after a text line
     if draw(st.booleans()):
         msg += draw(st.sampled_from(["", " ", "\r", "\t "]))
-    wrap = draw(st.sampled_from(["raw", "cri", "docker"]))
-    if wrap == "cri":
+    wrap = draw(st.sampled_from(["raw", "cri", "docker", *SHIPPERS]))
+    if wrap in SHIPPERS:
+        line = ship(
+            wrap,
+            datetime(2026, 9, 10, tzinfo=timezone.utc),
+            msg,
+            stream=draw(st.sampled_from(["stdout", "stderr"])),
+            ns=LABELS["namespace"],
+            pod=LABELS["pod"],
+            container=draw(st.sampled_from(["pytorch", "c", "a-b"])),
+        )
+        if line.startswith("{"):  # an envelope's keys come in any order
+            obj = json.loads(line)
+            line = json.dumps({k: obj[k] for k in draw(st.permutations(list(obj)))})
+    elif wrap == "cri":
         stream = draw(st.sampled_from(["stdout", "stderr"]))
         line = f"2026-09-10T19:45:22.123456789Z {stream} {draw(st.sampled_from('FP'))} {msg}"
     elif wrap == "docker":
@@ -216,8 +284,8 @@ def test_every_death_signal_rendering_is_matched_by_parser_and_loki_filter(
     assert hit is not None, line
     assert (hit.signal, hit.number, hit.kind) == (name, number, kind)
     assert hit.at == LogEntry(ts, (), "").at
-    assert (hit.namespace, hit.pod, hit.container) == ("proj-development", LABELS["pod"], "c")
-    assert SIGNAL_RE.search(line), line
+    assert hit.namespace == "proj-development" and hit.pod == LABELS["pod"]
+    assert SIGNAL_RE.search(line) and loki_lets_through(line), line
 
 
 # --- pod names -----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from forensics.sandbox.scenario import SandboxLogLine
 from forensics.sources.loki import (
     LokiAuthError,
     LokiClient,
+    LokiEntryLimitError,
     RetryPolicy,
     ShardOutcome,
     build_query,
@@ -215,7 +216,7 @@ def test_entries_of_a_shard_arrive_in_time_order_across_pods() -> None:
 # --- retries and failures -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
 def test_a_throttled_or_failing_loki_is_retried_and_nothing_is_lost(status: int) -> None:
     faults = LokiFaults(rules=[FaultRule(status, count=2)])
     with LokiServer(some_signals(), faults) as server:
@@ -225,6 +226,23 @@ def test_a_throttled_or_failing_loki_is_retried_and_nothing_is_lost(status: int)
     assert len(got) == 3
     assert statuses == [status, status, 200]
     assert c.retries == 2 and c.requests == 1
+
+
+def test_a_query_timeout_504_is_read_in_halves_and_nothing_is_lost() -> None:
+    # Loki's 504 is its query_timeout (pkg/util/server/error.go): the same query again would time
+    # out again, so the piece is split instead of being retried at the same size.
+    faults = LokiFaults(rules=[FaultRule(504, count=2)])
+    with LokiServer(some_signals(), faults) as server:
+        c = client(server)
+        got = list(c.query_range(SIGTERM, HOUR))
+        sent = server.requests.snapshot()
+    assert len(got) == 3 and len({(e.ts_ns, e.line) for e in got}) == 3
+    assert [r.status for r in sent] == [504, 504, 200, 200, 200]
+    spans = [(int(r.params["start"]), int(r.params["end"])) for r in sent]
+    whole, half, quarter = (e - s for s, e in spans[:3])
+    assert whole == 2 * half == 4 * quarter
+    assert spans[2][1] == spans[3][0] and spans[3][1] == spans[4][0]  # no hole, no overlap
+    assert c.retries == 2
 
 
 def test_retry_after_is_honoured() -> None:
@@ -543,3 +561,81 @@ def test_ctrl_c_during_a_scan_interrupts_workers_waiting_to_retry() -> None:
         assert _wait_until(lambda: not _shard_threads(), 2.0)
         assert time.monotonic() - interrupted < 2.0
         assert len(server.requests) == 2  # nobody retried after Ctrl-C
+
+
+# --- tenant entry limits and query timeouts (FACTS §13) ----------------------------------------
+
+
+@pytest.mark.parametrize("wording", ["frontend", "querier"])
+def test_a_lower_tenant_entry_limit_is_adopted_for_the_rest_of_the_run(wording, caplog) -> None:
+    lines = [SandboxLogLine(BASE + i * 1000, pod(f"p{i % 3}"), f"SIGTERM {i}") for i in range(2500)]
+    opts = {"tenant_max_entries": {"team-ml": 1000}, "entry_limit_wording": wording}
+    with LokiServer(lines, **opts) as server:
+        settings = LokiSettings(url=server.url, org_id="team-ml", timeout=5.0)
+        c = client(server, settings=settings, workers=2)
+        day = Window(T0, T0 + timedelta(days=1))
+        items = list(c.scan(SIGTERM, day, shard=timedelta(hours=6), max_query_length=day.length))
+        sent = server.requests.snapshot()
+    got, outcomes = entries_and_outcomes(items)
+    assert sorted(map(key, got)) == sorted(map(key, lines))  # nothing lost, nothing twice
+    assert all(o.ok for o in outcomes)
+    assert c.page_limit == 1000
+    refused = [r for r in sent if r.status == 400]
+    assert 1 <= len(refused) <= 2  # the shards in flight when it was learnt
+    assert all(r.params["limit"] == "5000" for r in refused)
+    assert all(r.params["limit"] == "1000" for r in sent if r.status == 200)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "1000 entries per query" in warnings[0]
+
+
+def test_a_configured_entry_limit_is_used_from_the_first_request() -> None:
+    with LokiServer(some_signals(), tenant_max_entries={"team-ml": 1000}) as server:
+        settings = LokiSettings(url=server.url, org_id="team-ml", timeout=5.0, max_entries=1000)
+        got = list(client(server, settings=settings).query_range(SIGTERM, HOUR))
+        assert [r.params["limit"] for r in server.requests] == ["1000"]
+    assert len(got) == 3
+
+
+def test_an_entry_limit_400_that_names_no_lower_limit_stays_an_error() -> None:
+    # A limit the tenant already allows cannot be the cause: the 400 is not second-guessed.
+    with LokiServer(some_signals(), tenant_max_entries={"team-ml": 5000}) as server:
+        settings = LokiSettings(url=server.url, org_id="team-ml", timeout=5.0, max_entries=100)
+        c = client(server, settings=settings)
+        assert len(list(c.query_range(SIGTERM, HOUR))) == 3
+    err = LokiEntryLimitError("Loki rejected the query: max entries limit ...", limit=5000)
+    assert not c._adopt_limit(100, err)
+
+
+def test_a_dense_stretch_that_times_out_is_split_down_to_the_floor_and_only_it_is_a_gap() -> None:
+    # 200 noise lines within one second make any range that holds them time out (Loki must scan
+    # them whatever the filter); the signals around them must still be read.
+    dense_at = BASE + 40 * 60 * 10**9  # 00:40:00
+    lines = [SandboxLogLine(dense_at + i, pod("noisy"), f"step {i}") for i in range(200)]
+    lines += [
+        SandboxLogLine(BASE + m * 60 * 10**9, pod(f"p{m}"), f"SIGTERM at minute {m}")
+        for m in range(0, 60, 5)
+    ]
+    with LokiServer(lines, query_timeout_lines=100) as server:
+        c = client(server, workers=1)
+        items = list(c.scan(SIGTERM, HOUR, shard=timedelta(hours=1), max_query_length=HOUR.length))
+        timeouts = [r for r in server.requests if r.status == 504]
+    got, (outcome,) = entries_and_outcomes(items)
+    ((part, error),) = outcome.failures
+    assert part.start <= datetime.fromtimestamp(dense_at / 1e9, UTC) < part.end
+    assert part.end - part.start <= timedelta(minutes=1)
+    assert "request timed out" in error
+    read = {e.line for e in got}
+    assert read == {f"SIGTERM at minute {m}" for m in range(0, 60, 5) if m != 40}
+    assert 6 <= len(timeouts) <= 8  # one per halving from 1h down to the ~56s floor piece
+
+
+def test_a_loki_that_times_out_on_everything_gives_the_shard_up_after_a_bounded_number_of_tries():
+    faults = LokiFaults(rules=[FaultRule(504, count="always")])
+    with LokiServer(some_signals(), faults) as server:
+        c = client(server)
+        items = list(c.scan(SIGTERM, HOUR, shard=timedelta(hours=1), max_query_length=HOUR.length))
+        tries = len(server.requests)
+    _, (outcome,) = entries_and_outcomes(items)
+    assert outcome.failures == ((HOUR, outcome.error),)  # the whole shard, one gap
+    assert "timed out" in outcome.error and "504" in outcome.error
+    assert tries == c._split_budget(HOUR)  # log2(60) halvings to the floor, rounded up, + 1

@@ -445,3 +445,54 @@ def test_a_million_lines_are_indexed_and_queried() -> None:
             server, query='{pod="noise-3"}', start=T, end=T + SEC, limit=2, direction="forward"
         )
         assert lines_of(resp) == ["noise line 3", "noise line 103"]
+
+
+# --- tenant limits and query timeouts (FACTS §13) ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("wording", "text"),
+    [
+        # v3's query frontend: pkg/util/validation/validate.go ErrMaxEntriesLimit
+        ("frontend", "max entries limit per query exceeded, limit > max_entries_limit_per_query"),
+        # the querier and older releases: pkg/querier/http.go validateMaxEntriesLimits
+        ("querier", "max entries limit per query exceeded, limit > max_entries_limit"),
+    ],
+)
+def test_a_tenants_lower_entry_limit_is_refused_in_either_wording(wording: str, text: str) -> None:
+    lines = [SandboxLogLine(T, labels("a"), "x")]
+    with LokiServer(lines, tenant_max_entries={"ml": 1000}, entry_limit_wording=wording) as s:
+        q = a_query(limit=5000)
+
+        def as_tenant(org: str) -> requests.Response:
+            return requests.get(s.url + QR, params=q, headers={"X-Scope-OrgID": org}, timeout=10)
+
+        refused = as_tenant("ml")
+        assert (refused.status_code, refused.text) == (400, f"{text} (5000 > 1000)")
+        assert as_tenant("other").status_code == 200  # the server's default (5000) applies
+        # Several tenants: the smallest positive limit (SmallestPositiveNonZeroIntPerTenant).
+        assert as_tenant("other|ml").text == f"{text} (5000 > 1000)"
+        ok = requests.get(
+            s.url + QR, params={**q, "limit": 1000}, headers={"X-Scope-OrgID": "ml"}, timeout=10
+        )
+        assert ok.status_code == 200
+
+
+def test_an_entry_limit_of_zero_is_no_limit() -> None:
+    with LokiServer([], tenant_max_entries={"ml": 0}) as s:
+        resp = requests.get(
+            s.url + QR, params=a_query(limit=50_000), headers={"X-Scope-OrgID": "ml"}, timeout=10
+        )
+    assert resp.status_code == 200
+
+
+def test_a_query_over_a_dense_range_times_out_like_loki() -> None:
+    # What Loki must scan is every line of the selected streams in the range, filters or not.
+    lines = [SandboxLogLine(T + i * SEC, labels("a"), f"noise {i}") for i in range(100)]
+    with LokiServer(lines, query_timeout_lines=50) as s:
+        dense = get(s, query='{pod="a"} |= "never"', start=T, end=T + 100 * SEC, limit=10)
+        sparse = get(s, query='{pod="a"} |= "never"', start=T, end=T + 50 * SEC, limit=10)
+        other = get(s, query='{pod="b"}', start=T, end=T + 100 * SEC, limit=10)
+    assert dense.status_code == 504
+    assert dense.text.startswith("request timed out, decrease the duration of the request")
+    assert sparse.status_code == 200 and other.status_code == 200

@@ -77,6 +77,7 @@ def test_reference_incident_is_reported_exactly_as_the_spec_shows(env, capsys):
         "links": {
             "flyte": "https://flyte.example.com/console/projects/gs1/domains/production/executions/azvg5f9v9974m78fvlf7"
         },
+        "notes": [],
     }
     assert report["window"] == {"start": "2026-09-04T00:00:00Z", "end": "2026-09-11T00:00:00Z"}
     assert report["complete"] is True and report["gaps"] == []
@@ -165,7 +166,7 @@ def test_table_and_markdown_match_golden_files(env, capsys, fmt, golden):
         (["--since", "yesterday"], "--since"),
         (["--since", "2026-09-11", "--until", "2026-09-04"], "must be before"),
         (["--since", "7d", "--project", 'gs1"} |= "x'], "--project"),
-        (["--since", "7d", "--domain", "prod"], "not one of the configured domains"),
+        (["--since", "7d", "--domain", "prod"], "no project has such a domain"),
         (["--since", "7d", "--workers", "0"], "--workers"),
     ],
 )

@@ -35,8 +35,10 @@ Examples:
 
   elastic-audit scan --since 36h -o json --report incident.json --exit-zero
 
-Exit codes: 0 complete and nothing found, 1 complete with findings, 3 incomplete (a source
-failed for part of the window; `gaps` says where), 2 usage or configuration error.
+Exit codes: 0 complete and nothing found, 1 complete with findings, pending attempts (signalled,
+not finished yet: rescan) or signalled Flyte pods that resolve to no attempt (a configuration
+problem), 3 incomplete (a source failed for part of the window; `gaps` says where), 2 usage or
+configuration error.
 """
 
 
@@ -93,7 +95,9 @@ def scan(
         checkpoint_template=checkpoint_template,
         workers=workers,
     )
-    if domain:
+    # Without `[flyte] domains` each project's domains come from Admin, which the scan checks
+    # --project and --domain against before it reads anything (exit 2 naming the unknown one).
+    if domain and settings.flyte.domains_configured:
         unknown = [d for d in domain if d not in settings.flyte.domains]
         if unknown:
             raise ConfigError(
@@ -113,6 +117,9 @@ def scan(
     emit(render(result, fmt.value))
     if not result.complete:
         raise typer.Exit(3)
-    if result.findings and not exit_zero:
+    # Signalled attempts still running (`pending`) and signalled Flyte pods that resolve to no
+    # attempt (`unresolved`, a configuration problem) are not "nothing found" (SPEC §5): they
+    # exit as findings do, so the operator rescans once they end, or fixes the configuration.
+    if (result.findings or result.pending or result.unresolved) and not exit_zero:
         raise typer.Exit(1)
     raise typer.Exit(0)

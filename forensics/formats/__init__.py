@@ -55,6 +55,16 @@ def coverage_line(report: Report) -> str:
         f"{s.affected} affected, {s.suspected} suspected, {s.not_affected} not affected "
         f"of {s.attempts_examined} attempts examined"
     )
+    if s.pending:
+        head += f"; {s.pending} pending (signalled, not finished yet: rescan once they end)"
+    if report.unresolved:
+        head += (
+            f"; {len(report.unresolved)} signalled Flyte pod(s) resolved to no attempt "
+            "(configuration problem)"
+        )
+    if s.unparsed_lines:
+        # Read completely, yet some matched lines said nothing: their attempts may be missing.
+        head += f"; {s.unparsed_lines} matched death-signal line(s) could not be read"
     if report.complete:
         return head + "; coverage complete"
     return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"

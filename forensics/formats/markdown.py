@@ -61,6 +61,32 @@ def render(report: Report, *, width: int = 100) -> str:
                 f"| {g.source} | {short_time(g.start)} | {short_time(g.end)} | {_cell(g.error)} |"
             )
         out.append("")
+    if report.unresolved:
+        out += [
+            "## Signalled Flyte pods that resolve to no attempt (configuration problem)",
+            "",
+            "| pod | signal (UTC) | why |",
+            "|---|---|---|",
+        ]
+        for u in report.unresolved:
+            out.append(
+                f"| `{u.signal.namespace}/{u.signal.pod}` | {u.signal.signal} "
+                f"{short_time(u.signal.at)} | {_cell(u.reason)} |"
+            )
+        out.append("")
+    if report.pending:
+        out += [
+            "## Pending (signalled, not finished yet: rescan once they end)",
+            "",
+            "| execution | node/attempt | phase | signal (UTC) |",
+            "|---|---|---|---|",
+        ]
+        for p in report.pending:
+            out.append(
+                f"| `{p.attempt.execution}` | {p.attempt.node_id}/{p.attempt.attempt} "
+                f"| {p.phase} | {p.signal.signal} {short_time(p.signal.at)} |"
+            )
+        out.append("")
     out += [
         "## Counts",
         "",
@@ -72,6 +98,26 @@ def render(report: Report, *, width: int = 100) -> str:
     for k, v in sorted(s.cleared.items()):
         out.append(f"| cleared: {k} | {v} |")
     out.append("")
+    if s.unparsed_lines:
+        ex = s.unparsed_example
+        out += [
+            "## Lines Loki matched that could not be read",
+            "",
+            f"{s.unparsed_lines} line(s) matched the death-signal filter but the parser could not "
+            "read them (an unknown log shipper envelope or line format, or a stream without the "
+            "configured namespace/pod labels): their attempts may be missing or only suspected.",
+            "",
+        ]
+        if ex is not None:
+            where = ", ".join(f"{k}={v}" for k, v in ex.labels) or "no labels"
+            out += [
+                f"Earliest, {short_time(ex.at)} ({_cell(where)}):",
+                "",
+                "```",
+                ex.line,
+                "```",
+                "",
+            ]
     out += ["## Findings", ""]
     if not report.findings:
         out += ["None.", ""]

@@ -59,6 +59,13 @@ def render(report: Report, *, width: int = 100) -> str:
             console.print("No affected or suspected attempts.")
         for g in report.gaps:
             console.print(f"GAP {g.source} {short_time(g.start)} → {short_time(g.end)}: {g.error}")
+        for p in report.pending:
+            console.print(
+                f"PENDING {p.attempt} ({p.phase}): {p.signal.signal} at "
+                f"{short_time(p.signal.at)} in pod {p.signal.pod}; rescan once it ends"
+            )
+        for u in report.unresolved:
+            console.print(f"UNRESOLVED pod {u.signal.namespace}/{u.signal.pod}: {u.reason}")
         console.print(coverage_line(report))
         cleared = report.summary.cleared
         if cleared:

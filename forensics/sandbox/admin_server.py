@@ -481,6 +481,7 @@ class _AdminState:
         self.namespace_template = namespace_template
         self.executions: dict[tuple[str, str, str], _Exec] = {}
         self.tasks: dict[tuple[str, str, str, str], SandboxTask] = {}
+        self.domains = list(scenario.domains)
         self._rows = 0
         # ListExecutions answers per query, valid while `version` (bumped by every change to
         # `executions`) stands: offset paging re-reads the same rows page after page, and
@@ -524,13 +525,18 @@ class _AdminState:
         if ex.reference_execution is not None:
             spec.metadata.reference_execution.CopyFrom(_wf_id(*ex.reference_execution))
         closure = execution_pb2.ExecutionClosure(phase=WfPhase.Value(ex.phase))
-        _set_time(closure, "created_at", ex.created_at)
-        _set_time(closure, "updated_at", ex.updated_at)
         started = (
             ex.created_at + timedelta(seconds=1)
             if ex.phase not in ("UNDEFINED", "QUEUED")
             else None
         )
+        # flyteadmin moves an execution's updated_at only on workflow-level events
+        # (flyteadmin `transformers/execution.go`; node and task events never
+        # touch the row, FACTS §13): a terminal execution's is its end, a running one's the
+        # RUNNING event's, however recently its nodes changed.
+        terminal = ex.phase in ("SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT")
+        _set_time(closure, "created_at", ex.created_at)
+        _set_time(closure, "updated_at", ex.updated_at if terminal else started or ex.created_at)
         _set_time(closure, "started_at", started)
         if ex.phase in ("SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT"):
             _set_duration(closure, started, ex.updated_at)
@@ -617,10 +623,17 @@ class _AdminState:
         closure = task_execution_pb2.TaskExecutionClosure(
             phase=TaskPhase.Value(a.phase), task_type=a.task.task_type, reason=a.reason
         )
+        # The container plugin takes a single-pod attempt's end from the container's FinishedAt,
+        # which Kubernetes keeps in whole seconds (flyteplugins `k8s/pod/plugin.go`,
+        # `pod_helper.go`; FACTS §13); for a PyTorchJob propeller stamps the end itself when it
+        # observes the job's success, so the scenario's time stands.
+        end = a.ended_at
+        if end is not None and a.task.task_type != "pytorch":
+            end = end.replace(microsecond=0)
         _set_time(closure, "started_at", a.started_at)
         _set_time(closure, "created_at", a.started_at)
-        _set_time(closure, "updated_at", a.ended_at or a.started_at)
-        _set_duration(closure, a.started_at, a.ended_at)
+        _set_time(closure, "updated_at", end or a.started_at)
+        _set_duration(closure, a.started_at, end)
         data_dir = ex.node_data_dir(node.node_id)
         if a.phase == "SUCCEEDED":
             # propeller reports OutputWriter.GetOutputPath() on success, whether or not the task
@@ -998,9 +1011,7 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
             ids = sorted(
                 {p for (p, _, _) in self.state.executions} | {t[0] for t in self.state.tasks}
             )
-        domains = [
-            project_pb2.Domain(id=d, name=d) for d in ("development", "staging", "production")
-        ]
+        domains = [project_pb2.Domain(id=d, name=d) for d in self.state.domains]
         projects = [project_pb2.Project(id=p, name=p, domains=domains) for p in ids]
         if request.limit == 0:  # unverified against flyteadmin: the sandbox returns everything
             return project_pb2.Projects(projects=projects)

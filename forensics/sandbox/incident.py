@@ -23,6 +23,7 @@ from forensics.sandbox.scenario import (
     SandboxTask,
     Scenario,
 )
+from forensics.sandbox.shippers import ship
 
 WINDOW_START = datetime(2026, 9, 4, tzinfo=UTC)
 WINDOW_END = datetime(2026, 9, 11, tzinfo=UTC)
@@ -108,8 +109,9 @@ def docker_json(at: datetime, msg: str, stream: str = "stderr") -> str:
 class ScenarioBuilder:
     """Accumulates executions, their log lines and S3 objects into a Scenario."""
 
-    def __init__(self, labels: LabelNames = LabelNames()) -> None:
+    def __init__(self, labels: LabelNames = LabelNames(), shipper: str | None = None) -> None:
         self.labels = labels
+        self.shipper = shipper  # None: lines as the runtime wrote them; else shippers.SHIPPERS
         self.scenario = Scenario(buckets={MODELS_BUCKET, "flyte-metadata"})
         self._tasks: dict[tuple[str, str, str, str], SandboxTask] = {}
 
@@ -130,8 +132,12 @@ class ScenarioBuilder:
             self.scenario.tasks.append(t)
         return self._tasks[key]
 
-    def log(self, at: datetime, ns: str, pod: str, container: str, line: str) -> None:
+    def log(
+        self, at: datetime, ns: str, pod: str, container: str, line: str, stream: str = "stderr"
+    ) -> None:
         labels = {self.labels.namespace: ns, self.labels.pod: pod, self.labels.container: container}
+        if self.shipper is not None:
+            line = ship(self.shipper, at, line, stream=stream, ns=ns, pod=pod, container=container)
         self.scenario.log_lines.append(SandboxLogLine(to_ns(at), labels, line))
 
     def propeller(self, at: datetime, ex: SandboxExecution, node: str, tasktype: str) -> None:
@@ -160,7 +166,10 @@ class ScenarioBuilder:
         """The lines a preempted elastic pod logs: agent warning, worker teardown, flytekit."""
 
         def emit(t: datetime, msg: str) -> None:
-            if wrap == "cri":
+            # A shipper reads the runtime's files and pushes its own envelope (or line) instead.
+            if self.shipper is not None:
+                pass
+            elif wrap == "cri":
                 msg = cri(t, msg)
             elif wrap == "docker":
                 msg = docker_json(t, msg)
@@ -189,6 +198,35 @@ class ScenarioBuilder:
                     "reason USER:RuntimeError: error=, cause=!!",
                 ),
             )
+
+    def operator_success(
+        self,
+        preempted_at: datetime,
+        ns: str,
+        workers: list[str],
+        preempted: int,
+        *,
+        lost: bool = False,
+    ) -> datetime:
+        """A PyTorchJob ended by one preempted worker, in the order the systems act; returns the
+        attempt's end as Admin records it.
+
+        The preempted worker's agent logs its signal (unless its logs were `lost`) and the pod
+        exits 0 two seconds later (the bug); the training operator marks an elastic job
+        Succeeded as soon as any worker succeeds (`pytorchjob_controller.go`: `ElasticPolicy !=
+        nil && succeeded > 0`) and deletes the other pods; propeller stamps the end itself
+        (`time.Now()`) when it next observes the job, with sub-second precision; the deleted
+        siblings' agents log their signals after that success (FACTS §13).
+        """
+        end = preempted_at + timedelta(seconds=2, milliseconds=370)
+        for i, pod in enumerate(workers):
+            if i == preempted:
+                if not lost:
+                    self.signal_pod(preempted_at, ns, pod, "pytorch", pid=80 + i)
+            else:
+                at = end + timedelta(milliseconds=500 + 100 * i)
+                self.signal_pod(at, ns, pod, "pytorch", pid=80 + i, plugin_lines=False)
+        return end
 
     def add(self, ex: SandboxExecution) -> SandboxExecution:
         self.scenario.executions.append(ex)
@@ -247,11 +285,16 @@ def _try(
 
 # The scenario reads as a table: one execution per block, one attempt per call.
 # fmt: off
-def reference_scenario(labels: LabelNames = LabelNames()) -> Scenario:
-    """The reference incident and one neighbour for every verdict and not-finding class."""
+def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = None) -> Scenario:
+    """The reference incident and one neighbour for every verdict and not-finding class.
+
+    `shipper` (one of `shippers.SHIPPERS`) ships every log line through that collector's
+    envelope instead, as a cluster running Fluent Bit, the OpenTelemetry collector, Vector or
+    Alloy would store it (the OTel collector's labels are `OTEL_LABELS`).
+    """
     from forensics.evidence import generated_name
 
-    b = ScenarioBuilder(labels)
+    b = ScenarioBuilder(labels, shipper)
     gs1, dev = ("gs1", "production"), ("gs1", "development")
     ns = "gs1-production"
     task = b.task(*gs1, "bigmodel.train")
@@ -379,7 +422,7 @@ def reference_scenario(labels: LabelNames = LabelNames()) -> Scenario:
     pod = f"{healthy}-n0-0"
     for i in range(200):
         b.log(WINDOW_START + timedelta(minutes=47 * i), ns, pod, pod,
-              f"step {i * 100} loss={1.0 / (i + 1):.4f} lr=5e-5")
+              f"step {i * 100} loss={1.0 / (i + 1):.4f} lr=5e-5", stream="stdout")
     return b.build()
 # fmt: on
 

@@ -52,9 +52,16 @@ ERR_RESOLUTION = (
     "exceeded maximum resolution of 11,000 points per time series. "
     "Try increasing the value of the step parameter"
 )
+# The 400 for a limit over the tenant's max_entries_limit_per_query, in both wordings Loki uses:
+# v3's query frontend (pkg/util/validation/validate.go ErrMaxEntriesLimit) and its querier /
+# older releases (pkg/querier/http.go validateMaxEntriesLimits).
 ERR_MAX_ENTRIES = (
     "max entries limit per query exceeded, limit > max_entries_limit_per_query ({} > {})"
 )
+ERR_MAX_ENTRIES_QUERIER = (
+    "max entries limit per query exceeded, limit > max_entries_limit ({} > {})"
+)
+ENTRY_LIMIT_WORDINGS = {"frontend": ERR_MAX_ENTRIES, "querier": ERR_MAX_ENTRIES_QUERIER}
 ERR_QUERY_TOO_LONG = "the query time range exceeds the limit (query length: {}, limit: {})"
 ERR_EMPTY_MATCHERS = (
     "queries require at least one regexp or equality matcher that does not have an "
@@ -77,6 +84,11 @@ FAULT_KINDS = frozenset([*FAULT_BODIES, "truncated", "nonjson", "reset", "timeou
 
 class BadRequest(Exception):
     """A request Loki answers with HTTP 400 and this plain-text body."""
+
+
+class QueryTimeout(Exception):
+    """A query Loki gave up on at its query_timeout: HTTP 504 with ERR_DEADLINE
+    (pkg/util/server/error.go maps context.DeadlineExceeded to it)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -709,6 +721,13 @@ class LokiServer:
     `tenant_required`: requests must send `X-Scope-OrgID` (else 401 `no org id`), and only that
     tenant sees the lines (others get empty results, as an empty tenant in Loki would).
     `bearer_token` / `basic_auth`: a gateway in front that requires one of them (401 otherwise).
+    `tenant_max_entries`: per-tenant `max_entries_limit_per_query` overriding `max_entries` (0 is
+    no limit; for `A|B` the smallest positive one applies, as in Loki), refused in the
+    `entry_limit_wording` of a v3 query frontend (`"frontend"`) or of a querier / older release
+    (`"querier"`).
+    `query_timeout_lines`: a log query whose range holds more than this many lines in the streams
+    it selects (what Loki must scan, before line filters) times out: 504, as Loki answers at its
+    `query_timeout`, after `query_timeout_delay` seconds.
     """
 
     def __init__(
@@ -721,10 +740,20 @@ class LokiServer:
         tenant_required: str | None = None,
         bearer_token: str | None = None,
         basic_auth: tuple[str, str] | None = None,
+        tenant_max_entries: dict[str, int] | None = None,
+        entry_limit_wording: str = "frontend",
+        query_timeout_lines: int | None = None,
+        query_timeout_delay: float = 0.0,
     ) -> None:
         self.faults = faults or LokiFaults()
         self.max_query_length_ns = (max_query_length // timedelta(microseconds=1)) * 1000
         self.max_entries = max_entries
+        self.tenant_max_entries = dict(tenant_max_entries or {})
+        if entry_limit_wording not in ENTRY_LIMIT_WORDINGS:
+            raise ValueError(f"entry_limit_wording: one of {sorted(ENTRY_LIMIT_WORDINGS)}")
+        self.entry_limit_wording = entry_limit_wording
+        self.query_timeout_lines = query_timeout_lines
+        self.query_timeout_delay = query_timeout_delay
         self.tenant_required = tenant_required
         self.bearer_token = bearer_token
         self.basic_auth = basic_auth
@@ -808,6 +837,13 @@ class LokiServer:
                 return None
         return "invalid or missing credentials\n"
 
+    def _max_entries(self, org: str | None) -> int:
+        """The entry limit for the tenants of a request: Loki's SmallestPositiveNonZeroIntPerTenant
+        over `A|B`; a tenant without its own limit has the server's default."""
+        limits = [self.tenant_max_entries.get(t, self.max_entries) for t in (org or "").split("|")]
+        positive = [n for n in limits if n > 0]
+        return min(positive) if positive else 0
+
     def _tenant_sees_data(self, org: str | None) -> bool:
         if self.tenant_required is None:
             return True
@@ -862,8 +898,10 @@ class LokiServer:
                 raise BadRequest("interval must be >= 0")
             raise BadRequest("the sandbox Loki does not implement the interval parameter")
         query = parse_log_query(params.get("query"))
-        if limit > self.max_entries:
-            raise BadRequest(ERR_MAX_ENTRIES.format(limit, self.max_entries))
+        max_entries = self._max_entries(org)
+        if max_entries and limit > max_entries:
+            wording = ENTRY_LIMIT_WORDINGS[self.entry_limit_wording]
+            raise BadRequest(wording.format(limit, max_entries))
         # The frontend measures the range at millisecond precision (model.Time).
         length = (end // 1_000_000 - start // 1_000_000) * 1_000_000
         if self.max_query_length_ns and length > self.max_query_length_ns:
@@ -874,6 +912,11 @@ class LokiServer:
             )
         t0 = time.perf_counter()
         streams = self._store.matching(query.selects) if self._tenant_sees_data(org) else []
+        if self.query_timeout_lines is not None:
+            scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
+            if scanned > self.query_timeout_lines:
+                self._stopping.wait(self.query_timeout_delay)
+                raise QueryTimeout()
         result, returned, scanned, nbytes = self._select(
             streams, query, start, end, limit, forward=direction == "FORWARD"
         )
@@ -1092,6 +1135,9 @@ class _Handler(BaseHTTPRequestHandler):
             doc = handler(params, self.headers)
         except BadRequest as e:
             self._text(400, str(e))
+            return
+        except QueryTimeout:
+            self._text(504, ERR_DEADLINE)
             return
         self._json(200, doc)
 

@@ -113,6 +113,9 @@ class Scenario:
     objects: list[SandboxObject] = field(default_factory=list)
     buckets: set[str] = field(default_factory=set)
     tasks: list[SandboxTask] = field(default_factory=list)
+    # flyteadmin's configured domains, which ListProjects lists for every project
+    # (`project_manager.go`); deployments rename them (`dev`, `prod`, ...).
+    domains: list[str] = field(default_factory=lambda: ["development", "staging", "production"])
 
     def output_dir(self, execution: SandboxExecution, node: SandboxNode, attempt: int) -> str:
         return f"{execution.node_data_dir(node.node_id)}/{attempt}/"

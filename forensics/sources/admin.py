@@ -21,7 +21,8 @@ Admin calls per question (counted in `AdminClient.call_count`; the scale benchma
 ListNodeExecutions per level (per page), one ListTaskExecutions per task node, one GetTask per
 distinct task for the client's lifetime (plus one GetNodeExecutionData per dynamic parent whose
 tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
-confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` one per page.
+confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` / `project_domains`
+one per page.
 """
 
 from __future__ import annotations
@@ -144,6 +145,34 @@ def created_since(t: datetime) -> str:
 def live_during(start: datetime, end: datetime) -> str:
     """Executions that existed and changed in `[start, end)`: updated ≥ start, created < end."""
     return join_filters([updated_since(start), created_before(end)])
+
+
+def updated_before(t: datetime) -> str:
+    """Executions whose closure was last updated strictly before `t`."""
+    return admin_filter("lt", "execution_updated_at", t)
+
+
+# WorkflowExecution phases before a terminal one (flyteidl `core/execution.proto`); the executions
+# table keeps the phase name, filtered as flytectl's `execution.phase in (FAILED;SUCCEEDED)` is.
+RUNNING_PHASES = ("UNDEFINED", "QUEUED", "RUNNING", "SUCCEEDING", "FAILING", "ABORTING")
+
+
+def attempts_may_end_during(start: datetime, end: datetime) -> list[str]:
+    """Listings whose union holds every execution an attempt of which may have ended in
+    `[start, end)`, each execution in exactly one of them.
+
+    flyteadmin moves an execution's `updated_at` only on workflow-level events
+    (`transformers/execution.go`, FACTS §13): a workflow created days ago and still running keeps
+    the `updated_at` of its RUNNING event while its nodes succeed inside the window, so
+    `live_during` alone misses it. Any execution that has reached a terminal phase since `start`
+    has `updated_at >= start`; one whose `updated_at` is older must still be running now. Hence:
+    `live_during(start, end)`, plus the executions created before `end`, not updated since
+    `start`, and in a non-terminal phase now — few (what runs at scan time), and disjoint.
+    """
+    still_running = join_filters(
+        [phase_in(*RUNNING_PHASES), updated_before(start), created_before(end)]
+    )
+    return [live_during(start, end), still_running]
 
 
 def phase_in(*phases: str) -> str:
@@ -563,6 +592,11 @@ class AdminClient:
 
     def list_projects(self) -> list[str]:
         """Ids of every project Admin knows."""
+        return list(self.project_domains())
+
+    def project_domains(self) -> dict[str, tuple[str, ...]]:
+        """Every project Admin knows with the domains ListProjects lists for it
+        (flyteadmin `project_manager.go`; deployments rename them: `dev`, `prod`, ...)."""
 
         def fetch(token: str) -> tuple[Sequence[project_pb2.Project], str]:
             page = Raw.list_projects(
@@ -570,9 +604,10 @@ class AdminClient:
             )
             return page.projects, page.token
 
-        return list(
-            dict.fromkeys(p.id for p in self._pages("ListProjects", "projects", fetch, 100))
-        )
+        out: dict[str, tuple[str, ...]] = {}
+        for p in self._pages("ListProjects", "projects", fetch, 100):
+            out.setdefault(p.id, tuple(dict.fromkeys(d.id for d in p.domains if d.id)))
+        return out
 
     # -- attempts ------------------------------------------------------------------------------
     def list_attempts(self, ref: ExecutionRef) -> list[AttemptRecord]:

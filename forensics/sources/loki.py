@@ -7,10 +7,19 @@ starts at the last timestamp seen (inclusive) and entries at that boundary are d
 streams that have entries at that nanosecond (`/loki/api/v1/series`) and reads each stream on its
 own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
 nanosecond does the shard fail, loudly, naming the stream and the time.
+
+Two tenant limits are met at run time rather than configured exactly (FACTS §6.1, §13): a page
+limit over the tenant's `max_entries_limit_per_query` is answered with a 400 whose wording
+differs between Loki versions; its lower limit is adopted for the rest of the run. A query that
+times out (Loki's 504 from its `query_timeout`, or no answer within the client's timeout) is
+too heavy for one request: the piece is read again in two halves, down to `SPLIT_FLOOR`, before
+that part becomes a gap.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import queue
 import re
 import threading
@@ -23,7 +32,7 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError, ResponseError
+from urllib3.exceptions import MaxRetryError, ReadTimeoutError, ResponseError
 from urllib3.util.retry import Retry
 
 from forensics import __version__
@@ -31,9 +40,24 @@ from forensics.config import LokiSettings
 from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageError
 from forensics.model import LogEntry, Window, from_ns, rfc3339, to_ns
 
+log = logging.getLogger("elastic-audit")
+
 SOURCE = "loki"
 MAX_PAGE_LIMIT = 5000  # Loki's default max_entries_limit_per_query
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# A query_range that times out is split rather than sent again at the same size.
+SPLIT_RETRY_STATUSES = RETRY_STATUSES - {504}
+SPLIT_FLOOR = timedelta(minutes=1)  # the smallest piece a timed-out shard is split into
+# Loki's 400 for a limit over the tenant's max_entries_limit_per_query. v3's query frontend
+# (pkg/util/validation/validate.go ErrMaxEntriesLimit) says `... > max_entries_limit_per_query
+# (5000 > 1000)`, its querier and older releases (pkg/querier/http.go validateMaxEntriesLimits)
+# `... > max_entries_limit (5000 > 1000)`; the prefix is the stable part (Loki's own
+# pkg/util/server/error.go matches on it too).
+ENTRY_LIMIT_PREFIX = "max entries limit per query exceeded"
+_ENTRY_LIMIT_RE = re.compile(
+    re.escape(ENTRY_LIMIT_PREFIX)
+    + r", limit > max_entries_limit(?:_per_query)? \(([0-9]+) > ([0-9]+)\)"
+)
 LINE_FILTER_OPS = ("|=", "!=", "|~", "!~")
 MATCHER_OPS = ("=", "!=", "=~", "!~")
 QUERY_RANGE = "/loki/api/v1/query_range"
@@ -173,6 +197,29 @@ class LokiAuthError(SourceError):
     """Loki (or the gateway in front of it) refused the credentials or tenant: HTTP 401/403."""
 
 
+class LokiEntryLimitError(LokiQueryError):
+    """A 400 saying the page limit is over the tenant's max_entries_limit_per_query; `limit` is
+    the tenant's limit when the message states it."""
+
+    def __init__(self, cause: str, *, limit: int | None, **kw: Any) -> None:
+        super().__init__(SOURCE, cause, **kw)
+        self.limit = limit
+
+
+class LokiTimeoutError(SourceError):
+    """A query_range Loki gave up on (504, its query timeout) or that got no answer within the
+    client's timeout: the piece is too heavy for one request, so it is read in halves."""
+
+
+class _PieceTimeout(Exception):
+    """A piece of a shard timed out at `start` (entries before it were yielded, `boundary` the
+    ones at `start` already seen)."""
+
+    def __init__(self, start: int, boundary: set[Any], cause: str) -> None:
+        super().__init__(cause)
+        self.start, self.boundary, self.cause = start, boundary, cause
+
+
 @dataclass(frozen=True)
 class ShardOutcome:
     """How one time shard ended: read completely (`error` is None) or failed, with why."""
@@ -181,10 +228,20 @@ class ShardOutcome:
     error: str | None
     requests: int
     entries: int
+    # The parts of `window` that could not be read, each with why (set when a timed-out shard was
+    # split and only some pieces failed; else the whole window fails with `error`).
+    failed: tuple[tuple[Window, str], ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def failures(self) -> tuple[tuple[Window, str], ...]:
+        """The unread parts of the shard, each with its error: the gaps it leaves."""
+        if self.failed:
+            return self.failed
+        return ((self.window, self.error),) if self.error is not None else ()
 
 
 @dataclass(frozen=True)
@@ -239,17 +296,20 @@ class _BoundedRetry(Retry):
         total_time: float = 300.0,
         deadline: float | None = None,
         on_retry: Callable[[], None] | None = None,
+        split_timeouts: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.total_time = total_time
         self.deadline = deadline
         self.on_retry = on_retry
+        self.split_timeouts = split_timeouts  # a read timeout is raised at once, to be split
 
     def new(self, **kw: Any) -> _BoundedRetry:
         kw.setdefault("total_time", self.total_time)
         kw.setdefault("deadline", self.deadline)
         kw.setdefault("on_retry", self.on_retry)
+        kw.setdefault("split_timeouts", self.split_timeouts)
         return super().new(**kw)
 
     def increment(  # type: ignore[override]
@@ -261,6 +321,8 @@ class _BoundedRetry(Retry):
         _pool: Any = None,
         _stacktrace: Any = None,
     ) -> _BoundedRetry:
+        if self.split_timeouts and isinstance(error, ReadTimeoutError):
+            raise error
         deadline = self.deadline
         if deadline is None:
             deadline = time.monotonic() + self.total_time
@@ -307,6 +369,7 @@ class _SecretAuth(requests.auth.AuthBase):
 class _ShardCounts:
     requests: int = 0
     entries: int = 0
+    answered: int = 0  # query_range calls Loki answered (a timed-out shard resets on progress)
 
 
 def _key(e: LogEntry) -> tuple[int, tuple[tuple[str, str], ...], str]:
@@ -344,9 +407,11 @@ class LokiClient:
         *,
         workers: int = 8,
         session: requests.Session | None = None,
-        page_limit: int = MAX_PAGE_LIMIT,
+        page_limit: int | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
+        if page_limit is None:
+            page_limit = settings.max_entries
         if settings.bearer_token and (settings.username or settings.password):
             raise ConfigError("Loki: configure a bearer token or basic auth, not both")
         if bool(settings.username) != bool(settings.password):
@@ -373,14 +438,18 @@ class LokiClient:
         self._bytes = 0
         self._retries = 0
 
+        self._limit_warned = False
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
-        adapter = HTTPAdapter(
-            max_retries=self._retry_config(),
-            pool_connections=1,
-            pool_maxsize=max(10, workers),
-        )
-        self._session.mount(self._base + "/", adapter)
+        for prefix, split in ((self._base + "/", False), (self._base + QUERY_RANGE, True)):
+            # query_range gets its own adapter: a timeout there is split, not retried as is
+            # (requests picks the longest mounted prefix).
+            adapter = HTTPAdapter(
+                max_retries=self._retry_config(split=split),
+                pool_connections=1,
+                pool_maxsize=max(10, workers),
+            )
+            self._session.mount(prefix, adapter)
         self._headers = {"User-Agent": f"elastic-audit/{__version__}", "Accept": "application/json"}
         if settings.org_id:
             self._headers["X-Scope-OrgID"] = settings.org_id
@@ -392,7 +461,7 @@ class LokiClient:
             user, password = settings.username, settings.password
             self._auth = _SecretAuth(lambda: requests.auth._basic_auth_str(user, password.value))
 
-    def _retry_config(self) -> _BoundedRetry:
+    def _retry_config(self, *, split: bool = False) -> _BoundedRetry:
         p = self.retry
         return _BoundedRetry(
             total=p.retries,
@@ -402,7 +471,7 @@ class LokiClient:
             other=0,
             redirect=0,
             allowed_methods=frozenset({"GET"}),
-            status_forcelist=RETRY_STATUSES,
+            status_forcelist=SPLIT_RETRY_STATUSES if split else RETRY_STATUSES,
             backoff_factor=p.backoff_factor,
             backoff_max=p.backoff_max,
             retry_after_max=p.retry_after_max,  # type: ignore[arg-type]
@@ -410,6 +479,7 @@ class LokiClient:
             raise_on_status=False,  # hand back the last 5xx so its body can be shown
             total_time=p.total_time,
             on_retry=self._count_retry,
+            split_timeouts=split,
         )
 
     # -- counters (for benchmarks and --verbose) ---------------------------------------------
@@ -426,7 +496,8 @@ class LokiClient:
 
     @property
     def retries(self) -> int:
-        """Retries performed by the retry policy over all calls."""
+        """Retries performed by the retry policy over all calls (a timed-out piece read again in
+        two halves counts as one)."""
         return self._retries
 
     def _count_retry(self) -> None:
@@ -499,9 +570,10 @@ class LokiClient:
             )
             body = resp.content
         except requests.RequestException as e:
-            error = SourceError(
-                SOURCE, self._scrub(self._describe(e)), window=where, retryable=True
-            )
+            cls = SourceError
+            if path == QUERY_RANGE and isinstance(e, requests.exceptions.ReadTimeout):
+                cls = LokiTimeoutError
+            error = cls(SOURCE, self._scrub(self._describe(e)), window=where, retryable=True)
             if isinstance(e, requests.exceptions.ChunkedEncodingError):
                 raise _BadBody(error) from None
             raise error from None
@@ -532,7 +604,18 @@ class LokiClient:
         history = getattr(getattr(resp.raw, "retries", None), "history", ())
         attempts = f" after {len(history) + 1} attempts" if history else ""
         if status == 400:
+            if ENTRY_LIMIT_PREFIX in text:
+                m = _ENTRY_LIMIT_RE.search(text)
+                raise LokiEntryLimitError(
+                    f"Loki rejected the query: {text}",
+                    limit=int(m.group(2)) if m else None,
+                    window=where,
+                )
             raise LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
+        if status == 504 and path == QUERY_RANGE:
+            raise LokiTimeoutError(
+                SOURCE, f"HTTP 504 from Loki{attempts}: {text}", window=where, retryable=True
+            )
         if status in (401, 403):
             hint = (
                 "check LOKI_ORG_ID (X-Scope-OrgID)"
@@ -556,19 +639,53 @@ class LokiClient:
 
     # -- pages -----------------------------------------------------------------------------------
 
+    def _adopt_limit(self, asked: int, e: LokiEntryLimitError) -> bool:
+        """Take the tenant's lower entry limit from its 400 for the rest of the run; False when the
+        400 gives nothing lower to try (then it stands as the error it is)."""
+        lower = e.limit if e.limit is not None else asked // 2
+        if not 1 <= lower < asked:
+            return False
+        with self._lock:
+            if lower >= self.page_limit:
+                return True  # another shard adopted it (or less) meanwhile
+            self.page_limit = lower
+            first, self._limit_warned = not self._limit_warned, True
+        if first:
+            log.warning(
+                "Loki limits this tenant to %d entries per query (max_entries_limit_per_query; "
+                "asked for %d): using %d for the rest of the run; set [loki] max_entries = %d "
+                "to start there",
+                lower,
+                asked,
+                lower,
+                lower,
+            )
+        else:
+            log.debug("Loki entry limit lowered again, to %d", lower)
+        return True
+
     def _page(
         self, query: str, start: int, end: int, window: Window | None, counts: _ShardCounts
-    ) -> list[LogEntry]:
-        """One query_range call, flattened across streams and sorted by time (stable)."""
-        counts.requests += 1
-        params = {
-            "query": query,
-            "start": _ts_param(start),
-            "end": _ts_param(end),
-            "limit": str(self.page_limit),
-            "direction": "forward",
-        }
-        data = self._get(QUERY_RANGE, params, window)
+    ) -> tuple[list[LogEntry], int]:
+        """One query_range call, flattened across streams and sorted by time (stable), and the
+        page limit it was read with (lowered, and the call repeated, on the tenant's 400)."""
+        while True:
+            limit = self.page_limit
+            counts.requests += 1
+            params = {
+                "query": query,
+                "start": _ts_param(start),
+                "end": _ts_param(end),
+                "limit": str(limit),
+                "direction": "forward",
+            }
+            try:
+                data = self._get(QUERY_RANGE, params, window)
+                break
+            except LokiEntryLimitError as e:
+                if not self._adopt_limit(limit, e):
+                    raise
+        counts.answered += 1
         where = (window.start, window.end) if window is not None else None
         if not isinstance(data, dict) or data.get("resultType") != "streams":
             got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
@@ -590,7 +707,7 @@ class LokiClient:
             ) from None
         # Loki orders entries within a stream only; merge across streams by time.
         out.sort(key=attrgetter("ts_ns"))
-        return out
+        return out, limit
 
     def _series(
         self,
@@ -608,13 +725,22 @@ class LokiClient:
             raise SourceError(SOURCE, "unexpected series result shape", window=where)
         return data
 
-    def _pages(self, query: str, window: Window, counts: _ShardCounts) -> Iterator[list[LogEntry]]:
-        """The new entries of one shard, page by page, in time order."""
+    def _pages(
+        self,
+        query: str,
+        window: Window,
+        counts: _ShardCounts,
+        boundary: set[tuple[int, tuple[tuple[str, str], ...], str]] | None = None,
+    ) -> Iterator[list[LogEntry]]:
+        """The new entries of one shard, page by page, in time order; `boundary`: entries at
+        `window.start` already yielded. A page that times out raises _PieceTimeout."""
         start, end = to_ns(window.start), to_ns(window.end)
-        limit = self.page_limit
-        boundary: set[tuple[int, tuple[tuple[str, str], ...], str]] = set()
+        boundary = set() if boundary is None else boundary
         while start < end:
-            entries = self._page(query, start, end, window, counts)
+            try:
+                entries, limit = self._page(query, start, end, window, counts)
+            except LokiTimeoutError as e:
+                raise _PieceTimeout(start, boundary, e.cause) from None
             fresh = [e for e in entries if _key(e) not in boundary]
             if fresh:
                 counts.entries += len(fresh)
@@ -644,12 +770,12 @@ class LokiClient:
         stream_selector, pipeline = split_query(query)
         for labels in self._series(stream_selector, ts, ts + 1, window, counts):
             exact = selector([(k, "=", v) for k, v in sorted(labels.items())])
-            entries = self._page(f"{exact} {pipeline}".strip(), ts, ts + 1, window, counts)
-            if len(entries) >= self.page_limit:
+            entries, limit = self._page(f"{exact} {pipeline}".strip(), ts, ts + 1, window, counts)
+            if len(entries) >= limit:
                 raise SourceError(
                     SOURCE,
                     f"{len(entries)} or more matching lines of stream {exact} share the timestamp "
-                    f"{_when(ts)} ({ts} ns), as many as one page holds ({self.page_limit}); "
+                    f"{_when(ts)} ({ts} ns), as many as one page holds ({limit}); "
                     "Loki offers no way to page past them, so this shard cannot be read completely",
                     window=(window.start, window.end),
                 )
@@ -657,17 +783,77 @@ class LokiClient:
             if fresh:
                 yield fresh
 
+    def _split_budget(self, window: Window) -> int:
+        """Timeouts in a row after which a shard gives up: enough to halve it down to the floor,
+        and at least the attempts one call gets (so a Loki that times out on everything costs
+        about what it did before splitting existed)."""
+        halvings = max(0, math.ceil(math.log2(max(1.0, (window.end - window.start) / SPLIT_FLOOR))))
+        return max(self.retry.retries + 1, halvings + 1)
+
+    def _read_shard(
+        self,
+        query: str,
+        window: Window,
+        counts: _ShardCounts,
+        fail: Callable[[Window, str], None],
+    ) -> Iterator[list[LogEntry]]:
+        """The pages of one shard; a piece that times out is read again in two halves.
+
+        Pieces are read in time order (a stack, earliest on top). A timed-out piece is halved from
+        where it stopped; a piece of `SPLIT_FLOOR` or less that times out is handed to `fail` and
+        the next piece is read. After `_split_budget` timeouts with no answer in between, the rest
+        of the shard is handed to `fail` as one part.
+        """
+        end = to_ns(window.end)
+        floor = to_ns(window.start + SPLIT_FLOOR) - to_ns(window.start)
+        budget = self._split_budget(window)
+        todo: list[tuple[int, int, set[Any] | None]] = [(to_ns(window.start), end, None)]
+        in_a_row, answered = 0, counts.answered
+        while todo:
+            lo, hi, boundary = todo.pop()
+            piece = Window(from_ns(lo), from_ns(hi))
+            try:
+                yield from self._pages(query, piece, counts, boundary)
+                continue
+            except _PieceTimeout as t:
+                if counts.answered != answered:
+                    in_a_row = 0  # Loki answered since the last timeout: progress, not a dead Loki
+                answered = counts.answered
+                in_a_row += 1
+                if in_a_row >= budget:
+                    fail(
+                        Window(from_ns(t.start), window.end),
+                        f"{t.cause} (timed out {in_a_row} times in a row while splitting this "
+                        f"shard; a smaller [loki] shard may read it)",
+                    )
+                    return
+                if hi - t.start <= floor:
+                    fail(Window(from_ns(t.start), from_ns(hi)), f"{t.cause} (not split below 1m)")
+                    continue
+                mid = t.start + (hi - t.start) // 2
+                log.debug(
+                    "Loki timed out on %s..%s; reading it in halves", _when(t.start), _when(hi)
+                )
+                self._count_retry()
+                todo.append((mid, hi, None))
+                todo.append((t.start, mid, t.boundary))
+
     # -- public reads ----------------------------------------------------------------------------
 
     def query_range(self, query: str, window: Window) -> Iterator[LogEntry]:
         """Every entry matching `query` in `window` (one shard: `[start, end)`), in time order.
 
-        Streams entries page by page (never more than one page in memory). Raises
-        LokiQueryError on HTTP 400 (Loki's own text), LokiAuthError on 401/403, SourceError when
-        Loki cannot be read after retries or answers something that is not a Loki result.
+        Streams entries page by page (never more than one page in memory). A timed-out piece is
+        read in halves (see `_read_shard`). Raises LokiQueryError on HTTP 400 (Loki's own text),
+        LokiAuthError on 401/403, SourceError when Loki cannot be read after retries and splits or
+        answers something that is not a Loki result.
         """
         counts = _ShardCounts()
-        for page in self._pages(query, window, counts):
+
+        def fail(part: Window, cause: str) -> None:
+            raise SourceError(SOURCE, cause, window=(part.start, part.end), retryable=True)
+
+        for page in self._read_shard(query, window, counts, fail):
             yield from page
 
     def scan(
@@ -715,17 +901,24 @@ class LokiClient:
                     except queue.Empty:
                         break
                     counts = _ShardCounts()
-                    error: str | None = None
+                    failed: list[tuple[Window, str]] = []
                     try:
-                        for page in self._pages(query, w, counts):
+                        pages = self._read_shard(
+                            query, w, counts, lambda part, cause, f=failed: f.append((part, cause))
+                        )
+                        for page in pages:
                             if not put(page):
                                 return
                     except (LokiQueryError, LokiAuthError) as e:
                         put(_Fatal(e))
                         return
                     except SourceError as e:
-                        error = e.cause
-                    if not put(ShardOutcome(w, error, counts.requests, counts.entries)):
+                        failed = [(w, e.cause)]  # the whole shard, whatever was read of it
+                    error = failed[0][1] if failed else None
+                    outcome = ShardOutcome(
+                        w, error, counts.requests, counts.entries, failed=tuple(failed)
+                    )
+                    if not put(outcome):
                         return
             except _Cancelled:
                 return

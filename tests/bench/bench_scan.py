@@ -184,11 +184,21 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
     admin = 0
     s3 = 0
     findings_pd: set[tuple[str, str]] = set()
+    running: Counter[tuple[str, str]] = Counter()
     for ex in sc.executions:
-        live = ex.updated_at >= w.start and ex.created_at < w.end
-        if not live:
+        # The sweep's two listings (`attempts_may_end_during`): executions that changed in the
+        # window, and those still running since before it (flyteadmin's updated_at stays at the
+        # RUNNING event, which the sandbox serves as the start).
+        terminal = ex.phase in ("SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT")
+        updated = ex.updated_at if terminal else ex.created_at + timedelta(seconds=1)
+        if ex.created_at >= w.end:
             continue
-        per_pd[(ex.project, ex.domain)] += 1
+        if updated >= w.start:
+            per_pd[(ex.project, ex.domain)] += 1
+        elif not terminal:
+            running[(ex.project, ex.domain)] += 1
+        else:
+            continue
         admin += 1  # ListNodeExecutions
         for node in ex.nodes:
             admin += 1  # ListTaskExecutions
@@ -203,8 +213,12 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
                     findings_pd.add((ex.project, ex.domain))
                     if node.checkpoint_uri:
                         s3 += 1  # the checkpoint listing (one page: < 1000 objects)
-    projects = {p for p, _ in per_pd}
-    list_pages = {(p, d): per_pd[(p, d)] // ADMIN_PAGE + 1 for p in projects for d in domains}
+    projects = {p for p, _ in per_pd} | {p for p, _ in running}
+    list_pages = {
+        (p, d): per_pd[(p, d)] // ADMIN_PAGE + 1 + running[(p, d)] // ADMIN_PAGE + 1
+        for p in projects
+        for d in domains
+    }
     admin += 1 + sum(list_pages.values()) + len(tasks) + len(findings_pd)
     chain = 1 + max(list_pages.values(), default=1) + 2 + 1 + 1
     return Minimum(sum(pages), max(pages), admin, chain, s3)

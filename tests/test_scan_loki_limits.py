@@ -1,0 +1,101 @@
+"""Loki's tenant limits met at run time, through the real CLI (issue 12 #5, FACTS §13).
+
+A tenant whose `max_entries_limit_per_query` is lower than the page the scan asks for answers a
+400 (in either of Loki's wordings): the lower limit is adopted and the scan goes on. Query
+timeouts on a dense shard split it (down to a 1-minute floor) before any part becomes a gap.
+
+A module of its own: the sandbox's S3 (moto) is process-global, so only one sandbox runs at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+from scan_support import CONFIG, WINDOW, key, run
+
+from forensics.model import UTC, to_ns
+from forensics.sandbox.incident import EXPECTED_CLEARED, EXPECTED_FINDINGS, reference_scenario
+from forensics.sandbox.scenario import SandboxLogLine
+from forensics.sandbox.stack import sandbox
+
+QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
+
+
+def scan(scenario, loki_options, tmp_path, monkeypatch, capsys, config=QUICK, org="team-ml"):
+    with sandbox(scenario, loki_options=loki_options) as box:
+        for k, v in box.env.items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.setenv("LOKI_ORG_ID", org)
+        cfg = tmp_path / "elastic-audit.toml"
+        cfg.write_text(config)
+        code, out, err = run(
+            ["scan", *WINDOW, "-o", "json", "--no-progress", "--config", str(cfg)], capsys
+        )
+        sent = [r for r in box.loki.requests if r.path.endswith("/query_range")]
+    return code, (json.loads(out) if out.strip() else None), err, sent
+
+
+def verdicts(report: dict) -> dict:
+    return {key(f): f["verdict"] for f in report["findings"]}
+
+
+@pytest.mark.parametrize("wording", ["frontend", "querier"])
+def test_a_tenant_with_a_lower_entry_limit_is_scanned_completely(
+    wording, tmp_path, monkeypatch, capsys, caplog
+):
+    limits = {"tenant_max_entries": {"team-ml": 1000}, "entry_limit_wording": wording}
+    code, report, err, sent = scan(reference_scenario(), limits, tmp_path, monkeypatch, capsys)
+    assert code == 1, err  # before: exit 2, "Loki rejected the query", no report
+    assert report["complete"] and verdicts(report) == EXPECTED_FINDINGS
+    assert report["summary"]["cleared"] == EXPECTED_CLEARED
+    assert {r.params["limit"] for r in sent if r.status == 200} == {"1000"}
+    assert all(r.params["limit"] == "5000" for r in sent if r.status == 400)
+    (said,) = [r.getMessage() for r in caplog.records if "entries per query" in r.getMessage()]
+    assert "1000 entries per query" in said and "max_entries = 1000" in said
+
+
+def test_max_entries_in_the_config_avoids_the_refused_request(tmp_path, monkeypatch, capsys):
+    limits = {"tenant_max_entries": {"team-ml": 1000}}
+    config = QUICK.replace("[loki]\n", "[loki]\nmax_entries = 1000\n")
+    code, report, _, sent = scan(
+        reference_scenario(), limits, tmp_path, monkeypatch, capsys, config
+    )
+    assert code == 1 and report["complete"] and verdicts(report) == EXPECTED_FINDINGS
+    assert {(r.status, r.params["limit"]) for r in sent} == {(200, "1000")}
+
+
+def test_dense_shards_that_time_out_are_split_and_read_completely(tmp_path, monkeypatch, capsys):
+    # Every day holds ~30 lines of the selected streams: a whole-day shard is more than this Loki
+    # scans within its query timeout, half a day is not.
+    timeouts = {"query_timeout_lines": 20}
+    code, report, err, sent = scan(reference_scenario(), timeouts, tmp_path, monkeypatch, capsys)
+    assert code == 1, err  # before: every day a gap, exit 3
+    assert report["complete"] and report["gaps"] == []
+    assert verdicts(report) == EXPECTED_FINDINGS
+    assert report["summary"]["cleared"] == EXPECTED_CLEARED
+    assert any(r.status == 504 for r in sent)
+    spans = {int(r.params["end"]) - int(r.params["start"]) for r in sent if r.status == 200}
+    assert max(spans) < 24 * 3600 * 10**9  # what was read, was read in pieces
+
+
+def test_a_stretch_too_dense_even_at_the_floor_is_a_gap_of_at_most_a_minute(
+    tmp_path, monkeypatch, capsys
+):
+    scenario = reference_scenario()
+    dense_at = datetime(2026, 9, 8, 12, 0, 0, tzinfo=UTC)
+    pod = {"namespace": "gs1-production", "pod": "tokenizer-0", "container": "tokenizer"}
+    scenario.log_lines += [
+        SandboxLogLine(to_ns(dense_at) + i * 1000, pod, f"tokenized batch {i}") for i in range(200)
+    ]
+    code, report, _, _ = scan(scenario, {"query_timeout_lines": 100}, tmp_path, monkeypatch, capsys)
+    assert code == 3 and not report["complete"]
+    (gap,) = report["gaps"]
+    start = datetime.fromisoformat(gap["start"].replace("Z", "+00:00"))
+    end = datetime.fromisoformat(gap["end"].replace("Z", "+00:00"))
+    assert gap["source"] == "loki" and start <= dense_at < end
+    assert end - start <= timedelta(minutes=1)
+    assert "request timed out" in gap["error"]
+    # Everything else was read: no signal lies in that minute, so every finding stands.
+    assert verdicts(report) == EXPECTED_FINDINGS
