@@ -72,6 +72,7 @@ def _register() -> None:
         relaunch,
         scan,
         show,
+        watch,
     )
 
 

@@ -169,17 +169,21 @@ def checkpoint_location(
     attempt: AttemptRecord,
     execution: ExecutionRecord,
     inputs: Mapping[str, str] | None,
+    *,
+    node_inputs: Mapping[str, str] | None = None,
 ) -> CheckpointLocation:
-    """SPEC §4.4: the execution input named by `input`, else `template`, else Flyte's own."""
-    if settings.input and inputs and inputs.get(settings.input):
-        return CheckpointLocation(as_prefix(inputs[settings.input]), f"input:{settings.input}")
+    """SPEC §4.4/§5: the input named by `input` — the attempt's own node inputs first, then the
+    execution's —, else `template` (`inputs.X` the same way), else Flyte's own."""
+    for where, found in (("node-input", node_inputs), ("input", inputs)):
+        if settings.input and found and found.get(settings.input):
+            return CheckpointLocation(as_prefix(found[settings.input]), f"{where}:{settings.input}")
     if settings.template:
         fields = {
             "project": execution.ref.project,
             "domain": execution.ref.domain,
             "name": execution.ref.name,
             "node_id": attempt.ref.node_id,
-            "inputs": _Fields(inputs or {}),
+            "inputs": _Fields({**(inputs or {}), **(node_inputs or {})}),
             "labels": _Fields(execution.labels),
         }
         try:

@@ -168,6 +168,13 @@ class AttemptRecord:
     # The task's interface declares outputs (False when unknown): propeller then fails any success
     # whose outputs.pb is missing ("OutputsNotFound"), so this attempt cannot be a silent one.
     outputs_declared: bool = False
+    # Why Admin's record gives no way to check this attempt's own outputs.pb (e.g. an output_uri
+    # that flyteadmin offloaded under propeller's inline raw-output policy): outputs `unknown`.
+    outputs_unknown: str | None = None
+    # A subtask of an array (map) node: the array node's Admin id and the subtask's index. The
+    # subtask's own `ref.node_id` is propeller's unique id for it (`n0-0-n3`, GenerateUniqueID).
+    array_node: str | None = None
+    array_index: int | None = None
 
     @property
     def is_elastic(self) -> bool:
@@ -175,6 +182,20 @@ class AttemptRecord:
         if self.task_type == "pytorch":
             return True
         return self.task_type == "python-task" and self.task_type_version == 1 and not self.is_array
+
+
+@dataclass(frozen=True)
+class ParentNode:
+    """The node of a parent execution that launched a child execution (a launch-plan node)."""
+
+    execution: ExecutionRef
+    node_id: str
+
+    def __str__(self) -> str:
+        return f"{self.execution} node {self.node_id}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"execution": self.execution.as_dict(), "node_id": self.node_id}
 
 
 @dataclass(frozen=True)
@@ -188,6 +209,9 @@ class ExecutionRecord:
     mode: str  # "MANUAL", "SCHEDULED", "SYSTEM", "RELAUNCH", "CHILD_WORKFLOW", "RECOVERED"
     reference_execution: ExecutionRef | None
     labels: Mapping[str, str] = field(default_factory=dict)
+    # `spec.metadata.parent_node_execution` of a child execution (mode CHILD_WORKFLOW): relaunching
+    # the child alone does not re-run what the parent did after that node (SPEC §5).
+    parent: ParentNode | None = None
 
 
 @dataclass(frozen=True)
@@ -242,11 +266,12 @@ class Finding:
     execution_phase: str
     signal: SignalHit | None
     succeeded_at: datetime | None
-    outputs_written: bool
+    outputs_written: bool | None  # None: unknown (no readable location of the attempt's own)
     checkpoint: Checkpoint
     relaunched_as: ExecutionRef | None = None
     links: Mapping[str, str] = field(default_factory=dict)
     evidence: tuple[str, ...] = ()  # SPEC §6 `notes`: why the finding is weaker, late signals
+    parent: ParentNode | None = None  # the parent execution's node, for a child execution
 
     def as_dict(self) -> dict[str, object]:
         sig = signal_dict(self.signal) if self.signal is not None else None
@@ -261,6 +286,7 @@ class Finding:
             "outputs_written": self.outputs_written,
             "checkpoint": self.checkpoint.as_dict(),
             "relaunched_as": self.relaunched_as.as_dict() if self.relaunched_as else None,
+            "parent": self.parent.as_dict() if self.parent else None,
             "links": dict(self.links),
             "notes": list(self.evidence),
         }

@@ -263,6 +263,7 @@ class Scanner:
         # Admin calls in flight, whichever thread makes them: at most `workers`.
         self._admin_slots = threading.BoundedSemaphore(settings.workers)
         self._swept: dict[tuple[str, str], set[str]] = {}
+        self._inputs: dict[ExecutionRef, dict[str, str]] = {}
         self.unparsed: tuple[int, UnparsedLine | None] = (0, None)  # of the last `signals`
         # Each project's domains (None: not known, the configured domains stand in).
         self._projects: dict[str, tuple[str, ...]] | None = None
@@ -801,6 +802,8 @@ class Scanner:
     # -- helpers -------------------------------------------------------------------------------
     def outputs(self, att: AttemptRecord) -> ObjectCheck:
         """Whether the attempt's outputs.pb exists (unknown, with why, when Admin has no location)."""
+        if att.outputs_unknown:
+            return ObjectCheck("unknown", att.outputs_unknown)
         if not att.output_dir:
             return ObjectCheck("unknown", "Admin records no output location for this attempt")
         return self.store.outputs_check(att.output_dir)
@@ -831,7 +834,9 @@ class Scanner:
                 summary.affected += 1
             else:
                 summary.suspected += 1
-            if outputs is not None and outputs.state == "unknown":
+            # An S3 read that failed is a gap a rescan can close; a location Admin's record does
+            # not give (inline raw-output policy) is not: the finding itself says why.
+            if outputs is not None and outputs.state == "unknown" and not att.outputs_unknown:
                 self._gaps.append(
                     Gap(
                         "s3",
@@ -876,31 +881,45 @@ class Scanner:
             # SPEC §6: `signal` is null for `suspected`; the hit is kept as a note.
             notes += (late_signal_note(att, signal),)
             signal = None
+        notes += shape_notes(ex, att)
+        written = (
+            None if outputs is None or outputs.state == "unknown" else outputs.state == "present"
+        )
         return Finding(
             attempt=att.ref,
             verdict=verdict.verdict or "",
             execution_phase=ex.phase,
             signal=signal,
             succeeded_at=att.ended_at,
-            outputs_written=bool(outputs and outputs.state == "present"),
+            outputs_written=written,
             checkpoint=ck,
             links=links,
             evidence=notes,
+            parent=ex.parent,
         )
 
     def checkpoint(
         self, ex: ExecutionRecord, att: AttemptRecord, signal: SignalHit | None
     ) -> Checkpoint:
         """SPEC §4.4: locate the checkpoint and list it (never `empty` for an error)."""
-        inputs = None
+        inputs = node_inputs = None
         ck = self.settings.checkpoints
         if ck.input or (ck.template and "{inputs." in ck.template):
+            # SPEC §5: the attempt's own node inputs first (a @dynamic sweep or a map passes each
+            # trial its own prefix), then the execution's; the latter only when still needed.
             try:
                 with self._admin_slots:
-                    inputs = self.admin.get_inputs(ex.ref)
+                    node_inputs = self.admin.get_node_inputs(
+                        att.ref, array_node=att.array_node, array_index=att.array_index
+                    )
             except SourceError as e:
-                return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
-        loc = checkpoint_location(ck, att, ex, inputs)
+                return Checkpoint(None, "unknown", reason=f"node inputs: {e.cause}")
+            if not (ck.input and node_inputs.get(ck.input)):
+                try:
+                    inputs = self._execution_inputs(ex.ref)
+                except SourceError as e:
+                    return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
+        loc = checkpoint_location(ck, att, ex, inputs, node_inputs=node_inputs)
         if loc.uri is None:
             return Checkpoint(None, "unknown", reason=loc.reason, source=loc.source)
         listing = self.store.list_prefix(loc.uri)
@@ -913,6 +932,14 @@ class Scanner:
             source=loc.source,
             written_after_signal=written_after(listing, signal),
         )
+
+    def _execution_inputs(self, ref: ExecutionRef) -> dict[str, str]:
+        """GetExecutionData once per execution, whatever the number of its findings."""
+        # The Admin slot before the execution's lock, the order `resolve` takes them in.
+        with self._admin_slots, self._ref_locks[ref]:
+            if ref not in self._inputs:
+                self._inputs[ref] = self.admin.get_inputs(ref)
+            return self._inputs[ref]
 
     def _relaunched(self, findings: list[Finding]) -> list[Finding]:
         """Fill `relaunched_as` from existing RELAUNCH executions that reference a finding."""
@@ -950,6 +977,20 @@ class Scanner:
             self._admin_lane.submit(partial(lookup, project, domain, since))
         self._admin_lane.drain()
         return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+
+
+def shape_notes(ex: ExecutionRecord, att: AttemptRecord) -> tuple[str, ...]:
+    """What a finding's shape means for the operator: a child execution, an array subtask."""
+    notes: tuple[str, ...] = ()
+    if att.array_node is not None:
+        notes += (f"subtask {att.array_index} of array (map) node {att.array_node}",)
+    if ex.parent is not None:
+        notes += (
+            f"child execution of {ex.parent.execution} (node {ex.parent.node_id}): relaunching "
+            "this child alone will not re-run the parent's later steps; relaunch the parent "
+            f"(elastic-audit relaunch --parent {ex.ref})",
+        )
+    return notes
 
 
 def _unparsed_example(entry: LogEntry | None) -> UnparsedLine | None:

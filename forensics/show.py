@@ -214,7 +214,7 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                     "s3",
                     f"outputs.pb {outputs.state}"
                     + (f" ({outputs.reason})" if outputs.reason else "")
-                    + f" at {a.output_dir}outputs.pb",
+                    + (f" at {a.output_dir}outputs.pb" if a.output_dir else ""),
                     tag,
                 )
             )

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
 from forensics.cli import main
+from forensics.sandbox.scenario import Scenario
+from forensics.sandbox.stack import sandbox
 
 WINDOW = ["--since", "2026-09-04", "--until", "2026-09-11"]
 CONFIG = """
@@ -22,6 +25,24 @@ OTEL_CONFIG = CONFIG.replace(
     '[loki]\nnamespace_label = "k8s_namespace_name"\npod_label = "k8s_pod_name"\n'
     'container_label = "k8s_container_name"\n',
 )
+
+
+def sandbox_fixtures(make_scenario: Callable[[], Scenario], config: str = CONFIG) -> tuple:
+    """A test module's `box` (the sandbox seeded with `make_scenario()`, once per module) and
+    autouse `env` (the CLI pointed at it: its environment, and `config` as the
+    ./elastic-audit.toml the default search finds in a fresh working directory).
+    Use as `box, env = sandbox_fixtures(_scenario)`."""
+
+    @pytest.fixture(scope="module")
+    def box():
+        with sandbox(make_scenario()) as b:
+            yield b
+
+    @pytest.fixture(autouse=True)
+    def env(box, tmp_path, monkeypatch):
+        point_at(box, tmp_path, monkeypatch, config)
+
+    return box, env
 
 
 def run(args: list[str], capsys) -> tuple[int, str, str]:

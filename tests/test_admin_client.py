@@ -521,3 +521,66 @@ def test_client_repr_hides_the_client_secret() -> None:
     client = AdminClient(platform)
     assert "hunter2" not in repr(client) and "flyte.example.com" in repr(client)
     client.close()
+
+
+# -- shapes (issue 12): parent, output location, array subtasks, node inputs -------------------
+
+
+def test_child_execution_names_its_parent_node(admin) -> None:
+    child = execution("child")
+    child.parent = (PROJECT, DOMAIN, "parent", "n1")
+    _, client = admin(Scenario(executions=[execution("parent"), child]))
+    rec = client.get_execution(ref("child"))
+    assert rec.mode == "CHILD_WORKFLOW"
+    assert (rec.parent.execution, rec.parent.node_id) == (ref("parent"), "n1")
+    assert client.get_execution(ref("parent")).parent is None
+    listed = {r.ref.name: r.parent for r in client.list_executions(PROJECT, DOMAIN)}
+    assert listed["child"] == rec.parent  # the sweep's listing carries it: no extra call
+
+
+def test_offloaded_outputs_are_no_location_of_the_attempts_own(admin) -> None:
+    inline = attempt("inl", "n0", 0)
+    inline.inline_outputs = True
+    ex = execution("inl", nodes=[SandboxNode("n0", "SUCCEEDED", [inline])])
+    _, client = admin(Scenario(executions=[ex]))
+    (a,) = client.list_attempts(ref("inl"))
+    assert a.output_dir is None
+    assert "offloaded_outputs" in a.outputs_unknown and "inline" in a.outputs_unknown
+
+
+def test_array_node_subtasks_are_attempts_of_their_own(admin) -> None:
+    from forensics.sandbox.scenario import SandboxSubtask
+
+    subtasks = [
+        SandboxSubtask(0, "SUCCEEDED"),
+        SandboxSubtask(1, "RETRYABLE_FAILED"),
+        SandboxSubtask(1, "SUCCEEDED", retry_attempt=1),
+    ]
+    node = SandboxNode("n0", "SUCCEEDED", [attempt("maps", "n0", 0, pods=[])], is_array=True)
+    node.subtasks = subtasks
+    _, client = admin(Scenario(executions=[execution("maps", nodes=[node])]))
+    own, *subs = client.list_attempts(ref("maps"))
+    assert own.is_array and not own.is_elastic and own.pods == ()
+    assert [(s.ref.node_id, s.ref.attempt, s.phase) for s in subs] == [
+        ("n0-0-n0", 0, "SUCCEEDED"),
+        ("n0-0-n1", 0, "RETRYABLE_FAILED"),
+        ("n0-0-n1", 1, "SUCCEEDED"),
+    ]
+    data = "s3://flyte-metadata/metadata/propeller/gs1-production-maps/n0/data"
+    assert [s.output_dir for s in subs] == [f"{data}/0/0/0/", f"{data}/0/1/0/", f"{data}/0/1/1/"]
+    assert subs[2].pods == ("maps-n0-0-n1-1",)  # propeller's pod = Admin's external_id here
+    assert all(s.is_elastic and s.array_node == "n0" for s in subs)
+    assert [s.array_index for s in subs] == [0, 1, 1]
+    assert subs[2].ended_at == own.ended_at and subs[2].task_type == "python-task"
+
+
+def test_node_inputs_of_a_map_subtask_are_its_element(admin) -> None:
+    node = SandboxNode("n0", "SUCCEEDED", [attempt("maps", "n0", 0, pods=[])], is_array=True)
+    node.inputs = {"ckpt": ["s3://b/0/", "s3://b/1/"], "lr": "1e-5"}
+    server, client = admin(Scenario(executions=[execution("maps", nodes=[node])]))
+    sub = AttemptRef(ref("maps"), "n0-0-n1", 0)
+    got = client.get_node_inputs(sub, array_node="n0", array_index=1)
+    assert got == {"ckpt": "s3://b/1/", "lr": "1e-5"}
+    assert client.get_node_inputs(AttemptRef(ref("maps"), "n0", 0)) == {"lr": "1e-5"}
+    (req, _) = server.calls_of("GetNodeExecutionData")
+    assert req.id.node_id == "n0"  # Admin has no node execution for a v0 subtask

@@ -8,11 +8,9 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-import pytest
-from scan_support import CONFIG, WINDOW, run
+from scan_support import WINDOW, run, sandbox_fixtures
 
 from forensics.sandbox.incident import ScenarioBuilder, _try
-from forensics.sandbox.stack import sandbox
 
 UTC = timezone.utc
 T0 = datetime(2026, 9, 8, 3, 0, 0, tzinfo=UTC)
@@ -43,18 +41,7 @@ def _scenario():
     return b.build()
 
 
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(_scenario()) as b:
-        yield b
-
-
-@pytest.fixture(autouse=True)
-def env(box, tmp_path, monkeypatch):
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.chdir(tmp_path)  # ./elastic-audit.toml is found by the default search
-    (tmp_path / "elastic-audit.toml").write_text(CONFIG)
+box, env = sandbox_fixtures(_scenario)
 
 
 def test_declared_outputs_success_is_cleared_without_reading_s3(box, capsys):

@@ -74,6 +74,7 @@ def test_reference_incident_is_reported_exactly_as_the_spec_shows(env, capsys):
             "reason": None,
         },
         "relaunched_as": None,
+        "parent": None,
         "links": {
             "flyte": "https://flyte.example.com/console/projects/gs1/domains/production/executions/azvg5f9v9974m78fvlf7"
         },

@@ -91,6 +91,37 @@ def settings_from_flags(
     )
 
 
+def check_scope_names(project: list[str], domain: list[str]) -> None:
+    """Refuse (exit 2) a --project/--domain that is not a Flyte name, before any config loads."""
+    from forensics.config import FLYTE_NAME
+    from forensics.errors import UsageError
+
+    for name, values in (("--project", project), ("--domain", domain)):
+        for v in values:
+            if not FLYTE_NAME.fullmatch(v):
+                raise UsageError(
+                    f"{name} {v!r}: Flyte {name[2:]} names are letters, digits, - and _"
+                )
+
+
+def check_domains(domain: list[str], settings: Settings) -> None:
+    """Refuse (exit 2) a --domain that `[flyte] domains` does not list.
+
+    Without `[flyte] domains` each project's domains come from Admin, which the scan checks
+    --project and --domain against before it reads anything (exit 2 naming the unknown one).
+    """
+    from forensics.errors import ConfigError
+
+    if not settings.flyte.domains_configured:
+        return
+    unknown = [d for d in domain if d not in settings.flyte.domains]
+    if unknown:
+        raise ConfigError(
+            f"--domain {unknown[0]!r} is not one of the configured domains "
+            f"({', '.join(settings.flyte.domains)}; set [flyte] domains in the config file)"
+        )
+
+
 def setup_logging(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,

@@ -15,15 +15,26 @@ from forensics.commands.common import (
     OutputOpt,
     VerboseOpt,
     WorkersOpt,
+    check_domains,
+    check_scope_names,
     check_writable_file,
     emit,
     settings_from_flags,
     setup_logging,
     write_atomically,
 )
-from forensics.config import FLYTE_NAME
-from forensics.errors import ConfigError, UsageError
+from forensics.errors import UsageError
 from forensics.formats import render
+from forensics.guard.options import (
+    MetricsFileOpt,
+    NotifyFormatOpt,
+    NotifyOpt,
+    OverlapOpt,
+    PushgatewayOpt,
+    ResetStateOpt,
+    StateOpt,
+)
+from forensics.guard.run import guard_options
 from forensics.timeutil import parse_window
 
 EXAMPLES = """
@@ -35,6 +46,9 @@ Examples:
 
   elastic-audit scan --since 36h -o json --report incident.json --exit-zero
 
+  ELASTIC_AUDIT_NOTIFY=https://hooks.slack.com/services/... \
+  elastic-audit scan --state s3://ops/elastic-audit/state.json --notify-format slack --metrics-file /var/lib/node-exporter/elastic-audit.prom
+
 Exit codes: 0 complete and nothing found, 1 complete with findings, pending attempts (signalled,
 not finished yet: rescan) or signalled Flyte pods that resolve to no attempt (a configuration
 problem), 3 incomplete (a source failed for part of the window; `gaps` says where), 2 usage or
@@ -45,9 +59,10 @@ configuration error.
 @app.command(epilog=EXAMPLES)
 def scan(
     since: str = typer.Option(
-        ...,
+        None,
         "--since",
-        help="Duration back from --until (90m, 36h, 7d, 2w) or a time (RFC 3339, or a date = midnight UTC).",
+        help="Duration back from --until (90m, 36h, 7d, 2w) or a time (RFC 3339, or a date = midnight UTC); required unless --state holds an earlier run.",
+        show_default=False,
     ),
     until: str = typer.Option(
         None, "--until", help="End of the window, exclusive (default now).", show_default=False
@@ -74,17 +89,33 @@ def scan(
     ),
     no_progress: bool = NoProgressOpt,
     verbose: bool = VerboseOpt,
+    state: str = StateOpt,
+    overlap: str = OverlapOpt,
+    reset_state: bool = ResetStateOpt,
+    notify: list[str] = NotifyOpt,
+    notify_format: str = NotifyFormatOpt,
+    metrics_file: str = MetricsFileOpt,
+    pushgateway: str = PushgatewayOpt,
 ) -> None:
     """Find task attempts that got a death signal and still ended SUCCEEDED without outputs.pb."""
     setup_logging(verbose)
     fmt = check_output(default_output(output), tuple(OutputFormat))
-    window = parse_window(since, until)
-    for name, values in (("--project", project), ("--domain", domain)):
-        for v in values:
-            if not FLYTE_NAME.fullmatch(v):
-                raise UsageError(
-                    f"{name} {v!r}: Flyte {name[2:]} names are letters, digits, - and _"
-                )
+    guard = guard_options(
+        state=state,
+        overlap=overlap,
+        reset_state=reset_state,
+        notify=notify,
+        notify_format=notify_format,
+        metrics_file=metrics_file,
+        pushgateway=pushgateway,
+    )
+    if metrics_file is not None:
+        check_writable_file(metrics_file, "--metrics-file")
+    if not guard.active:
+        if since is None:
+            raise UsageError("--since is required (or --state with an earlier run's state)")
+        window = parse_window(since, until)
+    check_scope_names(project, domain)
     if report is not None:
         check_writable_file(report, "--report")  # before the scan, not after minutes of it
     settings = settings_from_flags(
@@ -95,19 +126,27 @@ def scan(
         checkpoint_template=checkpoint_template,
         workers=workers,
     )
-    # Without `[flyte] domains` each project's domains come from Admin, which the scan checks
-    # --project and --domain against before it reads anything (exit 2 naming the unknown one).
-    if domain and settings.flyte.domains_configured:
-        unknown = [d for d in domain if d not in settings.flyte.domains]
-        if unknown:
-            raise ConfigError(
-                f"--domain {unknown[0]!r} is not one of the configured domains "
-                f"({', '.join(settings.flyte.domains)}; set [flyte] domains in the config file)"
-            )
+    check_domains(domain, settings)
 
     from forensics.progress import Progress
     from forensics.scan import ScanScope, scanner_for
 
+    if guard.active:  # SPEC §9: the same scan, windowed by the state, then notify and metrics
+        from forensics.guard import scan_command
+
+        raise typer.Exit(
+            scan_command(
+                settings,
+                ScanScope(tuple(project), tuple(domain)),
+                since=since,
+                until=until,
+                options=guard,
+                fmt=fmt.value,
+                report_path=report,
+                exit_zero=exit_zero,
+                no_progress=no_progress,
+            )
+        )
     with Progress.for_terminal(no_progress) as progress:
         result = scanner_for(settings, progress=progress).run(
             window, ScanScope(tuple(project), tuple(domain))

@@ -28,6 +28,7 @@ COLUMNS = [
     "checkpoint_reason",
     "relaunched_as",
     "flyte_link",
+    "parent",
 ]
 
 
@@ -52,7 +53,7 @@ def render(report: Report, *, width: int = 100) -> str:
                 sig.namespace if sig else "",
                 sig.pod if sig else "",
                 rfc3339(f.succeeded_at) or "",
-                str(f.outputs_written).lower(),
+                "unknown" if f.outputs_written is None else str(f.outputs_written).lower(),
                 f.checkpoint.uri or "",
                 f.checkpoint.state,
                 f.checkpoint.objects,
@@ -60,6 +61,7 @@ def render(report: Report, *, width: int = 100) -> str:
                 f.checkpoint.reason or "",
                 str(f.relaunched_as) if f.relaunched_as else "",
                 f.links.get("flyte", ""),
+                str(f.parent) if f.parent else "",
             ]
         )
     return out.getvalue()

@@ -22,7 +22,15 @@ def _timeline(f: Finding) -> list[str]:
     if f.succeeded_at:
         rows.append((f.succeeded_at, "Flyte marks the attempt **SUCCEEDED**"))
     lines = [f"- {short_time(t)} — {text}" for t, text in sorted(rows, key=lambda r: r[0])]
-    lines.append(f"- `outputs.pb`: {'written' if f.outputs_written else '**missing**'}")
+    if f.outputs_written is None:
+        lines.append("- `outputs.pb`: unknown (see the notes)")
+    else:
+        lines.append(f"- `outputs.pb`: {'written' if f.outputs_written else '**missing**'}")
+    if f.parent is not None:
+        lines.append(
+            f"- child of `{f.parent.execution}` (node {f.parent.node_id}): relaunching this "
+            "child alone will **not** re-run the parent's later steps"
+        )
     ck = f.checkpoint
     where = f" at `{ck.uri}`" if ck.uri else ""
     lines.append(f"- checkpoint{where}: {checkpoint_summary(ck)}")
@@ -141,7 +149,15 @@ def render(report: Report, *, width: int = 100) -> str:
             ]
             out += _timeline(f)
             out.append("")
-        todo = sorted({str(f.attempt.execution) for f in report.findings if not f.relaunched_as})
+        # A child execution is relaunched through its parent (`--parent`), so that the
+        # parent's later steps run again too.
+        todo = sorted(
+            {
+                f"--parent {f.attempt.execution}" if f.parent else str(f.attempt.execution)
+                for f in report.findings
+                if not f.relaunched_as
+            }
+        )
         if todo:
             out += ["## Relaunch", "", "Review, then run:", "", "```sh"]
             out += [f"elastic-audit relaunch {ref}" for ref in todo]

@@ -55,6 +55,12 @@ def render(report: Report, *, width: int = 100) -> str:
                     ck,
                 )
             console.print(table)
+            for f in report.findings:
+                if f.parent is not None:
+                    console.print(
+                        f"CHILD {f.attempt.execution} of {f.parent}: relaunching it alone will "
+                        "not re-run the parent's later steps (relaunch --parent)"
+                    )
         else:
             console.print("No affected or suspected attempts.")
         for g in report.gaps:

@@ -35,7 +35,7 @@ import string
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -431,6 +431,7 @@ class _Node:
     parent: str | None
     tasks: list[task_execution_pb2.TaskExecution] = field(default_factory=list)
     task_defs: list[SandboxTask] = field(default_factory=list)
+    inputs: literals_pb2.LiteralMap = field(default_factory=literals_pb2.LiteralMap)
 
 
 _EXEC_COLUMNS: dict[str, _Column] = {
@@ -463,6 +464,25 @@ _TASK_EXEC_COLUMNS: dict[str, _Column] = {
     "node_id": _Column("str", lambda r: r.id.node_execution_id.node_id),
     "started_at": _Column("time", lambda r: _dt(r.closure, "started_at")),
 }
+
+
+def _literal_map(values: dict[str, str | list[str]]) -> literals_pb2.LiteralMap:
+    """String literals; a list becomes a collection of them (a map task's per-subtask inputs)."""
+
+    def one(v: str) -> literals_pb2.Literal:
+        return literals_pb2.Literal(
+            scalar=literals_pb2.Scalar(primitive=literals_pb2.Primitive(string_value=v))
+        )
+
+    literals = {}
+    for k, v in values.items():
+        if isinstance(v, list):
+            literals[k] = literals_pb2.Literal(
+                collection=literals_pb2.LiteralCollection(literals=[one(x) for x in v])
+            )
+        else:
+            literals[k] = one(v)
+    return literals_pb2.LiteralMap(literals=literals)
 
 
 def _dt(msg: Any, name: str) -> datetime | None:
@@ -524,6 +544,18 @@ class _AdminState:
         )
         if ex.reference_execution is not None:
             spec.metadata.reference_execution.CopyFrom(_wf_id(*ex.reference_execution))
+        if ex.parent is not None:
+            # propeller's launch-plan node launches the child with mode CHILD_WORKFLOW, the
+            # parent's node execution id and nesting + 1 (flytepropeller
+            # `nodes/subworkflow/launchplan/admin.go` Launch).
+            project, domain, name, node_id = ex.parent
+            spec.metadata.mode = Mode.Value("CHILD_WORKFLOW")
+            spec.metadata.nesting = 1
+            spec.metadata.parent_node_execution.CopyFrom(
+                identifier_pb2.NodeExecutionIdentifier(
+                    node_id=node_id, execution_id=_wf_id(project, domain, name)
+                )
+            )
         closure = execution_pb2.ExecutionClosure(phase=WfPhase.Value(ex.phase))
         started = (
             ex.created_at + timedelta(seconds=1)
@@ -543,15 +575,7 @@ class _AdminState:
         execution = execution_pb2.Execution(
             id=_wf_id(ex.project, ex.domain, ex.name), spec=spec, closure=closure
         )
-        inputs = literals_pb2.LiteralMap(
-            literals={
-                k: literals_pb2.Literal(
-                    scalar=literals_pb2.Scalar(primitive=literals_pb2.Primitive(string_value=v))
-                )
-                for k, v in ex.inputs.items()
-            }
-        )
-        rec = _Exec(self.next_row(), execution, inputs)
+        rec = _Exec(self.next_row(), execution, _literal_map(ex.inputs))
         start_node = self._node_proto(ex, "start-node", "SUCCEEDED", ex.created_at, ex.created_at)
         rec.nodes.append(_Node(self.next_row(), start_node, None))
         for node in ex.nodes:
@@ -610,10 +634,18 @@ class _AdminState:
         if node.phase == "SUCCEEDED" and node.attempts:
             last = node.attempts[-1].attempt
             proto.closure.output_uri = f"{ex.node_data_dir(node.node_id)}/{last}/outputs.pb"
-        rec = _Node(self.next_row(), proto, node.parent_unique_id)
+        if node.child_execution is not None:
+            # A launch-plan node: Admin links the child execution; it has no task executions.
+            # (flyteidl spells this one field `executionId` in admin/node_execution.proto.)
+            proto.closure.workflow_node_metadata.executionId.CopyFrom(_wf_id(*node.child_execution))
+            proto.closure.ClearField("task_node_metadata")
+        rec = _Node(self.next_row(), proto, node.parent_unique_id, inputs=_literal_map(node.inputs))
         for a in node.attempts:
             self.tasks.setdefault(_task_key(a.task), a.task)
-            rec.tasks.append(self._task_execution(ex, node, a))
+            te = self._task_execution(ex, node, a)
+            if node.is_array:
+                _array_shape(te, ex, node, a)
+            rec.tasks.append(te)
             rec.task_defs.append(a.task)
         return rec
 
@@ -635,7 +667,14 @@ class _AdminState:
         _set_time(closure, "updated_at", end or a.started_at)
         _set_duration(closure, a.started_at, end)
         data_dir = ex.node_data_dir(node.node_id)
-        if a.phase == "SUCCEEDED":
+        input_uri = f"{data_dir}/inputs.pb"
+        if a.inline_outputs:
+            # Inline raw-output policy: inputs and outputs travel in the events and flyteadmin
+            # offloads both under its own prefix (`transformers/task_execution.go`).
+            input_uri = ex.offloaded_uri(node.node_id, a, "offloaded_inputs")
+        if a.phase == "SUCCEEDED" and a.inline_outputs:
+            closure.output_uri = ex.offloaded_uri(node.node_id, a, "offloaded_outputs")
+        elif a.phase == "SUCCEEDED":
             # propeller reports OutputWriter.GetOutputPath() on success, whether or not the task
             # wrote the file — which is the whole incident.
             closure.output_uri = f"{data_dir}/{a.attempt}/outputs.pb"
@@ -675,7 +714,7 @@ class _AdminState:
                 ),
                 retry_attempt=a.attempt,
             ),
-            input_uri=f"{data_dir}/inputs.pb",
+            input_uri=input_uri,
             closure=closure,
             is_parent=node.is_parent,
         )
@@ -721,6 +760,34 @@ class _AdminState:
         self.executions[(o.id.project, o.id.domain, name)] = _Exec(self.next_row(), new, inputs)
         self.version += 1
         return new
+
+
+def _array_shape(
+    te: task_execution_pb2.TaskExecution, ex: SandboxExecution, node: SandboxNode, a: SandboxAttempt
+) -> None:
+    """An array node's one task execution as propeller's ArrayNode (event version 0) reports it:
+    task type `container_array`, plugin `k8s-array`, no pod of its own, one ExternalResourceInfo
+    per subtask retry with `external_id` = `<array generated name>-n<index>-<retry>`
+    (flytepropeller v1.16.8 `nodes/array/event_recorder.go` `finalize`,
+    `generateExternalResourceID`), sorted by index then retry as flyteadmin merges them."""
+    from forensics.evidence import generated_name
+
+    c = te.closure
+    c.task_type = "container_array"
+    c.ClearField("log_context")
+    array_name = generated_name([ex.name, node.node_id, a.attempt])
+    # `finalize` sets only the external resources and the plugin: the array has no pod itself.
+    c.metadata.CopyFrom(event_pb2.TaskExecutionMetadata(plugin_identifier="k8s-array"))
+    for sub in sorted(node.subtasks, key=lambda s: (s.index, s.retry_attempt)):
+        c.metadata.external_resources.append(
+            event_pb2.ExternalResourceInfo(
+                external_id=f"{array_name}-n{sub.index}-{sub.retry_attempt}",
+                index=sub.index,
+                retry_attempt=sub.retry_attempt,
+                phase=TaskPhase.Value(sub.phase),
+                cache_status=catalog_pb2.CACHE_DISABLED,
+            )
+        )
 
 
 # -- protocol ---------------------------------------------------------------------------------
@@ -917,7 +984,10 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
     ) -> Any:
         with self.state.lock:
             node = self._node(request.id)
-            resp = node_execution_pb2.NodeExecutionGetDataResponse()
+            resp = node_execution_pb2.NodeExecutionGetDataResponse(
+                inputs=common_pb2.UrlBlob(url=node.proto.input_uri, bytes=node.inputs.ByteSize()),
+                full_inputs=node.inputs,
+            )
             if node.proto.metadata.is_dynamic:
                 wf = request.id.execution_id
                 rec = self.state.executions[(wf.project, wf.domain, wf.name)]
@@ -1101,6 +1171,14 @@ class AdminServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def add_execution(self, ex: SandboxExecution, tasks: Iterable[SandboxTask] = ()) -> None:
+        """Add an execution (and its tasks) while the server runs, as propeller's events would
+        record a new one: later listings include it."""
+        with self._state.lock:
+            for t in tasks:
+                self._state.tasks[_task_key(t)] = t
+            self._state._seed(ex)
 
     # observation
     @property

@@ -91,6 +91,12 @@ class _FaultMiddleware:
         self._server = server
         self._lock = threading.Lock()
         self._hits: dict[int, int] = {}  # id(rule) -> requests it has answered
+        # S3 applies a conditional write (If-Match / If-None-Match) atomically: of two racing
+        # writes on one key, one succeeds and the other gets 412 PreconditionFailed (or 409
+        # ConditionalRequestConflict) — "Conditional requests" in the S3 User Guide. moto 5.2's
+        # put_object checks the condition and then stores (moto/s3/responses.py put_object),
+        # with no lock between, so racing conditional PUTs are serialised here.
+        self._conditional = threading.Lock()
 
     def _hit(self, rules: list[S3Rule], method: str, bucket: str, target: str) -> bool:
         with self._lock:
@@ -125,6 +131,9 @@ class _FaultMiddleware:
         if bucket and self._hit(faults.slow_down, method, bucket, target):
             message = "Please reduce your request rate."
             return self._error(record, method, 503, "SlowDown", message, path)
+        if method == "PUT" and ("HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ):
+            with self._conditional:
+                return list(self._app(environ, record))
         return self._app(environ, record)
 
     @staticmethod
@@ -303,7 +312,17 @@ def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, dateti
     """(bucket, key, body, last_modified) of each attempt's outputs.pb / error.pb."""
     for execution in scenario.executions:
         for node in execution.nodes:
+            for sub in node.subtasks:
+                if sub.write_outputs:
+                    bucket, prefix = _split(scenario.subtask_output_dir(execution, node, sub))
+                    ended = max((a.ended_at for a in node.attempts if a.ended_at), default=None)
+                    yield bucket, prefix + OUTPUTS_FILE, _outputs_pb(), ended
             for attempt in node.attempts:
+                if attempt.inline_outputs and attempt.phase == "SUCCEEDED":
+                    # flyteadmin's offloaded copy of the event's outputs (whatever the pod wrote).
+                    uri = execution.offloaded_uri(node.node_id, attempt, "offloaded_outputs")
+                    bucket, key = _split(uri)
+                    yield bucket, key, _outputs_pb(), attempt.ended_at
                 if not (attempt.write_outputs or attempt.write_error):
                     continue
                 bucket, prefix = _split(scenario.output_dir(execution, node, attempt.attempt))

@@ -46,6 +46,20 @@ class SandboxAttempt:
     write_outputs: bool = False  # seed <output_dir>/outputs.pb in S3
     write_error: bool = False  # seed <output_dir>/error.pb in S3
     reason: str = ""
+    # propeller's inline raw-output policy: the outputs travel in the event and flyteadmin
+    # offloads them under its own prefix, so Admin's output_uri is not <output_dir>/outputs.pb.
+    inline_outputs: bool = False
+
+
+@dataclass
+class SandboxSubtask:
+    """One subtask retry of an array (map) node: an `ExternalResourceInfo` of the array's task
+    execution (propeller's default ArrayNode event version 0)."""
+
+    index: int
+    phase: str  # TaskExecution.Phase name
+    retry_attempt: int = 0
+    write_outputs: bool = False  # seed <array output dir>/<index>/<retry>/outputs.pb in S3
 
 
 @dataclass
@@ -61,6 +75,10 @@ class SandboxNode:
     is_dynamic: bool = False
     is_array: bool = False
     checkpoint_uri: str | None = None
+    # The node's own inputs (GetNodeExecutionData); a list is a collection literal (map inputs).
+    inputs: dict[str, str | list[str]] = field(default_factory=dict)
+    subtasks: list[SandboxSubtask] = field(default_factory=list)  # array nodes (is_array)
+    child_execution: tuple[str, str, str] | None = None  # a launch-plan node's child execution
 
 
 @dataclass
@@ -85,6 +103,8 @@ class SandboxExecution:
         "v1",
     )  # project, domain, name, version
     metadata_bucket: str = "flyte-metadata"
+    # A child execution: the parent's (project, domain, name, node_id) that launched it.
+    parent: tuple[str, str, str, str] | None = None
 
     def node_data_dir(self, node_id: str) -> str:
         """`s3://<bucket>/metadata/propeller/<project>-<domain>-<name>/<node>/data` (no slash)."""
@@ -92,6 +112,14 @@ class SandboxExecution:
             f"s3://{self.metadata_bucket}/metadata/propeller/"
             f"{self.project}-{self.domain}-{self.name}/{node_id}/data"
         )
+
+    def offloaded_uri(self, node_id: str, attempt: SandboxAttempt, suffix: str) -> str:
+        """Where flyteadmin offloads an event's inline data (`common.OffloadLiteralMap`, nested
+        keys from `transformers/task_execution.go`): `offloaded_outputs` / `offloaded_inputs`."""
+        t = attempt.task
+        keys = [self.project, self.domain, self.name, node_id, t.project, t.domain, t.name]
+        keys += [t.version, str(attempt.attempt), suffix]
+        return f"s3://{self.metadata_bucket}/metadata/" + "/".join(keys)
 
 
 @dataclass
@@ -119,3 +147,11 @@ class Scenario:
 
     def output_dir(self, execution: SandboxExecution, node: SandboxNode, attempt: int) -> str:
         return f"{execution.node_data_dir(node.node_id)}/{attempt}/"
+
+    def subtask_output_dir(
+        self, execution: SandboxExecution, node: SandboxNode, subtask: SandboxSubtask
+    ) -> str:
+        """propeller `constructOutputReferences`: `<array output dir>/<index>/<retry>/` (the
+        array node itself never retries: its output dir is attempt 0's)."""
+        base = self.output_dir(execution, node, 0)
+        return f"{base}{subtask.index}/{subtask.retry_attempt}/"

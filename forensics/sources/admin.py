@@ -17,9 +17,10 @@ What Admin and propeller put where (checked against flyteorg/flyte v1 sources):
   workflow (GetNodeExecutionData `dynamic_workflow`).
 
 Admin calls per question (counted in `AdminClient.call_count`; the scale benchmark reads them):
-`get_execution` 1 · `get_inputs` 1 · `list_executions` one per page · `list_attempts` one
-ListNodeExecutions per level (per page), one ListTaskExecutions per task node, one GetTask per
-distinct task for the client's lifetime (plus one GetNodeExecutionData per dynamic parent whose
+`get_execution` 1 · `get_inputs` 1 · `get_node_inputs` 1 · `list_executions` one per page ·
+`list_attempts` one ListNodeExecutions per level (per page), one ListTaskExecutions per task
+node (an array node's subtasks come with it), one GetTask per distinct task for the client's
+lifetime (plus one GetNodeExecutionData per dynamic parent whose
 tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
 confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` / `project_domains`
 one per page.
@@ -59,7 +60,16 @@ from google.protobuf import json_format
 
 from forensics.config import FlyteSettings
 from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
-from forensics.model import UTC, AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef, rfc3339
+from forensics.evidence import generated_name, unique_node_id
+from forensics.model import (
+    UTC,
+    AttemptRecord,
+    AttemptRef,
+    ExecutionRecord,
+    ExecutionRef,
+    ParentNode,
+    rfc3339,
+)
 
 # Importing flytekit installs a SIGINT handler that calls exit(1) at once. Ctrl-C must stay a
 # KeyboardInterrupt so every command can clean up (no partial report, no half-written pins,
@@ -308,6 +318,12 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
     reference = None
     if meta.HasField("reference_execution") and meta.reference_execution.name:
         reference = _ref(meta.reference_execution)
+    parent = None
+    # flyteadmin sets `parent_node_execution` on an execution launched by a launch-plan node
+    # (`execution_manager.go` `launchExecution`, mode CHILD_WORKFLOW; FACTS §13).
+    if meta.HasField("parent_node_execution") and meta.parent_node_execution.execution_id.name:
+        pne = meta.parent_node_execution
+        parent = ParentNode(_ref(pne.execution_id), pne.node_id)
     return ExecutionRecord(
         ref=_ref(ex.id),
         phase=_enum_name(core_execution_pb2.WorkflowExecution.Phase, ex.closure.phase),
@@ -316,29 +332,128 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
         mode=_enum_name(execution_pb2.ExecutionMetadata.ExecutionMode, meta.mode),
         reference_execution=reference,
         labels=dict(ex.spec.labels.values),
+        parent=parent,
     )
+
+
+OUTPUTS_PB = "outputs.pb"
+
+
+def output_location(
+    te: task_execution_pb2.TaskExecution, node_input_uri: str = ""
+) -> tuple[str | None, str | None]:
+    """The attempt's own `<node data dir>/<attempt>/`, or why Admin's record does not give it.
+
+    propeller reports `OutputWriter.GetOutputPath()` = `<dir>/outputs.pb` (reference policy).
+    Under its inline raw-output policy the outputs travel in the event and flyteadmin offloads
+    them to its own `.../offloaded_outputs` object, or stores them inline (`output_data`)
+    (flyteadmin `transformers/task_execution.go`, FACTS §13): neither says whether the task
+    wrote its outputs.pb, so the answer is `unknown`, never a guessed location.
+    """
+    c = te.closure
+    out = c.output_uri
+    if out:
+        if out.endswith("/" + OUTPUTS_PB):
+            return out[: -len(OUTPUTS_PB)], None
+        return None, (
+            f"Admin records the outputs at {out}, not at the attempt's own outputs.pb "
+            "(flyteadmin offloads them under propeller's inline raw-output policy)"
+        )
+    if c.WhichOneof("output_result") == "output_data":
+        return None, (
+            "Admin holds the outputs inline (propeller's inline raw-output policy), "
+            "not at the attempt's own outputs.pb"
+        )
+    for inputs in (te.input_uri, node_input_uri):
+        if inputs.endswith("/inputs.pb"):
+            return f"{inputs[: -len('inputs.pb')]}{te.id.retry_attempt}/", None
+    return None, None
 
 
 def output_dir(te: task_execution_pb2.TaskExecution, node_input_uri: str = "") -> str | None:
     """`<node data dir>/<attempt>/`: from `output_uri` (…/outputs.pb), else beside `inputs.pb`."""
-    out = te.closure.output_uri
-    if out:
-        return out if out.endswith("/") else out.rsplit("/", 1)[0] + "/"
-    for inputs in (te.input_uri, node_input_uri):
-        if inputs.endswith("/inputs.pb"):
-            return f"{inputs[: -len('inputs.pb')]}{te.id.retry_attempt}/"
-    return None
+    return output_location(te, node_input_uri)[0]
 
 
-def attempt_pods(closure: task_execution_pb2.TaskExecutionClosure) -> tuple[str, ...]:
+def attempt_pods(
+    closure: task_execution_pb2.TaskExecutionClosure, external: bool = True
+) -> tuple[str, ...]:
     """Pod names of an attempt: log_context's primary pod first, other pods, the generated name,
-    then array sub-task pods (external resources)."""
+    then (unless `external` is False) array sub-task pods (external resources)."""
     ctx = closure.log_context
     names = [ctx.primary_pod_name] if ctx.primary_pod_name else []
     names += [p.pod_name for p in ctx.pods]
     names.append(closure.metadata.generated_name)
-    names += [r.external_id for r in closure.metadata.external_resources]
+    if external:
+        names += [r.external_id for r in closure.metadata.external_resources]
     return tuple(dict.fromkeys(n for n in names if n))
+
+
+def _subtask_records(
+    own: AttemptRecord,
+    node: node_execution_pb2.NodeExecution,
+    te: task_execution_pb2.TaskExecution,
+    task_type: str,
+) -> list[AttemptRecord]:
+    """The subtasks of an array (map) node, one attempt record each (SPEC §5: judged per subtask).
+
+    With propeller's default ArrayNode event version 0, Admin holds one task execution for the
+    whole array (task type `container_array`) and one `ExternalResourceInfo` per subtask retry
+    (flyteadmin merges them by index and retry attempt). What propeller does for subtask `i`
+    (flytepropeller v1.16.8 `nodes/array/handler.go` `buildArrayNodeContext`, `utils.go`):
+    - its node id is `n<i>` under the array node, so its unique id is
+      `GenerateUniqueID(<array unique id>, <array attempt>, n<i>)` (e.g. `n0-0-n3`) and its pod
+      the usual generated name `<execution>-<unique id>-<retry>` (hashed when too long);
+      `ExternalResourceInfo.external_id` is `<array's generated name>-n<i>-<retry>`
+      (`event_recorder.go` `generateExternalResourceID`): the same string for short names;
+    - its outputs dir is `<array outputs dir>/<i>/<retry>/` (`constructOutputReferences`), where
+      the pod writes outputs.pb; the array's own outputs.pb gathers the subtasks' outputs.
+    Admin records no per-subtask times: the array attempt's end (while it runs, its last update)
+    bounds each subtask's end from above. With ArrayNode event version 1 the subtasks are real
+    nested node executions instead, found like any nested node.
+    """
+    resources = te.closure.metadata.external_resources
+    if not node.metadata.is_array or not resources:
+        return []
+    execution = own.ref.execution
+    array_attempt = _dir_attempt(own.output_dir)
+    ended = own.ended_at
+    if ended is None:
+        ended = _time(te.closure, "updated_at")
+    out = []
+    for r in resources:
+        phase = _enum_name(core_execution_pb2.TaskExecution.Phase, r.phase)
+        unique = unique_node_id(own.ref.node_id, array_attempt, f"n{r.index}")
+        pods = [generated_name([execution.name, unique, r.retry_attempt]), r.external_id]
+        sub_dir = sub_unknown = None
+        if own.output_dir is not None:
+            sub_dir = f"{own.output_dir}{r.index}/{r.retry_attempt}/"
+        else:
+            sub_unknown = own.outputs_unknown or "Admin records no output location for the array"
+        out.append(
+            dataclasses.replace(
+                own,
+                ref=AttemptRef(execution, unique, r.retry_attempt),
+                phase=phase,
+                task_type=task_type,  # the mapped task's (the array's own is `container_array`)
+                is_array=False,
+                ended_at=ended if phase in _TERMINAL_TASK_PHASES else None,
+                output_dir=sub_dir,
+                outputs_unknown=sub_unknown,
+                pods=tuple(dict.fromkeys(p for p in pods if p)),
+                checkpoint_uri=None,  # propeller reports no per-subtask checkpoint to Admin
+                node_phase=None,
+                array_node=own.ref.node_id,
+                array_index=r.index,
+            )
+        )
+    return out
+
+
+def _dir_attempt(directory: str | None) -> int:
+    """The attempt number that ends `<node data dir>/<attempt>/` (0 when it cannot be read)."""
+    tail = (directory or "").rstrip("/").rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def literal_text(lit: literals_pb2.Literal) -> str | None:
@@ -373,6 +488,28 @@ def _scalar_text(s: literals_pb2.Scalar) -> str | None:
     if kind == "union":
         return literal_text(s.union.value)
     return None  # none_type, binary, error
+
+
+def _input_texts(rpc: str, target: str, data: Any, index: int | None = None) -> dict[str, str]:
+    """`full_inputs` of a Get*Data response as text; `index` picks that element of collections."""
+    if not data.full_inputs.literals and data.inputs.bytes > 0:
+        # Admin withholds inputs above its remote-data max size and only links to them.
+        raise SourceError(
+            "admin",
+            f"{rpc}: inputs ({data.inputs.bytes} bytes) are larger than Admin returns inline",
+            target=target,
+        )
+    out: dict[str, str] = {}
+    for name, lit in data.full_inputs.literals.items():
+        if index is not None and lit.HasField("collection"):
+            items = lit.collection.literals
+            if index >= len(items):
+                continue
+            lit = items[index]
+        text = literal_text(lit)
+        if text is not None:
+            out[name] = text
+    return out
 
 
 class TaskTemplate(NamedTuple):
@@ -575,20 +712,32 @@ class AdminClient:
         data = self._call(
             "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, req)
         )
-        if not data.full_inputs.literals and data.inputs.bytes > 0:
-            # Admin withholds inputs above its remote-data max size and only links to them.
-            raise SourceError(
-                "admin",
-                f"GetExecutionData: inputs ({data.inputs.bytes} bytes) are larger than Admin "
-                "returns inline",
-                target=str(ref),
+        return _input_texts("GetExecutionData", str(ref), data)
+
+    def get_node_inputs(
+        self, ref: AttemptRef, *, array_node: str | None = None, array_index: int | None = None
+    ) -> dict[str, str]:
+        """The inputs of the attempt's own node (GetNodeExecutionData `full_inputs`), as text
+        like `get_inputs`: a `@dynamic` sweep passes each trial its own (FACTS §13).
+
+        For an array subtask (`array_node` given, `ref.node_id` its unique id) the array node's
+        inputs are read and each collection reduced to the subtask's element, as propeller's
+        `constructLiteralMap` does (`array_index`; non-collection inputs stay whole). A bound
+        collection input (the same list for every subtask) is indistinguishable here and would be
+        indexed too; checkpoint locations are strings, so this does not arise for them.
+        """
+        node_id = array_node or ref.node_id
+        target = f"{ref.execution}/{node_id}"
+        req = node_execution_pb2.NodeExecutionGetDataRequest(
+            id=identifier_pb2.NodeExecutionIdentifier(
+                node_id=node_id, execution_id=_wf_id(ref.execution)
             )
-        out: dict[str, str] = {}
-        for name, lit in data.full_inputs.literals.items():
-            text = literal_text(lit)
-            if text is not None:
-                out[name] = text
-        return out
+        )
+        data = self._call(
+            "GetNodeExecutionData", target, lambda: Raw.get_node_execution_data(self._client, req)
+        )
+        index = array_index if array_node is not None else None
+        return _input_texts("GetNodeExecutionData", target, data, index)
 
     def list_projects(self) -> list[str]:
         """Ids of every project Admin knows."""
@@ -622,7 +771,15 @@ class AdminClient:
                 continue
             if _may_have_tasks(node):
                 for te in self._task_executions(ref, node.id.node_id):
-                    out.append(self._attempt_record(ref, node, te, parent))
+                    own = self._attempt_record(ref, node, te, parent)
+                    tpl = self._task_template(ref, own.task_id, parent) if own.task_id else None
+                    subtasks = _subtask_records(own, node, te, tpl.type if tpl else "")
+                    if subtasks:
+                        # The array's own attempt stays (show lists it); its subtasks' pods
+                        # belong to the subtasks, which are judged one by one (SPEC §5).
+                        own = dataclasses.replace(own, pods=attempt_pods(te.closure, False))
+                    out.append(own)
+                    out.extend(subtasks)
             if node.metadata.is_parent_node:
                 self._collect(ref, node.id.node_id, out)
 
@@ -696,6 +853,7 @@ class AdminClient:
         template = self._task_template(ref, task_id, parent)
         namespaces = [p.namespace for p in c.log_context.pods if p.namespace]
         checkpoint = node.closure.task_node_metadata.checkpoint_uri
+        out_dir, out_unknown = output_location(te, node.input_uri)
         return AttemptRecord(
             ref=AttemptRef(ref, node.id.node_id, te.id.retry_attempt),
             phase=phase,
@@ -704,13 +862,14 @@ class AdminClient:
             is_array=node.metadata.is_array,
             started_at=started,
             ended_at=ended,
-            output_dir=output_dir(te, node.input_uri),
+            output_dir=out_dir,
             pods=attempt_pods(c),
             namespace=namespaces[0] if namespaces else None,
             checkpoint_uri=checkpoint or None,
             node_phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
             task_id=task_id,
             outputs_declared=template.outputs_declared if template else False,
+            outputs_unknown=out_unknown,
         )
 
     def _task_template(

@@ -1,0 +1,77 @@
+"""Guard mode (SPEC §9): `scan` on a schedule with memory — state, notifications, metrics."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from forensics.guard.run import GuardOptions, Outcome, Terminated, _Signals, guard_options, run_once
+
+
+def scan_command(
+    settings: Any,
+    scope: Any,
+    *,
+    since: str | None,
+    until: str | None,
+    options: GuardOptions,
+    fmt: str,
+    report_path: str | None,
+    exit_zero: bool,
+    no_progress: bool,
+) -> int:
+    """`scan` with guard flags: one run, the report printed (JSON findings carry `new`), and
+    the exit code of SPEC §7 (3 also when a notification could not be delivered)."""
+    signals = _Signals()
+    try:
+        with signals.installed():
+            outcome = run_once(
+                settings,
+                scope,
+                since=since,
+                until=until,
+                options=options,
+                scan=_scanner(settings, scope, no_progress),
+                signals=signals,
+            )
+    except Terminated:
+        if signals.wrote:
+            print("elastic-audit: terminated after finishing the state write", file=sys.stderr)
+        else:
+            print(
+                "elastic-audit: terminated; the state is as it was before this run", file=sys.stderr
+            )
+        return 143
+    emit_outcome(outcome, fmt, report_path)
+    if outcome.exit_code == 1 and exit_zero:
+        return 0
+    return outcome.exit_code
+
+
+def _scanner(settings: Any, scope: Any, no_progress: bool) -> Any:
+    def scan(window: Any) -> Any:
+        from forensics.progress import Progress
+        from forensics.scan import scanner_for
+
+        with Progress.for_terminal(no_progress) as progress:
+            return scanner_for(settings, progress=progress).run(window, scope)
+
+    return scan
+
+
+def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None) -> None:
+    """The report on stdout (and in --report): JSON from the guard's document, which adds `new`
+    per finding; other formats through the ordinary renderers."""
+    from forensics.formats import render
+    from forensics.fsutil import write_atomic
+
+    text = json.dumps(outcome.report_doc, indent=2) + "\n"
+    if report_path:
+        write_atomic(report_path, text.encode("utf-8"))
+    out = text if fmt == "json" else render(outcome.report, fmt)
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    sys.stdout.flush()
+
+
+__all__ = ["GuardOptions", "guard_options", "run_once", "scan_command", "emit_outcome"]

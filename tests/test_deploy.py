@@ -1,0 +1,204 @@
+"""deploy/ tested offline (SPEC §9): the Flyte launch plan serialised by `pyflyte package` and its
+task run locally against the sandbox; the Kubernetes manifests validated against the Kubernetes
+schemas (kubernetes-validate's bundled copies); the alert rules parsed as PromQL and checked
+against the metrics the guard really writes."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import kubernetes_validate
+import promql_parser
+import pytest
+import yaml
+from flyteidl.admin import launch_plan_pb2, task_pb2
+from guard_support import HTTPRecorder
+from prometheus_client.parser import text_string_to_metric_families
+from scan_support import CONFIG
+
+from forensics.sandbox.incident import reference_scenario
+from forensics.sandbox.stack import sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "kubernetes"
+IMAGE = "registry.example.com/elastic-audit:0.1.0"
+# The oldest Kubernetes minor the manifests promise (CronJob timeZone is GA since 1.27).
+K8S_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
+
+
+def manifests() -> list[dict]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def by_kind(kind: str) -> dict:
+    (doc,) = [d for d in manifests() if d["kind"] == kind]
+    return doc
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_kubernetes_manifests_validate_against_the_schemas(version):
+    kinds = set()
+    for doc in manifests():
+        if doc["apiVersion"].startswith(("monitoring.coreos.com/", "kustomize.config.k8s.io/")):
+            continue  # CRDs: no Kubernetes schema; checked below
+        kubernetes_validate.validate(doc, version, strict=True)
+        kinds.add(doc["kind"])
+    assert kinds == {"CronJob", "ServiceAccount", "ConfigMap"}
+
+
+def test_strict_validation_would_catch_a_typo():
+    job = by_kind("CronJob")
+    job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["envv"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, K8S_VERSIONS[0], strict=True)
+
+
+def test_cronjob_runs_the_guard_scan_with_the_config_and_secret_references(tmp_path):
+    sa, cm, job = by_kind("ServiceAccount"), by_kind("ConfigMap"), by_kind("CronJob")
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    assert c["command"] == ["elastic-audit"] and c["args"][0] == "scan"
+    assert any(a.startswith("--state=s3://") for a in c["args"])
+    # every flag the CronJob passes is one `scan` accepts (through the real CLI's parser)
+    from forensics.cli import _register, app
+
+    _register()
+    import typer.main
+
+    command = typer.main.get_command(app).commands["scan"]
+    ctx = command.make_context("scan", list(c["args"]), resilient_parsing=True)
+    assert ctx.params["state"].startswith("s3://") and ctx.params["exit_zero"] is True
+    secrets = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"] if "valueFrom" in e}
+    assert secrets["ELASTIC_AUDIT_NOTIFY"]["key"] == "notify-url"
+    assert all(s["name"] == "elastic-audit" for s in secrets.values())
+    # the config file the args point at is the ConfigMap's, and it loads as a real config
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == "config"]
+    assert "--config=" + mount["mountPath"] + "/config.toml" in c["args"]
+    from forensics.config import load_settings
+
+    for name, text in cm["data"].items():
+        (tmp_path / name).write_text(text)
+    # (the file's [flyte] config names the mounted flyte.yaml; here it lies in tmp_path)
+    assert f'config = "{mount["mountPath"]}/flyte.yaml"' in cm["data"]["config.toml"]
+    settings = load_settings(
+        config=str(tmp_path / "config.toml"),
+        loki_url=None,
+        flyte_config=str(tmp_path / "flyte.yaml"),
+    )
+    assert settings.flyte.console_url == "https://flyte.example.com/console"
+
+
+def guard_metrics_text(tmp_path: Path) -> str:
+    """Metrics from a real guard run against the sandbox."""
+    from forensics.cli import main
+
+    with sandbox(reference_scenario()) as box, box.apply_env():
+        cfg = tmp_path / "cfg.toml"
+        cfg.write_text(CONFIG)
+        prom = tmp_path / "m.prom"
+        with pytest.raises(SystemExit):
+            main(
+                ["scan", "--config", str(cfg), "--since", "2026-09-04", "--until", "2026-09-11"]
+                + ["-o", "json", "--no-progress", "--metrics-file", str(prom)]
+            )
+        return prom.read_text()
+
+
+def test_alert_rules_parse_as_promql_and_use_metrics_the_guard_writes(tmp_path, capsys):
+    rule = by_kind("PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    (group,) = rule["spec"]["groups"]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert set(alerts) == {"ElasticAuditNewAffectedFindings", "ElasticAuditNoCompleteScan"}
+    written = {
+        s.name
+        for f in text_string_to_metric_families(guard_metrics_text(tmp_path))
+        for s in f.samples
+    }
+    capsys.readouterr()
+    for r in alerts.values():
+        assert set(r) <= {"alert", "expr", "for", "labels", "annotations"}
+        promql_parser.parse(r["expr"])  # raises on a syntax error
+        used = {n for n in written if n in r["expr"]}
+        assert used, f"{r['alert']} uses no metric the guard writes"
+    assert "elastic_audit_new_findings_total" in alerts["ElasticAuditNewAffectedFindings"]["expr"]
+    assert '{verdict="affected"}' in alerts["ElasticAuditNewAffectedFindings"]["expr"]
+    no_scan = alerts["ElasticAuditNoCompleteScan"]["expr"]
+    assert "elastic_audit_last_complete_scan_timestamp_seconds" in no_scan and "7200" in no_scan
+    with pytest.raises(ValueError):
+        promql_parser.parse("increase(elastic_audit_new_findings_total[1h) > 0")
+
+
+def test_pyflyte_packages_the_cron_launch_plan(tmp_path):
+    out = tmp_path / "guard.tgz"
+    pyflyte = Path(sys.executable).with_name("pyflyte")
+    p = subprocess.run(
+        [str(pyflyte), "--pkgs", "guard_workflow", "package", "--image", IMAGE]
+        + ["--output", str(out), "--force"],
+        cwd=DEPLOY / "flyte",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    with tarfile.open(out) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    (lp_name,) = [n for n in files if "elastic_audit_guard" in n]
+    lp = launch_plan_pb2.LaunchPlan()
+    lp.ParseFromString(files[lp_name])
+    assert lp.id.name == "elastic_audit_guard"
+    assert lp.spec.entity_metadata.schedule.cron_schedule.schedule == "*/30 * * * *"
+    assert "state" in lp.spec.fixed_inputs.literals
+    (task_name,) = [n for n in files if n.endswith("guard_scan_1.pb")]
+    t = task_pb2.TaskSpec()
+    t.ParseFromString(files[task_name])
+    assert t.template.container.image == IMAGE
+    # Flyte gives the task as args with no command: the image must have no ENTRYPOINT.
+    assert t.template.container.args[0].startswith("pyflyte") and not t.template.container.command
+    dockerfile = (DEPLOY / "Dockerfile").read_text().splitlines()
+    assert not [line for line in dockerfile if line.startswith("ENTRYPOINT")]
+    assert [s.key for s in t.template.security_context.secrets] == ["notify-url"]
+
+
+def test_the_flyte_workflow_runs_the_guard_scan_locally(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(DEPLOY / "flyte"))  # as pyflyte's source root
+    mod = importlib.import_module("guard_workflow")
+    hook = HTTPRecorder()
+    try:
+        with sandbox(reference_scenario()) as box, box.apply_env():
+            cfg = tmp_path / "cfg.toml"
+            cfg.write_text(CONFIG)
+            state = tmp_path / "state.json"
+            monkeypatch.setenv("_FSEC_ELASTIC-AUDIT_NOTIFY-URL", hook.url)
+            monkeypatch.delenv("ELASTIC_AUDIT_NOTIFY", raising=False)
+            # First run: no state yet, so `first_since` starts it (to now: the seeded month).
+            code = mod.guard(
+                state=str(state), config=str(cfg), notify_format="json", first_since="2026-09-04"
+            )
+            assert code == 1  # findings; the task succeeds and the webhook has them
+            assert len(hook.posts()) == 1
+            assert len(hook.posts()[0]["new_findings"]) == 6
+            # Second run: continues from the state (first_since ignored): nothing new.
+            code = mod.guard(
+                state=str(state), config=str(cfg), notify_format="json", first_since="2026-09-04"
+            )
+            assert code == 0
+            assert len(hook.posts()) == 1
+            assert json.loads(state.read_text())["runs"] == 2
+            # An unreadable state fails the task (exit 2), never silently green.
+            state.write_text("garbage")
+            with pytest.raises(Exception, match="exited 2"):
+                mod.guard(state=str(state), config=str(cfg), notify_format="json")
+    finally:
+        hook.close()
