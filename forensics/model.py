@@ -212,6 +212,16 @@ class ExecutionRecord:
     # `spec.metadata.parent_node_execution` of a child execution (mode CHILD_WORKFLOW): relaunching
     # the child alone does not re-run what the parent did after that node (SPEC §5).
     parent: ParentNode | None = None
+    # spec.launch_plan: (project, domain, name, version) of the launch plan it ran.
+    launch_plan: tuple[str, str, str, str] | None = None
+
+    @property
+    def running(self) -> bool:
+        """Not in a terminal phase yet (flyteadmin's terminal phases, `common/executions.go`)."""
+        return self.phase not in TERMINAL_EXECUTION_PHASES
+
+
+TERMINAL_EXECUTION_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT"})
 
 
 @dataclass(frozen=True)

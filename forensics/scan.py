@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -38,6 +39,7 @@ from forensics.evidence import (
     parse_signal,
 )
 from forensics.model import (
+    UTC,
     AttemptRecord,
     AttemptRef,
     Checkpoint,
@@ -787,13 +789,94 @@ class Scanner:
             self._conclude(c)
 
     def _conclude(self, c: _Candidate) -> None:
+        verdict, outputs = self._decide(c)
+        self._record(verdict, c.ex, c.att, c.signal, outputs)
+
+    def _decide(self, c: _Candidate) -> tuple[Verdict, ObjectCheck | None]:
+        """The verdict of one candidate whose signal and outputs are known (scan and examine)."""
         if c.signal is not None:
             outputs = c.outputs if c.att.phase == "SUCCEEDED" else None
-            verdict = classify_signalled(c.att, c.ex, c.signal, outputs, later_attempts=c.later)
-        else:
-            outputs = c.outputs
-            verdict = classify_unsignalled(c.att, outputs)
-        self._record(verdict, c.ex, c.att, c.signal, outputs)
+            return classify_signalled(
+                c.att, c.ex, c.signal, outputs, later_attempts=c.later
+            ), outputs
+        return classify_unsignalled(c.att, c.outputs), c.outputs
+
+    # -- one execution, judged as the scan judges it (show, relaunch) ------------------------------
+    def examine(self, ref: ExecutionRef, *, now: datetime | None = None) -> Examination:
+        """Every attempt of one execution, decided by the scan's own rules (`_decide`).
+
+        Signals are read over the execution's whole life — from its creation to Admin's end of
+        it plus ten minutes for late sibling signals (SPEC §5), or, while it still runs, to now:
+        flyteadmin moves `updated_at` only on workflow-level events (FACTS §13), so a running
+        execution's `updated_at` says nothing about when its attempts were signalled. Every
+        signalled attempt and every elastic success is examined, as the scan's sweep does over
+        a window covering the execution. NotFoundError when Admin does not know `ref`.
+        """
+        now = now or datetime.now(UTC)
+        ex = self.admin.get_execution(ref)
+        attempts = self.attempts(ref)
+        start = (ex.created_at or now) - timedelta(minutes=5)
+        end = now + timedelta(minutes=1)
+        if not ex.running and ex.updated_at is not None:
+            end = min(ex.updated_at + timedelta(minutes=10), end)
+        window = Window(start, max(end, start + timedelta(minutes=1)))
+        result = Examination(ex, window)
+        lk = self.settings.loki
+        pods_by_ns: dict[str, set[str]] = defaultdict(set)
+        owner: dict[tuple[str, str], AttemptRecord] = {}
+        for a in attempts:
+            ns = a.namespace or namespace_for(
+                ref.project, ref.domain, self.settings.flyte.namespace_template
+            )
+            pods_by_ns[ns].update(a.pods)
+            for pod in a.pods:
+                owner.setdefault((ns, pod), a)
+        hits: dict[AttemptRef, list[SignalHit]] = defaultdict(list)
+        for ns, pods in sorted(pods_by_ns.items()):
+            if not pods:
+                continue
+            for item in self.loki.scan(
+                pod_query(self.settings, ns, pods, SIGNAL_LINE_REGEX),
+                window,
+                shard=lk.shard,
+                max_query_length=lk.max_query_length,
+            ):
+                if isinstance(item, ShardOutcome):
+                    if item.error is not None:
+                        result.gaps.append(
+                            Gap("loki", item.window.start, item.window.end, item.error)
+                        )
+                    continue
+                hit = parse_signal(
+                    item,
+                    namespace_label=lk.namespace_label,
+                    pod_label=lk.pod_label,
+                    container_label=lk.container_label,
+                )
+                if hit is None:
+                    result.unparsed += 1  # matched, unreadable: counted as the scan counts them
+                    continue
+                # A PyTorchJob replica `<generated>-worker-N` belongs to its job's attempt.
+                a = owner.get((ns, hit.pod)) or owner.get((ns, _job_name(hit.pod)))
+                if a is not None:
+                    hits[a.ref].append(hit)
+        for a in attempts:
+            later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
+            c = _Candidate(ex, a, earliest(hits.get(a.ref, [])), later)
+            # show lists outputs.pb for every success, declared outputs included (the verdict
+            # does not read it for those: Flyte proved them).
+            c.outputs = self.outputs(a) if a.phase == "SUCCEEDED" else None
+            if c.signal is None and not sweep_candidate(a, window):
+                result.attempts.append(Examined(a, None, None, c.outputs, None))
+                continue
+            verdict, outputs = self._decide(c)
+            ck = (
+                self.checkpoint(ex, a, c.signal)
+                if verdict.verdict in ("affected", "suspected")
+                else None
+            )
+            result.attempts.append(Examined(a, verdict, c.signal, c.outputs, ck))
+        return result
 
     def _add_gap(self, gap: Gap) -> None:
         with self._lock:
@@ -977,6 +1060,43 @@ class Scanner:
             self._admin_lane.submit(partial(lookup, project, domain, since))
         self._admin_lane.drain()
         return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+
+
+@dataclass(frozen=True)
+class Examined:
+    """One attempt of an examined execution: the scan's verdict (None: not examined)."""
+
+    attempt: AttemptRecord
+    verdict: Verdict | None
+    signal: SignalHit | None
+    outputs: ObjectCheck | None
+    checkpoint: Checkpoint | None
+
+
+@dataclass
+class Examination:
+    """One execution judged by the scan's rules: its attempts, the window read, and gaps."""
+
+    execution: ExecutionRecord
+    window: Window
+    attempts: list[Examined] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    unparsed: int = 0  # lines the signal filter matched that the parser could not read
+
+
+def pod_query(settings: Settings, namespace: str, pods: set[str], regex: str) -> str:
+    """A Loki query for the lines of some pods (PyTorchJob replicas included) matching `regex`."""
+    lk = settings.loki
+    pods_re = "(" + "|".join(regex_escape(p) for p in sorted(pods)) + ")"
+    sel = selector([(lk.namespace_label, "=", namespace), (lk.pod_label, "=~", pods_re + _REPLICA)])
+    return build_query(sel, [("|~", regex)])
+
+
+_REPLICA = "(-(worker|master)-[0-9]+)?"
+
+
+def _job_name(pod: str) -> str:
+    return re.sub(r"-(worker|master)-\d+$", "", pod)
 
 
 def shape_notes(ex: ExecutionRecord, att: AttemptRecord) -> tuple[str, ...]:

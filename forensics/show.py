@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from forensics.detect import classify_signalled, classify_unsignalled, earliest
 from forensics.evidence import (
     SIGNAL_LINE_REGEX,
     namespace_for,
     parse_propeller_line,
-    parse_signal,
     unwrap_runtime,
 )
 from forensics.model import (
@@ -27,8 +25,8 @@ from forensics.model import (
     Window,
     rfc3339,
 )
-from forensics.scan import Scanner
-from forensics.sources.loki import ShardOutcome, build_query, regex_escape, selector
+from forensics.scan import Scanner, pod_query
+from forensics.sources.loki import ShardOutcome, build_query
 
 # Pod lines worth showing: the death signal and what corroborates it.
 POD_EVIDENCE_REGEX = (
@@ -128,13 +126,18 @@ def _clip(line: str) -> str:
 
 
 def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None = None) -> Timeline:
-    """Gather every piece of evidence about one execution (NotFoundError if Admin has none)."""
-    admin, loki, settings = scanner.admin, scanner.loki, scanner.settings
-    ex = admin.get_execution(ref)
-    attempts = scanner.attempts(ref)
-    tl = Timeline(ex)
+    """Gather every piece of evidence about one execution (NotFoundError if Admin has none).
+
+    The verdicts are the scan's own (`Scanner.examine`); the timeline reads the same window.
+    """
+    loki, settings = scanner.loki, scanner.settings
+    now = now or datetime.now(UTC)
+    exam = scanner.examine(ref, now=now)
+    ex, window = exam.execution, exam.window
+    tl = Timeline(ex, gaps=list(exam.gaps))
     if ex.created_at:
         tl.events.append(Event(ex.created_at, "admin", f"execution created ({ex.mode})"))
+    attempts = [e.attempt for e in exam.attempts]
     for a in attempts:
         tag = f"{a.ref.node_id}/{a.ref.attempt}"
         if a.started_at:
@@ -151,11 +154,6 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
     if ex.updated_at:
         tl.events.append(Event(ex.updated_at, "admin", f"execution {ex.phase}"))
 
-    now = now or datetime.now(UTC)
-    start = (ex.created_at or now) - timedelta(minutes=5)
-    end = min((ex.updated_at or now) + timedelta(minutes=10), now + timedelta(minutes=1))
-    window = Window(start, max(end, start + timedelta(minutes=1)))
-
     # Pod lines: one filtered query per namespace for the attempts' pods.
     lk = settings.loki
     pods_by_ns: dict[str, set[str]] = {}
@@ -164,30 +162,15 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
             ref.project, ref.domain, settings.flyte.namespace_template
         )
         pods_by_ns.setdefault(ns, set()).update(a.pods)
-    hits: dict[str, list[SignalHit]] = {}
     pod_owner = {p: a for a in attempts for p in a.pods}
     for ns, pods in sorted(pods_by_ns.items()):
         if not pods:
             continue
-        pods_re = "(" + "|".join(regex_escape(p) for p in sorted(pods)) + ")"
-        sel = selector(
-            [
-                (lk.namespace_label, "=", ns),
-                (lk.pod_label, "=~", pods_re + "(-(worker|master)-[0-9]+)?"),
-            ]
-        )
-        for entry in _read(loki, build_query(sel, [("|~", POD_EVIDENCE_REGEX)]), window, lk, tl):
+        query = pod_query(settings, ns, pods, POD_EVIDENCE_REGEX)
+        for entry in _read(loki, query, window, lk, tl):
             pod = entry.label(lk.pod_label) or "?"
-            hit = parse_signal(
-                entry,
-                namespace_label=lk.namespace_label,
-                pod_label=lk.pod_label,
-                container_label=lk.container_label,
-            )
             owner = pod_owner.get(pod) or pod_owner.get(re.sub(r"-(worker|master)-\d+$", "", pod))
             tag = f"{owner.ref.node_id}/{owner.ref.attempt}" if owner else None
-            if hit is not None and owner is not None:
-                hits.setdefault(tag, []).append(hit)
             tl.events.append(
                 Event(entry.at, "pod", f"{pod}: {_clip(unwrap_runtime(entry.line))}", tag)
             )
@@ -202,11 +185,10 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
             where = f" (node {ev.node})" if ev.node else ""
             tl.events.append(Event(entry.at, "propeller", _clip(f"{ev.msg}{where}")))
 
-    # Verdict per attempt, with S3.
-    for a in attempts:
+    # Verdict per attempt (the scan's), with S3.
+    for e in exam.attempts:
+        a, outputs, checkpoint = e.attempt, e.outputs, e.checkpoint
         tag = f"{a.ref.node_id}/{a.ref.attempt}"
-        signal = earliest(hits.get(tag, []))
-        outputs = scanner.outputs(a) if a.phase == "SUCCEEDED" else None
         if outputs is not None and a.ended_at:
             tl.events.append(
                 Event(
@@ -218,26 +200,18 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                     tag,
                 )
             )
-        if signal is not None:
-            later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
-            v = classify_signalled(a, ex, signal, outputs, later_attempts=later)
-        elif a.is_elastic and a.phase == "SUCCEEDED" and outputs is not None:
-            v = classify_unsignalled(a, outputs)
-        else:
+        if e.verdict is None:
             tl.attempts.append(
                 AttemptVerdict(
                     a,
                     "not-examined",
                     "not an elastic success with a death signal",
-                    signal,
+                    e.signal,
                     outputs,
                     None,
                 )
             )
             continue
-        checkpoint = (
-            scanner.checkpoint(ex, a, signal) if v.verdict in ("affected", "suspected") else None
-        )
         if checkpoint is not None:
             when = checkpoint.latest or a.ended_at or ex.updated_at or now
             tl.events.append(
@@ -250,9 +224,10 @@ def build_timeline(scanner: Scanner, ref: ExecutionRef, *, now: datetime | None 
                     tag,
                 )
             )
+        v = e.verdict
         tl.attempts.append(
             AttemptVerdict(
-                a, v.verdict or "not-affected", v.cleared or v.note, signal, outputs, checkpoint
+                a, v.verdict or "not-affected", v.cleared or v.note, e.signal, outputs, checkpoint
             )
         )
     tl.events.sort(key=lambda e: (e.at, e.source))

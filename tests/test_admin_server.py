@@ -517,6 +517,93 @@ def test_page_token_faults(serve, kind: str, token: str) -> None:
     assert _list(stub, limit=3, token="3").token == ""  # a partial page is left alone
 
 
+# -- launch plans, CreateExecution, concurrency, children (flyteadmin v1.16.8) ------------------
+
+
+def _lp(version: str = "v1") -> identifier_pb2.Identifier:
+    return identifier_pb2.Identifier(
+        resource_type=identifier_pb2.LAUNCH_PLAN,
+        project=PROJECT,
+        domain=DOMAIN,
+        name="wf.train",
+        version=version,
+    )
+
+
+def test_relaunch_at_a_concurrency_limit_is_already_exists_before_the_name_is_checked(
+    serve,
+) -> None:
+    from forensics.sandbox.scenario import SandboxLaunchPlan
+
+    running = execution("busy", phase="RUNNING")
+    scenario = Scenario(
+        executions=[execution("orig"), running, execution("taken")],
+        launch_plans=[SandboxLaunchPlan(PROJECT, DOMAIN, "wf.train", "v1", concurrency_max=1)],
+    )
+    server, stub = serve(scenario)
+    # `checkLaunchPlanConcurrency` runs in launchExecution, before the row is inserted, so even
+    # a taken name answers with the concurrency message.
+    for name in ("orig-rerun", "taken"):
+        code, details = _status(lambda n=name: _relaunch(stub, "orig", n))
+        assert code == grpc.StatusCode.ALREADY_EXISTS
+        assert (
+            details == "concurrency limit (1) reached for launch plan wf.train; skipping execution"
+        )
+    assert server.relaunches_of(ExecutionRef(PROJECT, DOMAIN, "orig")) == []
+
+
+def test_create_execution_keeps_the_request_metadata_and_needs_the_launch_plan(serve) -> None:
+    _, stub = serve(Scenario(executions=[execution("orig")]))
+    spec = execution_pb2.ExecutionSpec(
+        launch_plan=_lp(),
+        metadata=execution_pb2.ExecutionMetadata(
+            mode=execution_pb2.ExecutionMetadata.RELAUNCH,
+            reference_execution=_wf("orig"),
+            principal="someone-else",
+        ),
+    )
+    req = execution_pb2.ExecutionCreateRequest(
+        project=PROJECT, domain=DOMAIN, name="orig-v1", spec=spec
+    )
+    new = stub.CreateExecution(req).id
+    got = stub.GetExecution(execution_pb2.WorkflowExecutionGetRequest(id=new)).spec.metadata
+    assert got.mode == execution_pb2.ExecutionMetadata.RELAUNCH
+    assert got.reference_execution.name == "orig" and got.principal == "sandbox"
+    assert _status(lambda: stub.CreateExecution(req))[0] == grpc.StatusCode.ALREADY_EXISTS
+    req.spec.launch_plan.version = "v9"
+    req.name = "orig-v9"
+    code, details = _status(lambda: stub.CreateExecution(req))
+    assert code == grpc.StatusCode.NOT_FOUND and "LAUNCH_PLAN" in details
+
+
+def test_a_relaunched_child_keeps_its_parent_node(serve) -> None:
+    child = execution("child", mode="CHILD_WORKFLOW")
+    child.parent = (PROJECT, DOMAIN, "parent", "n2")
+    _, stub = serve(Scenario(executions=[execution("parent", phase="RUNNING"), child]))
+    new = _relaunch(stub, "child", "child-rerun").id
+    meta = stub.GetExecution(execution_pb2.WorkflowExecutionGetRequest(id=new)).spec.metadata
+    # RelaunchExecution copies the whole spec: the relaunch re-attaches to the parent's node.
+    assert meta.parent_node_execution.node_id == "n2"
+    assert meta.parent_node_execution.execution_id.name == "parent"
+
+
+def test_launch_plans_and_workflows_are_derived_from_the_executions(serve) -> None:
+    _, stub = serve(Scenario(executions=[execution("orig")]))
+    lp = stub.GetLaunchPlan(common_pb2.ObjectGetRequest(id=_lp()))
+    wf = stub.GetWorkflow(common_pb2.ObjectGetRequest(id=lp.spec.workflow_id))
+    (node,) = wf.closure.compiled_workflow.primary.template.nodes
+    (task,) = wf.closure.compiled_workflow.tasks
+    assert node.id == "n0" and node.task_node.reference_id == task.template.id
+    assert task.template.metadata.runtime.version == "1.16.31" and task.template.container.image
+    listed = stub.ListLaunchPlans(
+        common_pb2.ResourceListRequest(
+            id=common_pb2.NamedEntityIdentifier(project=PROJECT, domain=DOMAIN, name="wf.train"),
+            limit=10,
+        )
+    )
+    assert [p.id.version for p in listed.launch_plans] == ["v1"]
+
+
 def test_methods_the_sandbox_does_not_serve_are_unimplemented(serve) -> None:
     _, stub = serve(Scenario(executions=[execution("a")]))
     code, _ = _status(

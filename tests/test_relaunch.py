@@ -83,14 +83,21 @@ def test_relaunch_of_the_reference_incident_happens_once_with_overwrite_cache(
     ]
 
 
-def test_a_lost_response_is_retried_without_a_second_execution(box, capsys):
+def test_a_lost_response_is_retried_without_a_second_execution(box, capsys, tmp_path):
     box.admin.faults.lose_relaunch_response = 1  # Admin performs it, the answer never arrives
     code, out, _ = relaunch(capsys, str(MULTI), "--yes", "-o", "json")
     assert code == 0
-    assert out[0]["status"] == "already-relaunched"
+    # Issue 15 #7: the call that created it says so — in the output and in the audit log.
+    assert out[0]["status"] == "relaunched"
     assert out[0]["relaunched_as"]["name"] == relaunch_name(MULTI)
     assert len(box.admin.relaunches_of(MULTI)) == 1
     assert len(box.admin.calls_of("RelaunchExecution")) == 2  # the call and its retry
+    (line,) = audit_lines(tmp_path)
+    assert line["action"] == "relaunched" and line["after_retry"] is True
+    assert line["new_execution"] == out[0]["relaunched_as"]
+    code, out, _ = relaunch(capsys, str(MULTI), "--yes", "-o", "json")
+    assert code == 0 and out[0]["status"] == "already-relaunched"
+    assert [x["action"] for x in audit_lines(tmp_path)] == ["relaunched", "already-relaunched"]
 
 
 def test_two_operators_at_once_create_one_execution(box, tmp_path):

@@ -33,22 +33,22 @@ Examples:
 
   elastic-audit relaunch --from-report incident.json --yes -o json
 
+  elastic-audit relaunch gs1:production:azvg5f9v9974m78fvlf7 --to-version v2 --yes
+
+  elastic-audit relaunch gs1:production:azvg5f9v9974m78fvlf7 --parent --dry-run
+
 EXECUTION forms: {FORMS}.
-Each relaunch uses RelaunchExecution with overwrite_cache (never RecoverExecution) under a name
-derived from the original, so running this twice never creates a second execution.
+Each relaunch uses RelaunchExecution with overwrite_cache (never RecoverExecution) — or, with
+--to-version, CreateExecution of the launch plan at that version with the original's inputs,
+mode RELAUNCH and a reference to it — under a name derived from the original, so running this
+twice never creates a second execution. The plan says, per execution: the verdict, its phase,
+its parent, whether the task it re-runs still carries the bug, and the cacheable nodes
+overwrite_cache recomputes. Refused unless --force: not affected or suspected, still running or
+queued, a child execution (--parent relaunches the top one). A relaunch that itself ended
+silently green is reported and relaunched in turn.
 Exit codes: 0 all relaunched / already relaunched / dry-run, 1 any refused, 3 Flyte Admin failed
 for any, 2 usage error (or no terminal to confirm on and no --yes).
 """
-
-
-def _describe_checkpoint(ck) -> str:  # noqa: ANN001
-    if ck is None:
-        return "checkpoint not inspected"
-    if ck.state == "present":
-        return f"checkpoint has {ck.objects} object(s), newest {ck.latest:%Y-%m-%d %H:%M:%SZ}: training resumes from it"
-    if ck.state == "empty":
-        return f"checkpoint {ck.uri} is empty: training restarts from scratch"
-    return f"checkpoint unknown ({ck.reason}): check it before relying on a resume"
 
 
 def _confirm(question: str) -> bool:
@@ -98,12 +98,34 @@ def relaunch(
         False, "--yes", "-y", help="Do not ask for confirmation (for scripts)."
     ),
     force: bool = typer.Option(
-        False, "--force", help="Relaunch even when the re-check says not affected."
+        False,
+        "--force",
+        help="Relaunch even when the re-check says not affected, the original still runs, "
+        "or it is a child execution.",
+    ),
+    parent: bool = typer.Option(
+        False,
+        "--parent",
+        help="For a child execution, relaunch the top execution that launched it instead.",
+    ),
+    to_version: str = typer.Option(
+        None,
+        "--to-version",
+        metavar="VERSION",
+        help="Relaunch on the same launch plan at VERSION (the fixed one), with the original's "
+        "inputs, labels, annotations, security context and raw output prefix.",
+        show_default=False,
+    ),
+    no_overwrite_cache: bool = typer.Option(
+        False,
+        "--no-overwrite-cache",
+        help="Reuse cached node results instead of recomputing every cacheable node.",
     ),
     audit_log: str = typer.Option(
         None,
         "--audit-log",
         help="Audit log (JSON lines; default $XDG_STATE_HOME/elastic-audit/audit.jsonl).",
+        metavar="FILE",
         show_default=False,
     ),
     loki_url: str = LokiUrlOpt,
@@ -114,10 +136,20 @@ def relaunch(
     output: OutputFormat = OutputOpt,
     verbose: bool = VerboseOpt,
 ) -> None:
-    """Relaunch affected executions with RelaunchExecution + overwrite_cache, exactly once."""
+    """Relaunch affected executions exactly once, after saying what the relaunch will do."""
     setup_logging(verbose)
     fmt = check_output(default_output(output), (OutputFormat.table, OutputFormat.json))
-    from forensics.relaunch import AuditLog, Relauncher, default_audit_log, executions_from_report
+    from forensics.relaunch import (
+        AuditLog,
+        Options,
+        Relauncher,
+        default_audit_log,
+        executions_from_report,
+        recheck_of,
+    )
+
+    if to_version is not None and not to_version.strip():
+        raise UsageError("--to-version: give the launch plan version to relaunch on")
 
     refs = [parse_execution(e, project=project, domain=domain) for e in executions or []]
     if from_report:
@@ -137,45 +169,42 @@ def relaunch(
         checkpoint_template=checkpoint_template,
     )
     from forensics.scan import scanner_for
-    from forensics.show import build_timeline
 
     scanner = scanner_for(settings)
-
-    def recheck(ref):  # noqa: ANN001, ANN202
-        tl = build_timeline(scanner, ref)
-        hit = next((a for a in tl.attempts if a.verdict in ("affected", "suspected")), None)
-        if hit is not None and hit.outputs is not None and hit.outputs.state == "unknown":
-            # A relaunch must rest on evidence: an unreadable outputs.pb proves nothing.
-            return f"inconclusive (outputs.pb could not be checked: {hit.outputs.reason})", ""
-        if hit is None and not tl.complete:
-            return f"inconclusive ({'; '.join(g.error for g in tl.gaps)})", ""
-        return tl.verdict, _describe_checkpoint(hit.checkpoint if hit else None)
-
     audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
-    relauncher = Relauncher(scanner.admin, recheck, audit)
-    plans = [relauncher.plan(r, force=force) for r in refs]
+    # The scan's own evaluation of one execution (SPEC §3.3: the same rules as `scan`).
+    relauncher = Relauncher(scanner.admin, lambda r: recheck_of(scanner.examine(r)), audit)
+    options = Options(
+        force=force,
+        parent=parent,
+        to_version=to_version,
+        overwrite_cache=not no_overwrite_cache,
+    )
+    plans = [relauncher.plan(r, options) for r in refs]
 
-    if not dry_run and not yes:
+    # The plan on stderr before anything is done (-o json carries it in each result).
+    if fmt is OutputFormat.table or not (dry_run or yes):
         for p in plans:
             state = (
                 p.failure
+                or (f"already relaunched as {p.existing}" if p.existing else None)
                 or p.refusal
-                or (
-                    f"already relaunched as {p.existing}"
-                    if p.existing
-                    else f"{p.verdict}: will relaunch; {p.checkpoint}"
-                )
+                or "will relaunch"
             )
-            typer.echo(f"  {p.execution}: {state}", err=True)
+            typer.echo(f"{p.execution}: {state}", err=True)
+            for line in p.lines():
+                typer.echo(f"  {line}", err=True)
+    if not dry_run and not yes:
         todo = [p for p in plans if not (p.failure or p.refusal) and p.existing is None]
         if todo and not _confirm(f"Relaunch {len(todo)} execution(s)?"):
             typer.echo("elastic-audit: nothing relaunched", err=True)
             raise typer.Exit(1)
     outcomes = [relauncher.execute(p, dry_run=dry_run) for p in plans]
     if dry_run and fmt is OutputFormat.table:
-        for o in outcomes:
+        for p, o in zip(plans, outcomes, strict=True):
             if o.status == "dry-run":
-                typer.echo("RelaunchExecution " + json.dumps(o.request, sort_keys=True), err=True)
+                rpc = "CreateExecution" if p.create is not None else "RelaunchExecution"
+                typer.echo(f"{rpc} " + json.dumps(o.request, sort_keys=True), err=True)
     if fmt is OutputFormat.json:
         emit(
             json.dumps(

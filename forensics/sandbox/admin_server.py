@@ -21,6 +21,17 @@ splits models from responses. What it reproduces from flyteadmin (flyteorg/flyte
   name when none is given; the new execution has mode RELAUNCH, `reference_execution`, the same
   inputs and the request's `overwrite_cache`.
 
+- RelaunchExecution copies the original's whole spec, `parent_node_execution` included (so a
+  relaunched child re-attaches to its parent's node), whatever the original's phase (flyteadmin
+  v1.16.8 `execution_manager.go::RelaunchExecution` has no phase check). CreateExecution keeps the
+  request's spec metadata (mode, `reference_execution`; `principal` is Admin's) and needs the
+  launch plan version to exist. Both check the launch plan's concurrency policy before the name
+  is inserted (`checkLaunchPlanConcurrency`: QUEUED/RUNNING executions of the launch plan name,
+  any version; at the limit ALREADY_EXISTS "concurrency limit (N) reached for launch plan X;
+  skipping execution").
+- GetLaunchPlan, ListLaunchPlans (one named launch plan's versions) and GetWorkflow (the compiled
+  closure with each task's template: image, flytekit runtime version, cache settings).
+
 Columns the sandbox cannot evaluate (closures, joins to other tables) answer UNIMPLEMENTED rather
 than being silently ignored. Every call is recorded (`calls`) — RecoverExecution too, so tests
 can assert it is never used.
@@ -45,10 +56,12 @@ import grpc
 from flyteidl.admin import (
     common_pb2,
     execution_pb2,
+    launch_plan_pb2,
     node_execution_pb2,
     project_pb2,
     task_execution_pb2,
     task_pb2,
+    workflow_pb2,
 )
 from flyteidl.core import (
     catalog_pb2,
@@ -56,10 +69,14 @@ from flyteidl.core import (
     identifier_pb2,
     interface_pb2,
     literals_pb2,
+    security_pb2,
     tasks_pb2,
     types_pb2,
 )
 from flyteidl.core import execution_pb2 as core_execution_pb2
+from flyteidl.core import (
+    workflow_pb2 as core_workflow_pb2,
+)
 from flyteidl.event import event_pb2
 from flyteidl.service import admin_pb2_grpc
 from google.protobuf import message as pb_message
@@ -69,6 +86,7 @@ from forensics.model import UTC, ExecutionRef
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxExecution,
+    SandboxLaunchPlan,
     SandboxNode,
     SandboxTask,
     Scenario,
@@ -153,6 +171,16 @@ def _task_identifier(t: SandboxTask) -> identifier_pb2.Identifier:
         domain=t.domain,
         name=t.name,
         version=t.version,
+    )
+
+
+def _lp_identifier(lp: SandboxLaunchPlan, resource_type: int) -> identifier_pb2.Identifier:
+    return identifier_pb2.Identifier(
+        resource_type=resource_type,
+        project=lp.project,
+        domain=lp.domain,
+        name=lp.name,
+        version=lp.version,
     )
 
 
@@ -508,10 +536,40 @@ class _AdminState:
         # filtering every row again per page made a large sweep quadratic.
         self.version = 0
         self._listings: OrderedDict[tuple[Any, ...], tuple[int, list[_Exec]]] = OrderedDict()
+        self.launch_plans: dict[tuple[str, str, str, str], SandboxLaunchPlan] = {}
         for t in scenario.tasks:
             self.tasks[_task_key(t)] = t
+        for lp in scenario.launch_plans:
+            self.launch_plans[(lp.project, lp.domain, lp.name, lp.version)] = lp
+            for _, t in lp.nodes:
+                self.tasks.setdefault(_task_key(t), t)
         for ex in sorted(scenario.executions, key=lambda e: e.created_at):
             self._seed(ex)
+            self._derive_launch_plan(ex)
+
+    def _derive_launch_plan(self, ex: SandboxExecution) -> None:
+        key = (ex.launch_plan[0] or ex.project, ex.launch_plan[1] or ex.domain, *ex.launch_plan[2:])
+        lp = self.launch_plans.setdefault(key, SandboxLaunchPlan(*key, created_at=ex.created_at))
+        known = {n for n, _ in lp.nodes}
+        for node in ex.nodes:
+            if node.parent_unique_id is None and node.attempts and node.node_id not in known:
+                lp.nodes.append((node.node_id, node.attempts[-1].task))
+                known.add(node.node_id)
+
+    def active_count(self, lp_name: tuple[str, str, str]) -> int:
+        """QUEUED/RUNNING executions of a launch plan name, any version (the concurrency count)."""
+        active = {WfPhase.Value("QUEUED"), WfPhase.Value("RUNNING")}
+        return sum(
+            1
+            for r in self.executions.values()
+            if r.execution.closure.phase in active
+            and (
+                r.execution.spec.launch_plan.project,
+                r.execution.spec.launch_plan.domain,
+                r.execution.spec.launch_plan.name,
+            )
+            == lp_name
+        )
 
     def next_row(self) -> int:
         self._rows += 1
@@ -556,6 +614,16 @@ class _AdminState:
                     node_id=node_id, execution_id=_wf_id(project, domain, name)
                 )
             )
+        if ex.annotations:
+            spec.annotations.CopyFrom(common_pb2.Annotations(values=ex.annotations))
+        if ex.service_account:
+            spec.security_context.CopyFrom(
+                security_pb2.SecurityContext(
+                    run_as=security_pb2.Identity(k8s_service_account=ex.service_account)
+                )
+            )
+        if ex.raw_output_prefix:
+            spec.raw_output_data_config.output_location_prefix = ex.raw_output_prefix
         closure = execution_pb2.ExecutionClosure(phase=WfPhase.Value(ex.phase))
         started = (
             ex.created_at + timedelta(seconds=1)
@@ -726,17 +794,105 @@ class _AdminState:
             outputs.variables["o0"].CopyFrom(
                 interface_pb2.Variable(type=types_pb2.LiteralType(simple=types_pb2.STRING))
             )
+        metadata = tasks_pb2.TaskMetadata(
+            runtime=tasks_pb2.RuntimeMetadata(
+                type=tasks_pb2.RuntimeMetadata.FLYTE_SDK, version=t.runtime_version, flavor="python"
+            ),
+            discoverable=t.cacheable,
+            discovery_version=t.cache_version,
+        )
+        if t.interruptible is not None:
+            metadata.interruptible = t.interruptible
         return tasks_pb2.TaskTemplate(
             id=_task_identifier(t),
             type=t.task_type,
             task_type_version=t.task_type_version,
             interface=interface_pb2.TypedInterface(outputs=outputs),
-            metadata=tasks_pb2.TaskMetadata(
-                runtime=tasks_pb2.RuntimeMetadata(
-                    type=tasks_pb2.RuntimeMetadata.FLYTE_SDK, version="1.16.31", flavor="python"
-                )
-            ),
+            metadata=metadata,
+            # flytekit serializes both single-node and PyTorchJob tasks with a container
+            container=tasks_pb2.Container(image=t.image, args=["pyflyte-execute"]),
         )
+
+    def launch_plan_proto(self, lp: SandboxLaunchPlan) -> launch_plan_pb2.LaunchPlan:
+        ident = _lp_identifier(lp, identifier_pb2.LAUNCH_PLAN)
+        # the launch plan's workflow has the same name and version in the sandbox
+        spec = launch_plan_pb2.LaunchPlanSpec(
+            workflow_id=_lp_identifier(lp, identifier_pb2.WORKFLOW)
+        )
+        if lp.concurrency_max is not None:
+            spec.concurrency_policy.max = lp.concurrency_max
+            spec.concurrency_policy.behavior = (
+                launch_plan_pb2.ConcurrencyLimitBehavior.CONCURRENCY_LIMIT_BEHAVIOR_SKIP
+            )
+        closure = launch_plan_pb2.LaunchPlanClosure(state=launch_plan_pb2.ACTIVE)
+        _set_time(closure, "created_at", lp.created_at)
+        return launch_plan_pb2.LaunchPlan(id=ident, spec=spec, closure=closure)
+
+    def workflow_proto(self, lp: SandboxLaunchPlan) -> workflow_pb2.Workflow:
+        wf_id = self.launch_plan_proto(lp).spec.workflow_id
+        nodes = [
+            core_workflow_pb2.Node(
+                id=node_id,
+                task_node=core_workflow_pb2.TaskNode(reference_id=_task_identifier(t)),
+            )
+            for node_id, t in lp.nodes
+        ]
+        for node_id in lp.launch_plan_nodes:
+            ref = identifier_pb2.Identifier(
+                resource_type=identifier_pb2.LAUNCH_PLAN,
+                project=lp.project,
+                domain=lp.domain,
+                name=f"{lp.name}.{node_id}",
+                version=lp.version,
+            )
+            nodes.append(
+                core_workflow_pb2.Node(
+                    id=node_id, workflow_node=core_workflow_pb2.WorkflowNode(launchplan_ref=ref)
+                )
+            )
+        tasks = {_task_key(t): t for _, t in lp.nodes}
+        compiled = compiler_pb2.CompiledWorkflowClosure(
+            primary=compiler_pb2.CompiledWorkflow(
+                template=core_workflow_pb2.WorkflowTemplate(id=wf_id, nodes=nodes)
+            ),
+            tasks=[compiler_pb2.CompiledTask(template=self.template(t)) for t in tasks.values()],
+        )
+        return workflow_pb2.Workflow(
+            id=wf_id, closure=workflow_pb2.WorkflowClosure(compiled_workflow=compiled)
+        )
+
+    def check_concurrency(self, launch_plan: identifier_pb2.Identifier) -> None:
+        """flyteadmin `checkLaunchPlanConcurrency` (v1.16.8) with behaviour SKIP."""
+        key = (launch_plan.project, launch_plan.domain, launch_plan.name, launch_plan.version)
+        lp = self.launch_plans.get(key)
+        if lp is None or lp.concurrency_max is None:
+            return
+        if self.active_count(key[:3]) >= lp.concurrency_max:
+            raise _Abort(
+                Status.ALREADY_EXISTS,
+                f"concurrency limit ({lp.concurrency_max}) reached for launch plan {lp.name}; "
+                "skipping execution",
+            )
+
+    def insert(
+        self,
+        spec: execution_pb2.ExecutionSpec,
+        project: str,
+        domain: str,
+        name: str,
+        inputs: literals_pb2.LiteralMap,
+    ) -> execution_pb2.Execution:
+        """A new execution, QUEUED, no nodes yet (what createExecutionModel inserts)."""
+        now = datetime.now(UTC)
+        closure = execution_pb2.ExecutionClosure(phase=WfPhase.Value("QUEUED"))
+        _set_time(closure, "created_at", now)
+        _set_time(closure, "updated_at", now)
+        new = execution_pb2.Execution(id=_wf_id(project, domain, name), spec=spec, closure=closure)
+        copy = literals_pb2.LiteralMap()
+        copy.CopyFrom(inputs)
+        self.executions[(project, domain, name)] = _Exec(self.next_row(), new, copy)
+        self.version += 1
+        return new
 
     def create_from(
         self, original: _Exec, name: str, mode: str, overwrite_cache: bool
@@ -744,22 +900,11 @@ class _AdminState:
         """A new execution launched from `original` (relaunch / recover), QUEUED, no nodes yet."""
         o = original.execution
         spec = execution_pb2.ExecutionSpec()
-        spec.CopyFrom(o.spec)
+        spec.CopyFrom(o.spec)  # parent_node_execution included, as flyteadmin copies it
         spec.metadata.mode = Mode.Value(mode)
         spec.metadata.reference_execution.CopyFrom(o.id)
         spec.overwrite_cache = overwrite_cache
-        now = datetime.now(UTC)
-        closure = execution_pb2.ExecutionClosure(phase=WfPhase.Value("QUEUED"))
-        _set_time(closure, "created_at", now)
-        _set_time(closure, "updated_at", now)
-        new = execution_pb2.Execution(
-            id=_wf_id(o.id.project, o.id.domain, name), spec=spec, closure=closure
-        )
-        inputs = literals_pb2.LiteralMap()
-        inputs.CopyFrom(original.inputs)
-        self.executions[(o.id.project, o.id.domain, name)] = _Exec(self.next_row(), new, inputs)
-        self.version += 1
-        return new
+        return self.insert(spec, o.id.project, o.id.domain, name, original.inputs)
 
 
 def _array_shape(
@@ -1089,29 +1234,100 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
         return project_pb2.Projects(projects=page, token=token)
 
     # relaunch / recover
+    def _new_name(self, project: str, domain: str, name: str, lp: Any) -> str:
+        """Name validation, the launch plan's concurrency limit, then the unique key — in
+        flyteadmin's order (the concurrency check runs in launchExecution, before the insert)."""
+        if name:
+            if len(name) > 63:
+                raise _Abort(
+                    Status.INVALID_ARGUMENT, f"size of name exceeded length 63 : {name.lower()}"
+                )
+            if not re.match(r"^[a-z][a-z\-0-9]*$", name.lower()):
+                raise _Abort(Status.INVALID_ARGUMENT, f"invalid name format: {name.lower()}")
+        else:
+            name = _random_name()
+        self.state.check_concurrency(lp)
+        if (project, domain, name) in self.state.executions:
+            raise _Abort(
+                Status.ALREADY_EXISTS,
+                "value with matching already exists "
+                '(duplicate key value violates unique constraint "executions_pkey")',
+            )
+        return name
+
     def _launch_from(
         self, request: Any, mode: str, overwrite_cache: bool
     ) -> execution_pb2.ExecutionCreateResponse:
         with self.state.lock:
             original = self._execution(request.id)
-            name = request.name
-            if name:
-                if len(name) > 63:
-                    raise _Abort(
-                        Status.INVALID_ARGUMENT, f"size of name exceeded length 63 : {name.lower()}"
-                    )
-                if not re.match(r"^[a-z][a-z\-0-9]*$", name.lower()):
-                    raise _Abort(Status.INVALID_ARGUMENT, f"invalid name format: {name.lower()}")
-            else:
-                name = _random_name()
-            if (request.id.project, request.id.domain, name) in self.state.executions:
-                raise _Abort(
-                    Status.ALREADY_EXISTS,
-                    "value with matching already exists "
-                    '(duplicate key value violates unique constraint "executions_pkey")',
-                )
+            name = self._new_name(
+                request.id.project,
+                request.id.domain,
+                request.name,
+                original.execution.spec.launch_plan,
+            )
             new = self.state.create_from(original, name, mode, overwrite_cache)
         return execution_pb2.ExecutionCreateResponse(id=new.id)
+
+    def _launch_plan(self, ident: identifier_pb2.Identifier) -> SandboxLaunchPlan:
+        key = (ident.project, ident.domain, ident.name, ident.version)
+        lp = self.state.launch_plans.get(key)
+        if lp is None:
+            _not_found("LAUNCH_PLAN", ident)
+        return lp
+
+    @_rpc
+    def CreateExecution(self, request: execution_pb2.ExecutionCreateRequest, context: Any) -> Any:
+        _require(request.project, "project")
+        _require(request.domain, "domain")
+        with self.state.lock:
+            self._launch_plan(request.spec.launch_plan)
+            name = self._new_name(
+                request.project, request.domain, request.name, request.spec.launch_plan
+            )
+            spec = execution_pb2.ExecutionSpec()
+            spec.CopyFrom(request.spec)
+            spec.metadata.principal = "sandbox"  # Admin sets the principal itself
+            new = self.state.insert(spec, request.project, request.domain, name, request.inputs)
+        if self.server._take_lost_relaunch():
+            raise _Abort(Status.UNAVAILABLE, "injected fault: execution created, response lost")
+        return execution_pb2.ExecutionCreateResponse(id=new.id)
+
+    @_rpc
+    def GetLaunchPlan(self, request: common_pb2.ObjectGetRequest, context: Any) -> Any:
+        with self.state.lock:
+            return self.state.launch_plan_proto(self._launch_plan(request.id))
+
+    @_rpc
+    def ListLaunchPlans(self, request: common_pb2.ResourceListRequest, context: Any) -> Any:
+        _check_limit(request.limit)
+        if request.filters:
+            raise _Abort(Status.UNIMPLEMENTED, "the sandbox Admin does not filter launch plans")
+        i = request.id
+        with self.state.lock:
+            rows = [
+                lp
+                for (p, d, n, _), lp in self.state.launch_plans.items()
+                if (p, d) == (i.project, i.domain) and (not i.name or n == i.name)
+            ]
+            # created_at, newest first when asked (the only sort the tool uses)
+            rows.sort(
+                key=lambda lp: (lp.created_at or datetime.min.replace(tzinfo=UTC), lp.version)
+            )
+            if (
+                request.HasField("sort_by")
+                and request.sort_by.direction == common_pb2.Sort.DESCENDING
+            ):
+                rows.reverse()
+            page, token = _page(rows, request.limit, request.token, "ListLaunchPlans")
+            return launch_plan_pb2.LaunchPlanList(
+                launch_plans=[self.state.launch_plan_proto(lp) for lp in page], token=token
+            )
+
+    @_rpc
+    def GetWorkflow(self, request: common_pb2.ObjectGetRequest, context: Any) -> Any:
+        with self.state.lock:
+            return self.state.workflow_proto(self._launch_plan(request.id))
 
     @_rpc
     def RelaunchExecution(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from forensics.model import UTC, to_ns
+from forensics.model import UTC, ExecutionRef, to_ns
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxExecution,
@@ -418,12 +418,98 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
                _try(name, 0, "SUCCEEDED", _t(2, 1, 0, 5), _t(2, 2, 0, 7), task))
     b.signal_pod(_t(2, 2, 0, 0), ns, f"{name}-n0-0", f"{name}-n0-0")
 
+    relaunch_neighbours(b)
+
     # Unrelated noise in the task namespaces: ordinary training logs that Loki filters out.
     pod = f"{healthy}-n0-0"
     for i in range(200):
         b.log(WINDOW_START + timedelta(minutes=47 * i), ns, pod, pod,
               f"step {i * 100} loss={1.0 / (i + 1):.4f} lr=5e-5", stream="stdout")
     return b.build()
+# fmt: on
+
+
+# Relaunch neighbours (issue 15), dated after the reference window so no scan of it sees them.
+PIPELINE = ("gs1", "production", "p1q5w9e3r7t1y5u9i3o7")  # a parent, RUNNING
+CHILD = ("gs1", "production", "c2v6b0n4m8q2w6e0r4t8")  # its child: RUNNING, training lied
+CHAINED = ("gs1", "production", "o3i7u1y5t9r3e7w1q5a9")  # relaunched once; the relaunch lied too
+RUNNING = ("gs1", "production", "s4d8f2g6h0j4k8l2z6x0")  # lied, still RUNNING its evaluation
+TWO_NODES = ("gs1", "production", "t5y9u3i7o1p5a9s3d7f1")  # two elastic nodes lied
+FRESH = ("gs1", "production", "u6i0o4p8a2s6d0f4g8h2")  # lied, ended, never relaunched
+DISTILL_IMAGE = "ghcr.io/exa-labs/distill:2026.09.01"
+FIXED_IMAGE = "ghcr.io/exa-labs/distill:2026.09.13-kfpytorch-fix"
+
+
+# fmt: off
+def relaunch_neighbours(b: ScenarioBuilder) -> None:
+    """Executions `relaunch` must judge before acting, dated 2026-09-20/21 (after the reference
+    window and the quiet day the scan tests read): a running child of a running parent, a relaunch that died silently green too, a running
+    original, two lying nodes, and launch plan `wf.distill` v1 (vulnerable image, a cacheable
+    preprocessing node) with a v2 on a fixed image."""
+    from forensics.relaunch import relaunch_name
+    from forensics.sandbox.scenario import SandboxLaunchPlan
+
+    gs1, ns = ("gs1", "production"), "gs1-production"
+    prep = SandboxTask(*gs1, "distill.prep", "v1", "python-task", 0, True, DISTILL_IMAGE,
+                       cacheable=True, cache_version="1.0")
+    train = SandboxTask(*gs1, "distill.train", "v1", image=DISTILL_IMAGE, interruptible=True)
+    evaluate = SandboxTask(*gs1, "distill.eval", "v1", "python-task", 0, True, DISTILL_IMAGE)
+    fixed = [SandboxTask(*gs1, t.name, "v2", t.task_type, t.task_type_version, t.has_outputs,
+                         FIXED_IMAGE, cacheable=t.cacheable, cache_version=t.cache_version,
+                         interruptible=t.interruptible) for t in (prep, train, evaluate)]
+    lp = ("", "", "wf.distill", "v1")
+    b.scenario.launch_plans += [
+        SandboxLaunchPlan(*gs1, "wf.distill", "v1", [("n0", prep), ("n1", train), ("n2", evaluate)],
+                          created_at=_t(1, 0, 0, 0)),
+        SandboxLaunchPlan(*gs1, "wf.distill", "v2", list(zip(("n0", "n1", "n2"), fixed, strict=True)),
+                          created_at=_t(21, 0, 0, 0)),
+        SandboxLaunchPlan(*gs1, "wf.pipeline", "v1", [], ["n0"], created_at=_t(1, 0, 0, 0)),
+    ]
+    b.scenario.tasks += [prep, train, evaluate, *fixed]
+
+    def distill(name: str, phase: str, created: datetime, signal: datetime, ok: datetime,
+                **kw: Any) -> SandboxExecution:
+        """prep (cached) → train (signalled, SUCCEEDED, no outputs.pb) → eval (RUNNING or done)."""
+        done = phase == "SUCCEEDED"
+        ex = b.add(SandboxExecution(*gs1, name, phase, created,
+                                    ok + timedelta(hours=1) if done else created, nodes=[
+            SandboxNode("n0", "SUCCEEDED", [_try(name, 0, "SUCCEEDED", created + timedelta(
+                minutes=1), created + timedelta(minutes=5), prep, node="n0", write_outputs=True)]),
+            SandboxNode("n1", "SUCCEEDED", [_try(name, 0, "SUCCEEDED", created + timedelta(
+                minutes=6), ok, train, node="n1")]),
+            SandboxNode("n2", "SUCCEEDED" if done else "RUNNING", [_try(
+                name, 0, "SUCCEEDED" if done else "RUNNING", ok + timedelta(minutes=1),
+                ok + timedelta(minutes=50) if done else None, evaluate, node="n2",
+                write_outputs=done)]),
+        ], launch_plan=lp, inputs={"checkpoint_dir": f"s3://exa-models/checkpoints/{name}/"},
+            **kw))
+        b.signal_pod(signal, ns, f"{name}-n1-0", f"{name}-n1-0")
+        return ex
+
+    # The parent pipeline (its node n0 launched the child) and the child: flyteadmin moved the
+    # child's updated_at only when it started RUNNING, hours before its training was preempted.
+    b.add(SandboxExecution(*PIPELINE[:2], PIPELINE[2], "RUNNING", _t(20, 6, 0, 0),
+                           _t(20, 6, 0, 10), launch_plan=("", "", "wf.pipeline", "v1")))
+    distill(CHILD[2], "RUNNING", _t(20, 6, 0, 20), _t(20, 9, 30, 0), _t(20, 9, 30, 6),
+            mode="CHILD_WORKFLOW", parent=(*PIPELINE, "n0"))
+    # Relaunched once by this tool; the relaunch ran into the same storm and lied too.
+    distill(CHAINED[2], "SUCCEEDED", _t(20, 1, 0, 0), _t(20, 2, 0, 0), _t(20, 2, 0, 8))
+    first = relaunch_name(ExecutionRef(*CHAINED))
+    distill(first, "SUCCEEDED", _t(20, 4, 0, 0), _t(20, 5, 0, 0), _t(20, 5, 0, 7),
+            mode="RELAUNCH", reference_execution=CHAINED)
+    distill(RUNNING[2], "RUNNING", _t(21, 1, 0, 0), _t(21, 3, 0, 0), _t(21, 3, 0, 5))
+    distill(FRESH[2], "SUCCEEDED", _t(21, 2, 0, 0), _t(21, 4, 0, 0), _t(21, 4, 0, 9),
+            labels={"team": "distill"}, annotations={"owner": "alice"},
+            service_account="distill-runner", raw_output_prefix="s3://exa-models/raw/distill/")
+    # Two elastic nodes, both signalled and silent (n0's outputs.pb unreadable in one test).
+    name = TWO_NODES[2]
+    b.add(SandboxExecution(*gs1, name, "SUCCEEDED", _t(21, 5, 0, 0), _t(21, 8, 0, 0), nodes=[
+        SandboxNode(n, "SUCCEEDED", [_try(name, 0, "SUCCEEDED", _t(21, 5 + i, 1, 0),
+                                          _t(21, 5 + i, 30, 5), train, node=n)])
+        for i, n in enumerate(("n0", "n1"))
+    ], launch_plan=lp))
+    for i, n in enumerate(("n0", "n1")):
+        b.signal_pod(_t(21, 5 + i, 30, 0), ns, f"{name}-{n}-0", f"{name}-{n}-0")
 # fmt: on
 
 

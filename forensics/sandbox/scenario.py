@@ -31,6 +31,11 @@ class SandboxTask:
     task_type: str = "python-task"  # "pytorch" for multi-node elastic
     task_type_version: int = 1  # 1: single-node Elastic (and map tasks); 0: plain python task
     has_outputs: bool = False  # whether the interface declares outputs
+    image: str = "ghcr.io/exa-labs/train:2026.09.01"  # the container image
+    runtime_version: str = "1.16.31"  # metadata.runtime.version: flytekit that serialized it
+    cacheable: bool = False  # metadata.discoverable
+    cache_version: str = ""  # metadata.discovery_version
+    interruptible: bool | None = None  # metadata.interruptible
 
 
 @dataclass
@@ -105,6 +110,9 @@ class SandboxExecution:
     metadata_bucket: str = "flyte-metadata"
     # A child execution: the parent's (project, domain, name, node_id) that launched it.
     parent: tuple[str, str, str, str] | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
+    service_account: str = ""  # spec.security_context.run_as.k8s_service_account
+    raw_output_prefix: str = ""  # spec.raw_output_data_config.output_location_prefix
 
     def node_data_dir(self, node_id: str) -> str:
         """`s3://<bucket>/metadata/propeller/<project>-<domain>-<name>/<node>/data` (no slash)."""
@@ -133,6 +141,26 @@ class SandboxObject:
 
 
 @dataclass
+class SandboxLaunchPlan:
+    """A registered launch plan version and its workflow (same name and version).
+
+    `nodes` are the workflow's task nodes (node id, task); `launch_plan_nodes` the ids of nodes
+    that launch other launch plans (child executions). `concurrency_max` sets the launch plan's
+    concurrency policy (behaviour SKIP). Launch plans the executions name but the scenario does
+    not list are derived from those executions' top-level nodes.
+    """
+
+    project: str
+    domain: str
+    name: str
+    version: str
+    nodes: list[tuple[str, SandboxTask]] = field(default_factory=list)
+    launch_plan_nodes: list[str] = field(default_factory=list)
+    concurrency_max: int | None = None
+    created_at: datetime | None = None
+
+
+@dataclass
 class Scenario:
     """Everything the sandbox serves."""
 
@@ -141,6 +169,7 @@ class Scenario:
     objects: list[SandboxObject] = field(default_factory=list)
     buckets: set[str] = field(default_factory=set)
     tasks: list[SandboxTask] = field(default_factory=list)
+    launch_plans: list[SandboxLaunchPlan] = field(default_factory=list)
     # flyteadmin's configured domains, which ListProjects lists for every project
     # (`project_manager.go`); deployments rename them (`dev`, `prod`, ...).
     domains: list[str] = field(default_factory=lambda: ["development", "staging", "production"])

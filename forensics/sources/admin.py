@@ -22,8 +22,18 @@ Admin calls per question (counted in `AdminClient.call_count`; the scale benchma
 node (an array node's subtasks come with it), one GetTask per distinct task for the client's
 lifetime (plus one GetNodeExecutionData per dynamic parent whose
 tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
-confirm an ALREADY_EXISTS) · `relaunches_of` one per page · `list_projects` / `project_domains`
-one per page.
+confirm an ALREADY_EXISTS) · `version_request` 3 (GetExecution, GetExecutionData, GetLaunchPlan) ·
+`create_relaunch` 1 (+1 GetExecution on ALREADY_EXISTS) · `workflow_facts` 2 (GetLaunchPlan,
+GetWorkflow) · `task_facts` 1 · `launch_plan_versions` one per page · `relaunches_of` one per page ·
+`list_projects` / `project_domains` one per page.
+
+Creating executions (flyteadmin v1.16.8 `pkg/manager/impl/execution_manager.go`):
+RelaunchExecution copies the original's whole spec — `parent_node_execution` included — and its
+user inputs, sets mode RELAUNCH, `reference_execution` and `overwrite_cache`, and does not look at
+the original's phase; CreateExecution keeps the request's spec metadata but `principal`. Both run
+`checkLaunchPlanConcurrency` before the row is inserted: at a launch plan's limit (policy SKIP) the
+answer is ALREADY_EXISTS "concurrency limit (N) reached for launch plan X; skipping execution" —
+the same code as a taken name, which is why ALREADY_EXISTS is resolved by reading the name back.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ import grpc
 from flyteidl.admin import (
     common_pb2,
     execution_pb2,
+    launch_plan_pb2,
     node_execution_pb2,
     project_pb2,
     task_execution_pb2,
@@ -324,6 +335,7 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
     if meta.HasField("parent_node_execution") and meta.parent_node_execution.execution_id.name:
         pne = meta.parent_node_execution
         parent = ParentNode(_ref(pne.execution_id), pne.node_id)
+    lp = ex.spec.launch_plan
     return ExecutionRecord(
         ref=_ref(ex.id),
         phase=_enum_name(core_execution_pb2.WorkflowExecution.Phase, ex.closure.phase),
@@ -333,6 +345,7 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
         reference_execution=reference,
         labels=dict(ex.spec.labels.values),
         parent=parent,
+        launch_plan=(lp.project, lp.domain, lp.name, lp.version) if lp.name else None,
     )
 
 
@@ -524,6 +537,54 @@ class TaskTemplate(NamedTuple):
         return cls(tpl.type, tpl.task_type_version, bool(tpl.interface.outputs.variables))
 
 
+class TaskFacts(NamedTuple):
+    """What a task template says about the code a relaunch would run (plain data)."""
+
+    id: tuple[str, str, str, str]  # project, domain, name, version
+    type: str
+    image: str | None  # the container's image (None: no container in the template)
+    runtime: str | None  # metadata.runtime: flytekit's version that serialized the task
+    interruptible: bool | None  # metadata.interruptible (None: not set)
+    cacheable: bool  # metadata.discoverable
+    cache_version: str
+
+    @classmethod
+    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskFacts:
+        m = tpl.metadata
+        t = tpl.id
+        return cls(
+            (t.project, t.domain, t.name, t.version),
+            tpl.type,
+            tpl.container.image or None if tpl.HasField("container") else None,
+            m.runtime.version or None,
+            m.interruptible if m.WhichOneof("interruptible_value") else None,
+            m.discoverable,
+            m.discovery_version,
+        )
+
+
+class WorkflowFacts(NamedTuple):
+    """A launch plan version's compiled workflow: its tasks and the nodes that run them."""
+
+    launch_plan: tuple[str, str, str, str]
+    workflow: tuple[str, str, str, str]
+    tasks: dict[tuple[str, str, str, str], TaskFacts]
+    task_nodes: tuple[tuple[str, tuple[str, str, str, str]], ...]  # (node id, task id)
+    launch_plan_nodes: tuple[str, ...]  # nodes that launch other executions (caches unseen)
+
+
+def _nodes(nodes: Iterable[Any]) -> Iterator[Any]:
+    """Every node of a workflow template, array and branch nodes' inner nodes included."""
+    for n in nodes:
+        yield n
+        kind = n.WhichOneof("target")
+        if kind == "array_node":
+            yield from _nodes([n.array_node.node])
+        elif kind == "branch_node":
+            ie = n.branch_node.if_else
+            yield from _nodes([ie.case.then_node, *(c.then_node for c in ie.other), ie.else_node])
+
+
 def _is_start_or_end(node: node_execution_pb2.NodeExecution) -> bool:
     return node.metadata.spec_node_id in _START_END or node.id.node_id in _START_END
 
@@ -537,6 +598,14 @@ def _may_have_tasks(node: node_execution_pb2.NodeExecution) -> bool:
     if meta.is_parent_node and not (meta.is_dynamic or meta.is_array):
         return False
     return node.closure.phase != core_execution_pb2.NodeExecution.SKIPPED
+
+
+def _check_name(name: str) -> None:
+    if len(name) > EXECUTION_NAME_MAX or not EXECUTION_NAME_RE.match(name.lower()):
+        raise UsageError(
+            f"relaunch name {name!r}: Flyte execution names match ^[a-z][a-z-0-9]*$ "
+            f"and have at most {EXECUTION_NAME_MAX} characters"
+        )
 
 
 # -- the client -------------------------------------------------------------------------------
@@ -738,6 +807,16 @@ class AdminClient:
         )
         index = array_index if array_node is not None else None
         return _input_texts("GetNodeExecutionData", target, data, index)
+
+    def _input_literals(self, ref: ExecutionRef) -> literals_pb2.LiteralMap:
+        """GetExecutionData `full_inputs` as Admin holds them (a SourceError when it only links
+        to them), to be copied into a new execution."""
+        req = execution_pb2.WorkflowExecutionGetDataRequest(id=_wf_id(ref))
+        data = self._call(
+            "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, req)
+        )
+        _input_texts("GetExecutionData", str(ref), data)  # raises when the inputs are withheld
+        return data.full_inputs
 
     def list_projects(self) -> list[str]:
         """Ids of every project Admin knows."""
@@ -943,37 +1022,179 @@ class AdminClient:
         `overwrite_cache`, so the raw request is built here. RecoverExecution is never used: it
         copies the outputs of nodes marked SUCCEEDED — exactly the node that lied.
         """
-        if len(name) > EXECUTION_NAME_MAX or not EXECUTION_NAME_RE.match(name.lower()):
-            raise UsageError(
-                f"relaunch name {name!r}: Flyte execution names match ^[a-z][a-z-0-9]*$ "
-                f"and have at most {EXECUTION_NAME_MAX} characters"
-            )
+        _check_name(name)
         req = execution_pb2.ExecutionRelaunchRequest(
             id=_wf_id(ref), name=name, overwrite_cache=overwrite_cache
         )
+        return self._create_once("RelaunchExecution", ref, name, Raw.relaunch_execution, req)
+
+    def _create_once(
+        self, rpc: str, ref: ExecutionRef, name: str, send: Callable[..., Any], req: Any
+    ) -> ExecutionRef:
+        """Send a request that creates execution `name`; a lost answer is retried and the
+        retry's ALREADY_EXISTS resolved by `_already_exists` (counting how often it was sent)."""
         sent = 0
 
         def once() -> execution_pb2.ExecutionCreateResponse:
             nonlocal sent
             sent += 1
-            return Raw.relaunch_execution(self._client, req)
+            return send(self._client, req)
 
         try:
-            resp = self._call(
-                "RelaunchExecution", str(ref), once, answers=frozenset({Status.ALREADY_EXISTS})
-            )
-        except _Answered:
-            existing = ExecutionRef(ref.project, ref.domain, name)
-            record = self.get_execution(existing)
-            if record.mode != "RELAUNCH" or record.reference_execution != ref:
-                raise SourceError(
-                    "admin",
-                    f"RelaunchExecution: the name {name} is taken by {existing}, "
-                    f"which is not a relaunch of {ref} (mode {record.mode})",
-                    target=str(ref),
-                ) from None
-            raise AlreadyRelaunched(existing, original=ref, after_retry=sent > 1) from None
+            resp = self._call(rpc, str(ref), once, answers=frozenset({Status.ALREADY_EXISTS}))
+        except _Answered as a:
+            raise self._already_exists(rpc, ref, name, a.details, sent) from None
         return _ref(resp.id)
+
+    def _already_exists(
+        self, rpc: str, ref: ExecutionRef, name: str, details: str, sent: int
+    ) -> AlreadyRelaunched:
+        """What an ALREADY_EXISTS means: the exactly-once name taken by a relaunch of `ref`, or
+        something else — flyteadmin also answers ALREADY_EXISTS when a launch plan's concurrency
+        limit is reached (`execution_manager.go::checkLaunchPlanConcurrency`, v1.16.8: "concurrency
+        limit (%d) reached for launch plan %s; skipping execution"), checked before the name is
+        inserted. Anything but our own relaunch raises a SourceError carrying Admin's message."""
+        existing = ExecutionRef(ref.project, ref.domain, name)
+        said = f"{rpc}: ALREADY_EXISTS: {_one_line(details)}"
+        try:
+            record = self.get_execution(existing)
+        except NotFoundError:
+            raise SourceError("admin", said, target=str(ref)) from None
+        if record.mode != "RELAUNCH" or record.reference_execution != ref:
+            raise SourceError(
+                "admin",
+                f"{said} (the name {name} is taken by {existing}, which is not a relaunch of "
+                f"{ref}: mode {record.mode})",
+                target=str(ref),
+            )
+        return AlreadyRelaunched(existing, original=ref, after_retry=sent > 1)
+
+    def version_request(
+        self, ref: ExecutionRef, *, version: str, name: str, overwrite_cache: bool = True
+    ) -> execution_pb2.ExecutionCreateRequest:
+        """The CreateExecution request that relaunches `ref` on its launch plan at `version`.
+
+        What RelaunchExecution would copy, minus the launch plan version (flyteadmin v1.16.8
+        `RelaunchExecution` copies the original's whole spec and user inputs, then sets mode
+        RELAUNCH, `reference_execution` and `overwrite_cache`): the original's inputs, labels,
+        annotations, security context and raw output prefix, mode RELAUNCH and the reference
+        to the original (CreateExecution keeps the request's metadata but `principal`). Other
+        per-execution overrides (interruptible, envs, max parallelism) are the new version's
+        own; `parent_node_execution` is not sent, so the run is a top-level one. NotFoundError
+        when the launch plan version does not exist.
+        """
+        _check_name(name)
+        get = execution_pb2.WorkflowExecutionGetRequest(id=_wf_id(ref))
+        original = self._call(
+            "GetExecution", str(ref), lambda: Raw.get_execution(self._client, get)
+        )
+        inputs = self._input_literals(ref)
+        lp = identifier_pb2.Identifier()
+        lp.CopyFrom(original.spec.launch_plan)
+        lp.version = version
+        self._call(  # the version must exist before anything is sent
+            "GetLaunchPlan",
+            f"{lp.project}:{lp.domain}:{lp.name}:{version}",
+            lambda: Raw.get_launch_plan(self._client, common_pb2.ObjectGetRequest(id=lp)),
+        )
+        o = original.spec
+        spec = execution_pb2.ExecutionSpec(
+            launch_plan=lp,
+            metadata=execution_pb2.ExecutionMetadata(
+                mode=execution_pb2.ExecutionMetadata.RELAUNCH, reference_execution=original.id
+            ),
+            labels=o.labels,
+            annotations=o.annotations,
+            security_context=o.security_context,
+            raw_output_data_config=o.raw_output_data_config,
+            overwrite_cache=overwrite_cache,
+        )
+        return execution_pb2.ExecutionCreateRequest(
+            project=ref.project, domain=ref.domain, name=name, spec=spec, inputs=inputs
+        )
+
+    def create_relaunch(
+        self, ref: ExecutionRef, request: execution_pb2.ExecutionCreateRequest
+    ) -> ExecutionRef:
+        """CreateExecution of a `version_request`, exactly once as `relaunch` is: a taken name
+        raises `AlreadyRelaunched` once GetExecution confirms it is a relaunch of `ref`."""
+        return self._create_once(
+            "CreateExecution", ref, request.name, Raw.create_execution, request
+        )
+
+    def workflow_facts(self, launch_plan: tuple[str, str, str, str]) -> WorkflowFacts:
+        """GetLaunchPlan, then GetWorkflow of its workflow: the compiled tasks and nodes."""
+        p, d, n, v = launch_plan
+        lp_id = identifier_pb2.Identifier(
+            resource_type=identifier_pb2.LAUNCH_PLAN, project=p, domain=d, name=n, version=v
+        )
+        lp = self._call(
+            "GetLaunchPlan",
+            ":".join(launch_plan),
+            lambda: Raw.get_launch_plan(self._client, common_pb2.ObjectGetRequest(id=lp_id)),
+        )
+        wf_id = lp.spec.workflow_id
+        wf = self._call(
+            "GetWorkflow",
+            f"{wf_id.project}:{wf_id.domain}:{wf_id.name}:{wf_id.version}",
+            lambda: Raw.get_workflow(self._client, common_pb2.ObjectGetRequest(id=wf_id)),
+        )
+        compiled = wf.closure.compiled_workflow
+        tasks = {}
+        for ct in compiled.tasks:
+            facts = TaskFacts.of(ct.template)
+            tasks[facts.id] = facts
+        task_nodes, lp_nodes = [], []
+        for w in [compiled.primary, *compiled.sub_workflows]:
+            for node in _nodes(w.template.nodes):
+                kind = node.WhichOneof("target")
+                if kind == "task_node":
+                    r = node.task_node.reference_id
+                    task_nodes.append((node.id, (r.project, r.domain, r.name, r.version)))
+                elif kind == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+                    lp_nodes.append(node.id)
+        return WorkflowFacts(
+            launch_plan,
+            (wf_id.project, wf_id.domain, wf_id.name, wf_id.version),
+            tasks,
+            tuple(task_nodes),
+            tuple(lp_nodes),
+        )
+
+    def task_facts(self, task_id: tuple[str, str, str, str]) -> TaskFacts:
+        """One registered task's template facts (GetTask); NotFoundError if not registered."""
+        project, domain, name, version = task_id
+        req = common_pb2.ObjectGetRequest(
+            id=identifier_pb2.Identifier(
+                resource_type=identifier_pb2.TASK,
+                project=project,
+                domain=domain,
+                name=name,
+                version=version,
+            )
+        )
+        task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
+        return TaskFacts.of(task.closure.compiled_task.template)
+
+    def launch_plan_versions(self, project: str, domain: str, name: str) -> list[str]:
+        """Versions of a launch plan, newest first (ListLaunchPlans sorted by created_at)."""
+
+        def fetch(token: str) -> tuple[Sequence[launch_plan_pb2.LaunchPlan], str]:
+            req = common_pb2.ResourceListRequest(
+                id=common_pb2.NamedEntityIdentifier(project=project, domain=domain, name=name),
+                limit=100,
+                token=token,
+                sort_by=common_pb2.Sort(key="created_at", direction=common_pb2.Sort.DESCENDING),
+            )
+            page = Raw.list_launch_plans_paginated(self._client, req)
+            return page.launch_plans, page.token
+
+        target = f"{project}:{domain}:{name}"
+        return list(
+            dict.fromkeys(
+                lp.id.version for lp in self._pages("ListLaunchPlans", target, fetch, 100)
+            )
+        )
 
     def relaunches_of(
         self, project: str, domain: str, since: datetime
