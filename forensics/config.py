@@ -6,6 +6,7 @@ import math
 import os
 import re
 import string
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -13,10 +14,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import tomllib
-
 from forensics.errors import ConfigError
 from forensics.timeutil import parse_duration
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # tomli is tomllib's backport (a dependency on Python 3.10 only)
+    import tomli as tomllib
 
 CONFIG_NAME = "elastic-audit.toml"
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")

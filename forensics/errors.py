@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -79,11 +78,3 @@ class LokiQueryError(SourceError):
     """Loki rejected the query (HTTP 400): final, never retried; the text is Loki's own."""
 
     exit_code = 2
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """A reason not to act, with the exit code it maps to."""
-
-    reason: str
-    exit_code: int = 1

@@ -28,7 +28,7 @@ from forensics.fsutil import write_atomic
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover - the project runs on 3.11; tomli is tomllib's backport
+else:  # tomli is tomllib's backport (a dependency on Python 3.10 only)
     import tomli as tomllib
 
 DEFAULT_REPO = "exa-labs/flytekit"

@@ -11,6 +11,7 @@ from forensics.errors import UsageError
 from forensics.model import UTC, Window
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_FRACTION = re.compile(r"(\d{2}:\d{2}:\d{2})\.(\d+)")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -31,6 +32,16 @@ def parse_duration(text: str) -> timedelta | None:
         raise ValueError(f"{text!r} is too long a duration") from None
 
 
+def fromisoformat(text: str) -> datetime:
+    """`datetime.fromisoformat` as Python 3.11+ reads RFC 3339, on 3.10 too: a `Z` suffix, and any
+    number of fraction digits (Go's RFC3339Nano writes 9; 3.10 reads only 3 or 6; 3.11+ keep 6)."""
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return datetime.fromisoformat(
+        _FRACTION.sub(lambda m: f"{m[1]}.{m[2][:6].ljust(6, '0')}", text, count=1)
+    )
+
+
 def parse_time(text: str, *, flag: str) -> datetime:
     """RFC 3339 (with `Z` or an offset) or a bare date (midnight UTC) → aware UTC datetime."""
     raw = text.strip()
@@ -43,7 +54,7 @@ def parse_time(text: str, *, flag: str) -> datetime:
     if candidate.endswith("Z"):
         candidate = candidate[:-1] + "+00:00"
     try:
-        t = datetime.fromisoformat(candidate)
+        t = fromisoformat(candidate)
     except ValueError:
         raise UsageError(
             f"{flag}: {raw!r} is neither a duration (90m, 36h, 7d, 2w) nor a time "

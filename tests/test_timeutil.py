@@ -71,3 +71,17 @@ def test_window_split_covers_exactly_without_overlap():
     assert shards[0].start == w.start and shards[-1].end == w.end
     assert all(a.end == b.start for a, b in zip(shards, shards[1:], strict=False))
     assert len(shards) == 31 and shards[-1].length == timedelta(hours=7)
+
+
+@pytest.mark.parametrize(
+    "text,micro",
+    [
+        ("2026-09-10T19:45:22.5Z", 500000),
+        ("2026-09-10T19:45:22.123Z", 123000),
+        ("2026-09-10T19:45:22.123456789Z", 123456),  # Loki's and Go's RFC3339Nano
+    ],
+)
+def test_any_number_of_fraction_digits_parses_on_every_python(text, micro):
+    # Python 3.10's fromisoformat reads only 3 or 6 digits; RFC 3339 allows any number.
+    w = parse_window(text, "2026-09-11T00:00:00Z")
+    assert w.start == datetime(2026, 9, 10, 19, 45, 22, micro, tzinfo=UTC)

@@ -91,6 +91,7 @@ from forensics.sandbox.scenario import (
     SandboxTask,
     Scenario,
 )
+from forensics.timeutil import fromisoformat
 
 Status = grpc.StatusCode
 WfPhase = core_execution_pb2.WorkflowExecution.Phase
@@ -348,7 +349,7 @@ def _typed(kind: str, raw: str) -> Any:
             _db_error(f'invalid input syntax for type integer: "{raw}"')
     if kind == "time":
         try:
-            t = datetime.fromisoformat(raw.replace(" ", "T"))
+            t = fromisoformat(raw.replace(" ", "T"))  # Postgres reads `Z` on every Python
         except ValueError:
             _db_error(f'invalid input syntax for type timestamp with time zone: "{raw}"')
         return t if t.tzinfo else t.replace(tzinfo=UTC)

@@ -1,0 +1,218 @@
+"""Installed as users install it: a fresh venv, current pip, `pip install .`, no constraints file.
+
+These tests build virtual environments from scratch and install the package from PyPI, so they
+need the network and take minutes (see README, "Tests"). On Python 3.10 and 3.12 (the ends of the
+supported range) they install and run the demo end to end, then the pure unit tests; on the running
+interpreter they time pip's resolution alone. An absent interpreter is a loud skip with the reason.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forensics.sandbox.incident import EXPECTED_FINDINGS, REFERENCE_CHECKPOINT
+
+ROOT = Path(__file__).resolve().parents[1]
+# pip's resolution alone (measured 37-54 s on 3.10-3.12 here) must stay well under 5 minutes; the
+# issue's baseline did not finish in 15 (backtracking through boto3/aiobotocore/s3fs/fsspec).
+RESOLVE_BUDGET_S = 180
+# Resolution plus downloading and installing ~145 packages (measured 142-202 s on a loaded machine).
+INSTALL_BUDGET_S = 420
+# Unit tests of the pure parts (parsing, config, decisions): where Python versions differ
+# (fromisoformat, enum and signal rendering, tomllib) they differ here first.
+UNIT_TESTS = [
+    "tests/test_timeutil.py",
+    "tests/test_config.py",
+    "tests/test_identifiers.py",
+    "tests/test_detect.py",
+    "tests/test_evidence.py",
+]
+# Those that format their lines with real torch need the test extra's multi-GB torch: not here.
+UNIT_TESTS_WITHOUT_TORCH = "not torch_ and not flytekit_plugin_line"
+
+pytestmark = [pytest.mark.install, pytest.mark.timeout(1200)]
+
+
+def _python_version(exe: str) -> str | None:
+    try:
+        out = subprocess.run(
+            [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def find_python(version: str) -> tuple[str | None, list[str]]:
+    """An interpreter of `version` (e.g. "3.10") and every place looked at, for the skip reason."""
+    var = "ELASTIC_AUDIT_TEST_PYTHON" + version.replace(".", "")
+    candidates = [os.environ.get(var), shutil.which(f"python{version}")]
+    pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates += sorted(
+        glob.glob(f"{pyenv}/versions/{version}.*/bin/python{version}"), reverse=True
+    )
+    candidates += [f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
+    looked = [f"${var}"] + [c for c in candidates[1:] if c]
+    for exe in candidates:
+        if exe and _python_version(exe) == version:
+            return exe, looked
+    return None, looked
+
+
+def require_python(version: str) -> str:
+    exe, looked = find_python(version)
+    if exe is None:
+        pytest.skip(
+            f"Python {version} is not installed, so installing on {version} is NOT tested "
+            f"(looked at: {', '.join(looked)}; set ELASTIC_AUDIT_TEST_PYTHON"
+            f"{version.replace('.', '')} to an interpreter)"
+        )
+    return exe
+
+
+def user_env() -> dict[str, str]:
+    """The environment of a user's shell: no pip configuration of this machine (its constraints
+    file, local wheel directories and extra indexes), no virtualenv or PYTHONPATH leaking in."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PIP_") and k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+    }
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    for keep in ("PIP_CERT", "PIP_INDEX_URL", "PIP_DEFAULT_TIMEOUT"):  # how this host reaches PyPI
+        if keep in os.environ:
+            env[keep] = os.environ[keep]
+    return env
+
+
+def source_copy(tmp: Path) -> Path:
+    """What `pip install .` builds from, copied so the build never writes into the checkout."""
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(
+        ROOT / "forensics", src / "forensics", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return src
+
+
+def run(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> subprocess.CompletedProcess:
+    try:
+        r = subprocess.run(
+            cmd, cwd=cwd, env=user_env(), capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what}: did not finish in {timeout:.0f} s: {' '.join(cmd)}")
+    assert r.returncode == 0, (
+        f"{what} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
+    )
+    return r
+
+
+def fresh_venv(python: str, tmp: Path) -> Path:
+    """A new virtual environment with the current pip from PyPI; returns its python."""
+    venv = tmp / "venv"
+    run([python, "-m", "venv", str(venv)], cwd=tmp, timeout=300, what="venv")
+    py = venv / "bin" / "python"
+    run([str(py), "-m", "pip", "install", "-q", "-U", "pip"], cwd=tmp, timeout=300, what="pip -U")
+    return py
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.12"])
+def test_pip_install_without_constraints_runs_the_demo(version, tmp_path):
+    python = require_python(version)
+    py = fresh_venv(python, tmp_path)
+    src = source_copy(tmp_path)
+    started = time.monotonic()
+    # `[demo]` names the extra the demo servers may move to; today it is a no-op warning.
+    run(
+        [str(py), "-m", "pip", "install", "-q", f"{src}[demo]"],
+        cwd=tmp_path,
+        timeout=INSTALL_BUDGET_S,
+        what=f"pip install . on Python {version}",
+    )
+    install_s = time.monotonic() - started
+    run([str(py), "-m", "pip", "check"], cwd=tmp_path, timeout=120, what="pip check")
+
+    where = run(
+        [str(py), "-c", "import forensics; print(forensics.__file__)"],
+        cwd=tmp_path,
+        timeout=60,
+        what="import",
+    )
+    assert Path(where.stdout.strip()).is_relative_to(tmp_path / "venv"), where.stdout
+
+    # The console script, as a user runs it: the whole scan against the loopback sandbox.
+    demo = run(
+        [str(py.parent / "elastic-audit"), "demo", "-o", "json", "--no-progress"],
+        cwd=tmp_path,
+        timeout=600,
+        what=f"elastic-audit demo on Python {version}",
+    )
+    report = json.loads(demo.stdout)
+    assert report["complete"] is True and len(report["findings"]) == len(EXPECTED_FINDINGS)
+    ref = next(f for f in report["findings"] if f["execution"]["name"] == "azvg5f9v9974m78fvlf7")
+    assert ref["verdict"] == "affected" and ref["signal"]["at"] == "2026-09-10T19:45:22Z"
+    assert ref["checkpoint"]["uri"] == REFERENCE_CHECKPOINT
+    assert ref["checkpoint"]["state"] == "empty"
+
+    # The pure parts' own tests, run against the installed package on this Python.
+    run(
+        [str(py), "-m", "pip", "install", "-q", "pytest", "pytest-timeout"],
+        cwd=tmp_path,
+        timeout=300,
+        what="pip install pytest",
+    )
+    run(
+        [
+            str(py),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            UNIT_TESTS_WITHOUT_TORCH,
+            *(str(ROOT / t) for t in UNIT_TESTS),
+        ],
+        cwd=tmp_path,
+        timeout=600,
+        what=f"unit tests on Python {version}",
+    )
+    print(f"Python {version}: pip install . took {install_s:.0f} s")
+
+
+def test_pip_resolves_without_constraints_on_this_python(tmp_path):
+    """pip alone (resolution, no install) on the interpreter running the suite."""
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    py = fresh_venv(getattr(sys, "_base_executable", sys.executable), tmp_path)
+    src = source_copy(tmp_path)
+    started = time.monotonic()
+    run(
+        [str(py), "-m", "pip", "install", "-q", "--dry-run", "--report", "report.json", str(src)],
+        cwd=tmp_path,
+        timeout=RESOLVE_BUDGET_S,
+        what=f"pip's resolution of . on Python {version}",
+    )
+    resolve_s = time.monotonic() - started
+    chosen = {
+        i["metadata"]["name"].lower(): i["metadata"]["version"]
+        for i in json.loads((tmp_path / "report.json").read_text())["install"]
+    }
+    # One botocore for boto3 and for the aiobotocore under flytekit's s3fs: pip really resolved.
+    assert {"boto3", "botocore", "aiobotocore", "s3fs", "flytekit"} <= chosen.keys(), chosen
+    print(f"Python {version}: pip resolved . in {resolve_s:.0f} s")
