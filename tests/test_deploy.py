@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -21,6 +22,7 @@ from guard_support import HTTPRecorder
 from prometheus_client.parser import text_string_to_metric_families
 from scan_support import CONFIG
 
+from forensics.cli import main
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
@@ -187,8 +189,15 @@ def test_the_flyte_workflow_runs_the_guard_scan_locally(tmp_path, monkeypatch, c
                 state=str(state), config=str(cfg), notify_format="json", first_since="2026-09-04"
             )
             assert code == 1  # findings; the task succeeds and the webhook has them
+            assert "ELASTIC_AUDIT_NOTIFY" not in os.environ  # the secret lived for the run only
             assert len(hook.posts()) == 1
-            assert len(hook.posts()[0]["new_findings"]) == 6
+            # Everything a plain scan of the same window finds is notified, once.
+            capsys.readouterr()
+            with pytest.raises(SystemExit):
+                main(["scan", "--since", "2026-09-04", "--config", str(cfg), "-o", "json"])
+            plain = json.loads(capsys.readouterr().out)
+            assert plain["findings"]
+            assert len(hook.posts()[0]["new_findings"]) == len(plain["findings"])
             # Second run: continues from the state (first_since ignored): nothing new.
             code = mod.guard(
                 state=str(state), config=str(cfg), notify_format="json", first_since="2026-09-04"

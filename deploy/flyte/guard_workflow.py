@@ -69,6 +69,9 @@ def guard_scan(
         url = current_context().secrets.get("elastic-audit", "notify-url")
     except ValueError:  # no such secret mounted: run without notifications
         url = None
+    # The webhook URL is a secret: it reaches the scan through the environment, never its argv,
+    # and only for this run (the task's process may run other code after it).
+    saved = os.environ.get("ELASTIC_AUDIT_NOTIFY")
     if url:
         os.environ["ELASTIC_AUDIT_NOTIFY"] = url.strip()
     try:
@@ -78,6 +81,11 @@ def guard_scan(
         code = 0
     except SystemExit as e:
         code = int(e.code or 0)
+    finally:
+        if saved is None:
+            os.environ.pop("ELASTIC_AUDIT_NOTIFY", None)
+        else:
+            os.environ["ELASTIC_AUDIT_NOTIFY"] = saved
     if code not in (0, 1):
         raise RuntimeError(f"elastic-audit scan exited {code} (see the task log)")
     return code

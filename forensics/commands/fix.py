@@ -176,7 +176,7 @@ def build_cmd(
         Path,
         typer.Option("--out", metavar="DIR", help="Where to write the wheel (default: here)."),
     ] = Path("."),
-    output: OutputArg = None,
+    output: str | None = OutputOpt,
     no_progress: NoProgressArg = False,
 ) -> None:
     """Build a fixed wheel of a release (version + elasticaudit.1) with pip; print path and sha256."""
