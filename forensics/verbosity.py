@@ -18,6 +18,7 @@ import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TextIO
 
 TOOL_LOGGERS = ("elastic-audit", "forensics")
 # Libraries whose debug output is noise at -v and a credential risk at any level.
@@ -168,6 +169,19 @@ class _Formatter(logging.Formatter):
         return f"elastic-audit: {level}{'' if own else record.name + ': '}{text}"
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a record is emitted (as logging's own last-resort
+    handler does), so a command run in-process after another — tests, the Flyte guard task —
+    never writes to a stream the previous one had and that is closed since."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> TextIO:  # type: ignore[override]
+        return sys.stderr
+
+
 def setup_logging(verbosity: int | bool) -> None:
     """stderr logging for a command: 0 quiet, 1 the tool's story, 2 the libraries' debug too."""
     level = int(verbosity)
@@ -175,7 +189,7 @@ def setup_logging(verbosity: int | bool) -> None:
     for h in list(root.handlers):
         if getattr(h, "_elastic_audit", False):
             root.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler._elastic_audit = True  # type: ignore[attr-defined]
     handler.setFormatter(_Formatter())
     handler.addFilter(RedactingFilter(known_secrets()))

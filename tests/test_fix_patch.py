@@ -54,7 +54,7 @@ def test_fix_show_json_describes_the_patch() -> None:
     assert data["files"] == [fp.path for fp in parse_patch(load_patch())]
     csv = run_cli("fix", "show", "-o", "csv")
     assert (csv.returncode, csv.stdout) == (2, "")
-    assert "-o csv is not available here" in csv.stderr
+    assert "'csv' is not one of table, json" in csv.stderr
 
 
 def test_git_apply_and_fix_apply_give_the_same_checkout(sdist_tree: Path, tmp_path: Path) -> None:

@@ -282,6 +282,10 @@ def test_server_errors_go_to_the_log_not_to_stderr(s3, capfd, caplog, monkeypatc
         raise RuntimeError("sandbox bug")
 
     monkeypatch.setattr(s3._server, "wsgi_app", broken)
+    # As in a fresh process: no stderr handler left by a CLI run earlier in this one.
+    root = logging.getLogger()
+    mine = [h for h in root.handlers if not getattr(h, "_elastic_audit", False)]
+    monkeypatch.setattr(root, "handlers", mine)
     with caplog.at_level(logging.DEBUG, logger="forensics.sandbox.s3_server"):
         response = requests.get(f"{s3.url}/exa-models/key", timeout=10)
     assert response.status_code == 500
