@@ -313,6 +313,20 @@ def _time(msg: Any, field: str) -> datetime | None:
     return ts.ToDatetime(tzinfo=UTC)
 
 
+def _task_request(task_id: tuple[str, str, str, str]) -> common_pb2.ObjectGetRequest:
+    """GetTask's request for a (project, domain, name, version) task id."""
+    project, domain, name, version = task_id
+    return common_pb2.ObjectGetRequest(
+        id=identifier_pb2.Identifier(
+            resource_type=identifier_pb2.TASK,
+            project=project,
+            domain=domain,
+            name=name,
+            version=version,
+        )
+    )
+
+
 def _wf_id(ref: ExecutionRef) -> identifier_pb2.WorkflowExecutionIdentifier:
     return identifier_pb2.WorkflowExecutionIdentifier(
         project=ref.project, domain=ref.domain, name=ref.name
@@ -967,16 +981,7 @@ class AdminClient:
         return found
 
     def _get_task(self, task_id: tuple[str, str, str, str]) -> TaskTemplate | None:
-        project, domain, name, version = task_id
-        req = common_pb2.ObjectGetRequest(
-            id=identifier_pb2.Identifier(
-                resource_type=identifier_pb2.TASK,
-                project=project,
-                domain=domain,
-                name=name,
-                version=version,
-            )
-        )
+        req = _task_request(task_id)
         try:
             task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
         except NotFoundError:
@@ -1163,16 +1168,7 @@ class AdminClient:
 
     def task_facts(self, task_id: tuple[str, str, str, str]) -> TaskFacts:
         """One registered task's template facts (GetTask); NotFoundError if not registered."""
-        project, domain, name, version = task_id
-        req = common_pb2.ObjectGetRequest(
-            id=identifier_pb2.Identifier(
-                resource_type=identifier_pb2.TASK,
-                project=project,
-                domain=domain,
-                name=name,
-                version=version,
-            )
-        )
+        req = _task_request(task_id)
         task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
         return TaskFacts.of(task.closure.compiled_task.template)
 
