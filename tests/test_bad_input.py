@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pins_support import OLD_A, build_tree, snapshot
-from scan_support import CONFIG, WINDOW, run
+from support.cli import run, use_sandbox
+from support.pins import OLD_A, build_tree, snapshot
+from support.scan import CONFIG, WINDOW
 
 from forensics.config import Settings, read_config_file
 from forensics.errors import ElasticAuditError, UsageError
@@ -25,9 +26,7 @@ from forensics.identifiers import parse_execution
 from forensics.model import LogEntry
 from forensics.pins import ManifestError, PinPatterns, scan_pyproject, scan_requirements
 from forensics.relaunch import executions_from_report
-from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.loki_server import parse_log_query
-from forensics.sandbox.stack import sandbox
 from forensics.scan import ScanScope, task_selector
 from forensics.timeutil import parse_window
 
@@ -36,17 +35,10 @@ SHA = "c0ffee0123456789abcdef0123456789abcdef01"
 METACHARACTERS = ['"', "}", "{", "|", "\\", "`", "+", ",", "(", ")", ";", "=~", "\n", "*", "$"]
 
 
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(reference_scenario()) as b:
-        yield b
-
-
 @pytest.fixture
 def cli(box, tmp_path, monkeypatch, capsys):
     """Run the CLI in a clean directory; check it sent nothing and wrote nothing."""
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     work = tmp_path / "work"
     work.mkdir()

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fix_support import (
+from support.fix import (
     PLUGIN_VERSION,
     cli_json,
     installed_task_py,
@@ -25,8 +25,6 @@ from forensics.patch import (
     check_source,
     source_has_fix,
 )
-
-pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
 STOCK = installed_task_py().read_text()
 HANDLER = (

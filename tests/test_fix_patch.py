@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fix_support import (
+from support.fix import (
     FIX_DIR_PATCH,
     PLUGIN_VERSION,
     REPO,
@@ -25,8 +25,6 @@ from fix_support import (
 )
 
 from forensics.patch import PLUGIN_DIR, TASK_PY, apply, check_source, load_patch, parse_patch
-
-pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
 
 def test_bundled_patch_is_the_one_in_fix_dir() -> None:

@@ -10,7 +10,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from pins_support import (
+from support.github_server import Fault, serve_github
+from support.pins import (
     CHANGED,
     GOLDEN,
     IMPOSTER,
@@ -24,7 +25,6 @@ from pins_support import (
 )
 
 from forensics.config import Secret
-from forensics.sandbox.github_server import Fault, serve_github
 from forensics.sources.github import (
     GitHubClient,
     GitHubError,

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from scan_support import WINDOW, point_at, run, scan_json
+from support.cli import run
+from support.scan import WINDOW, point_at, scan_json
 
 from forensics.evidence import generated_name
 from forensics.model import UTC

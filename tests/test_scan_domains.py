@@ -11,7 +11,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from scan_support import WINDOW, key, point_at, run, scan_json
+from support.cli import run
+from support.scan import WINDOW, key, point_at, scan_json
 
 from forensics.model import UTC
 from forensics.sandbox.incident import ScenarioBuilder, _try
