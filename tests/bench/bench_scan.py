@@ -18,7 +18,7 @@ recorded. Rows:
                 the pipeline gets to its bound
 
 The lower bound (`bound`) is what the scan could not beat with free CPUs and the minimal number
-of requests. Each source serves at most W = --workers requests at once (SPEC §8), and the
+of requests. Each source serves at most W = --workers requests at once (docs/commands.md, scan), and the
 sources are independent, so
 
     bound = max(T_loki, T_admin, T_s3)
