@@ -1,4 +1,5 @@
-"""Fixtures shared by the test modules: the reference sandbox and the plugin's sdist.
+"""Fixtures shared by the test modules: the reference sandbox, a webhook receiver, the plugin's
+sdist.
 
 Helpers are in tests/support/, imported as `support.*`: pytest puts this directory on sys.path
 (its default `prepend` import mode, tests/ being no package).
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.guard import HTTPRecorder
 
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import Sandbox, sandbox
@@ -21,6 +23,14 @@ def box() -> Iterator[Sandbox]:
     needs another scenario defines its own `box`)."""
     with sandbox(reference_scenario()) as b:
         yield b
+
+
+@pytest.fixture
+def hook() -> Iterator[HTTPRecorder]:
+    """A loopback webhook receiver (Slack-like secret path) recording what it is sent."""
+    r = HTTPRecorder()
+    yield r
+    r.close()
 
 
 @pytest.fixture(scope="session")

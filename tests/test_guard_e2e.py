@@ -13,7 +13,7 @@ import grpc
 import jsonschema
 import pytest
 from support.cli import run, use_sandbox
-from support.guard import SECRET_PATH, HTTPRecorder, add_incident
+from support.guard import SECRET_PATH, add_incident
 from support.scan import CONFIG, key
 
 from forensics.model import UTC, rfc3339
@@ -29,13 +29,6 @@ FIRST = ["--since", "2026-09-04", "--until", "2026-09-11"]
 def box():
     with sandbox(reference_scenario()) as b:
         yield b
-
-
-@pytest.fixture
-def hook():
-    r = HTTPRecorder()
-    yield r
-    r.close()
 
 
 @pytest.fixture

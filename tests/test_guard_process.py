@@ -35,13 +35,6 @@ def box():
 
 
 @pytest.fixture
-def hook():
-    r = HTTPRecorder()
-    yield r
-    r.close()
-
-
-@pytest.fixture
 def env(box, tmp_path, monkeypatch):
     use_sandbox(box, monkeypatch)
     (tmp_path / "elastic-audit.toml").write_text(CONFIG)
