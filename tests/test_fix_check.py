@@ -17,14 +17,9 @@ from fix_support import (
     task_py,
 )
 
-from forensics.patch import (
-    PLUGIN_DIR,
-    TASK_PY,
-    analyze_task_source,
-    apply,
-    check_source,
-    source_has_fix,
-)
+from forensics.plugin_fix.check import analyze_task_source, check_source, source_has_fix
+from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
+from forensics.plugin_fix.patch import apply
 
 pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 

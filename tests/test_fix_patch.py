@@ -24,7 +24,9 @@ from fix_support import (
     task_py,
 )
 
-from forensics.patch import PLUGIN_DIR, TASK_PY, apply, check_source, load_patch, parse_patch
+from forensics.plugin_fix.check import check_source
+from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
+from forensics.plugin_fix.patch import apply, load_patch, parse_patch
 
 pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
