@@ -212,7 +212,7 @@ def _pinned_pyproject(where: Path) -> None:
     ],
 )
 def test_discovery_skips_environments_by_name_and_marker(tree, where: str) -> None:
-    """SPEC §3.4: no edit in site-packages, .venv/venv, .tox, .nox or a conda env, pyvenv.cfg or not."""
+    """docs/commands.md (pin-bump): no edit in site-packages, .venv/venv, .tox, .nox or a conda env, pyvenv.cfg or not."""
     if where.startswith("envs/"):
         (tree.root / "envs/train/conda-meta").mkdir(parents=True)
     _pinned_pyproject(tree.root / where)
