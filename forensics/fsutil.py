@@ -99,12 +99,12 @@ class FileSet:
         unknown = [path for path in updates if path not in self.originals]
         if unknown:
             raise ValueError(f"{unknown[0]}: not one of the files this set was read from")
+        order = sorted(updates)
         staged: dict[Path, str] = {}
-        path = next(iter(updates), Path())
         try:
-            for path in sorted(updates):
+            for path in order:  # every new content on disk before the first target changes
                 staged[path] = _stage(path, updates[path], self.suffix)
-            for path in sorted(staged):
+            for path in order:
                 # Listed first: restore() compares bytes, so a file the replace never reached is
                 # left alone, and one it reached (Ctrl-C right after it) is put back.
                 self.written.append(path)
