@@ -31,13 +31,12 @@ from forensics.detect import (
     written_after,
 )
 from forensics.errors import NotFoundError, SourceError, UsageError
-from forensics.evidence import (
-    SIGNAL_LINE_REGEX,
+from forensics.evidence.flyte_names import (
     namespace_for,
     namespace_to_project_domain,
     parse_pod_name,
-    parse_signal,
 )
+from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_signal
 from forensics.model import (
     UTC,
     AttemptRecord,

@@ -6,12 +6,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forensics.evidence import (
-    SIGNAL_LINE_REGEX,
-    namespace_for,
-    parse_propeller_line,
-    unwrap_runtime,
-)
+from forensics.evidence.envelopes import unwrap_runtime
+from forensics.evidence.flyte_names import namespace_for
+from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_propeller_line
 from forensics.model import (
     UTC,
     AttemptRecord,

@@ -915,7 +915,7 @@ def _array_shape(
     per subtask retry with `external_id` = `<array generated name>-n<index>-<retry>`
     (flytepropeller v1.16.8 `nodes/array/event_recorder.go` `finalize`,
     `generateExternalResourceID`), sorted by index then retry as flyteadmin merges them."""
-    from forensics.evidence import generated_name
+    from forensics.evidence.flyte_names import generated_name
 
     c = te.closure
     c.task_type = "container_array"

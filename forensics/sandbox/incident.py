@@ -292,7 +292,7 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     envelope instead, as a cluster running Fluent Bit, the OpenTelemetry collector, Vector or
     Alloy would store it (the OTel collector's labels are `OTEL_LABELS`).
     """
-    from forensics.evidence import generated_name
+    from forensics.evidence.flyte_names import generated_name
 
     b = ScenarioBuilder(labels, shipper)
     gs1, dev = ("gs1", "production"), ("gs1", "development")

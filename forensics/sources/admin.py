@@ -71,7 +71,7 @@ from google.protobuf import json_format
 
 from forensics.config import FlyteSettings
 from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
-from forensics.evidence import generated_name, unique_node_id
+from forensics.evidence.flyte_names import generated_name, unique_node_id
 from forensics.model import (
     UTC,
     AttemptRecord,
