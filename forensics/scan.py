@@ -58,7 +58,8 @@ from forensics.model import (
     rfc3339,
 )
 from forensics.progress import Progress
-from forensics.sources.admin import AdminClient, attempts_may_end_during
+from forensics.sources.admin import AdminClient
+from forensics.sources.admin_filters import attempts_may_end_during
 from forensics.sources.loki import (
     LokiClient,
     ShardOutcome,

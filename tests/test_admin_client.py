@@ -38,13 +38,9 @@ from forensics.errors import (
 from forensics.model import AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.scenario import SandboxNode, Scenario
-from forensics.sources.admin import (
-    AdminClient,
-    admin_filter,
-    literal_text,
-    live_during,
-    load_platform_config,
-)
+from forensics.sources.admin import AdminClient, load_platform_config
+from forensics.sources.admin_filters import admin_filter, live_during
+from forensics.sources.admin_records import literal_text
 
 
 def ref(name: str) -> ExecutionRef:

@@ -1,6 +1,6 @@
 """Loki client: query_range over HTTP with time shards, boundary-safe paging, retries, safe LogQL.
 
-Paging follows logcli's forward rules (FACTS §6.2) with a safer de-duplication key: the next page
+Paging follows logcli's forward rules (grafana/loki `pkg/logcli/query/query.go::DoQuery`) with a safer de-duplication key: the next page
 starts at the last timestamp seen (inclusive) and entries at that boundary are dropped when their
 (timestamp, stream labels, line) was already yielded. When a whole page shares one nanosecond
 (more than `page_limit` matches at one timestamp, where logcli gives up), the client lists the
@@ -8,7 +8,8 @@ streams that have entries at that nanosecond (`/loki/api/v1/series`) and reads e
 own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
 nanosecond does the shard fail, loudly, naming the stream and the time.
 
-Two tenant limits are met at run time rather than configured exactly (FACTS §6.1, §13): a page
+Two tenant limits are met at run time rather than configured exactly (grafana/loki
+`pkg/validation/limits.go`, `pkg/loghttp/params.go`): a page
 limit over the tenant's `max_entries_limit_per_query` is answered with a 400 whose wording
 differs between Loki versions; its lower limit is adopted for the rest of the run. A query that
 times out (Loki's 504 from its `query_timeout`, or no answer within the client's timeout) is
