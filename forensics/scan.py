@@ -60,14 +60,8 @@ from forensics.model import (
 from forensics.progress import Progress
 from forensics.sources.admin import AdminClient
 from forensics.sources.admin_filters import attempts_may_end_during
-from forensics.sources.loki import (
-    LokiClient,
-    ShardOutcome,
-    build_query,
-    matcher,
-    regex_escape,
-    selector,
-)
+from forensics.sources.logql import build_query, matcher, regex_escape, selector
+from forensics.sources.loki import LokiClient, ShardOutcome
 from forensics.sources.storage import ObjectStore
 
 log = logging.getLogger("elastic-audit")

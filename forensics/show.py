@@ -23,7 +23,8 @@ from forensics.model import (
     rfc3339,
 )
 from forensics.scan import Scanner, pod_query
-from forensics.sources.loki import ShardOutcome, build_query
+from forensics.sources.logql import build_query
+from forensics.sources.loki import ShardOutcome
 
 # Pod lines worth showing: the death signal and what corroborates it.
 POD_EVIDENCE_REGEX = (

@@ -20,12 +20,7 @@ from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageErro
 from forensics.model import UTC, LogEntry, Window, to_ns
 from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer, parse_log_query
 from forensics.sandbox.scenario import SandboxLogLine
-from forensics.sources.loki import (
-    LokiAuthError,
-    LokiClient,
-    LokiEntryLimitError,
-    RetryPolicy,
-    ShardOutcome,
+from forensics.sources.logql import (
     build_query,
     line_filter,
     quote_string,
@@ -33,6 +28,8 @@ from forensics.sources.loki import (
     selector,
     validate_selector,
 )
+from forensics.sources.loki import LokiAuthError, LokiClient, LokiEntryLimitError, ShardOutcome
+from forensics.sources.loki_retry import RetryPolicy
 
 T0 = datetime(2026, 9, 10, tzinfo=UTC)
 BASE = to_ns(T0)

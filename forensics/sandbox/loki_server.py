@@ -40,7 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from forensics.model import Window, to_ns
 from forensics.sandbox.scenario import SandboxLogLine
-from forensics.sources.loki import quote_string as go_quote
+from forensics.sources.logql import quote_string as go_quote
 
 NS = 1_000_000_000
 SANDBOX_VERSION = "3.4.2"  # the Loki release whose texts this server reproduces
