@@ -27,7 +27,7 @@ from forensics.model import LogEntry
 from forensics.pins import ManifestError, PinPatterns, scan_pyproject, scan_requirements
 from forensics.relaunch import executions_from_report
 from forensics.sandbox.incident import reference_scenario
-from forensics.sandbox.loki_server import parse_log_query
+from forensics.sandbox.loki_logql import parse_log_query
 from forensics.sandbox.stack import sandbox
 from forensics.scan import ScanScope, task_selector
 from forensics.timeutil import parse_window

@@ -28,7 +28,7 @@ from forensics.evidence.logs import (
     parse_signal,
 )
 from forensics.model import LogEntry
-from forensics.sandbox.loki_server import parse_log_query
+from forensics.sandbox.loki_logql import parse_log_query
 from forensics.sandbox.shippers import SHIPPERS, ship
 from forensics.scan import ScanScope, signal_query
 

@@ -18,7 +18,8 @@ from forensics import __version__
 from forensics.config import LokiSettings, Secret, load_settings
 from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageError
 from forensics.model import UTC, LogEntry, Window, to_ns
-from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer, parse_log_query
+from forensics.sandbox.loki_logql import parse_log_query
+from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer
 from forensics.sandbox.scenario import SandboxLogLine
 from forensics.sources.logql import (
     build_query,

@@ -16,14 +16,8 @@ import pytest
 import requests
 
 from forensics.model import UTC, Window, to_ns
-from forensics.sandbox.loki_server import (
-    FaultRule,
-    LokiFaults,
-    LokiServer,
-    go_duration,
-    parse_timestamp,
-    prom_duration,
-)
+from forensics.sandbox.loki_params import go_duration, parse_timestamp, prom_duration
+from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer
 from forensics.sandbox.scenario import SandboxLogLine
 
 # 2019-09-23T19:21:37.240578Z, the instant in Loki's own API documentation example.
