@@ -303,7 +303,7 @@ def test_get_task_once_per_distinct_task_across_executions(admin) -> None:
         total += len(client.list_attempts(e.ref))
     gets = server.calls_of("GetTask")
     assert sorted(r.id.name for r in gets) == sorted([ELASTIC.name, DYNAMIC.name])
-    # The scale budget (README "Performance"): a small constant number of Admin calls per attempt.
+    # The scale budget (docs/performance.md): a small constant number of Admin calls per attempt.
     assert client.calls_total / total <= 4
 
 

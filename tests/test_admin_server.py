@@ -613,7 +613,7 @@ def test_methods_the_sandbox_does_not_serve_are_unimplemented(serve) -> None:
     assert code == grpc.StatusCode.UNIMPLEMENTED
 
 
-# -- shapes met in the field (flyteadmin/propeller sources) ---------------------------------------
+# -- shapes met in the field (docs/upstream.md) ---------------------------------------------------
 
 
 def test_ends_updated_at_and_domains_as_flyteadmin_records_them(serve) -> None:

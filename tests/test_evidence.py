@@ -210,7 +210,7 @@ SIGNAL_LINES = [
 ]
 
 
-# Shipper envelopes, as the sandbox's encoders build them from each shipper's code.
+# Shipper envelopes (docs/upstream.md), as the sandbox's encoders build them from each shipper's code.
 _SHIP_AT = datetime(2026, 9, 10, 19, 45, 22, tzinfo=timezone.utc)
 
 

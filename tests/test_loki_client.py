@@ -561,7 +561,7 @@ def test_ctrl_c_during_a_scan_interrupts_workers_waiting_to_retry() -> None:
         assert len(server.requests) == 2  # nobody retried after Ctrl-C
 
 
-# --- tenant entry limits and query timeouts (Loki's limits_config) -------------------------------
+# --- tenant entry limits and query timeouts (docs/upstream.md, Loki) -----------------------------
 
 
 @pytest.mark.parametrize("wording", ["frontend", "querier"])

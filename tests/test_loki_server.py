@@ -441,7 +441,7 @@ def test_a_million_lines_are_indexed_and_queried() -> None:
         assert lines_of(resp) == ["noise line 3", "noise line 103"]
 
 
-# --- tenant limits and query timeouts (Loki's limits_config) -------------------------------------
+# --- tenant limits and query timeouts (docs/upstream.md, Loki) -----------------------------------
 
 
 @pytest.mark.parametrize(

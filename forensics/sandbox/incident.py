@@ -219,7 +219,7 @@ class ScenarioBuilder:
         Succeeded as soon as any worker succeeds (`pytorchjob_controller.go`: `ElasticPolicy !=
         nil && succeeded > 0`) and deletes the other pods; propeller stamps the end itself
         (`time.Now()`) when it next observes the job, with sub-second precision; the deleted
-        siblings' agents log their signals after that success.
+        siblings' agents log their signals after that success (docs/upstream.md).
         """
         end = preempted_at + timedelta(seconds=2, milliseconds=370)
         for i, pod in enumerate(workers):

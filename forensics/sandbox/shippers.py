@@ -1,7 +1,8 @@
 """How log shippers put a container's line into Loki: the line each one pushes, and its labels.
 
 Each function takes what the container wrote (one line, without the runtime's wrapping) and
-returns the Loki line the shipper pushes, built the way the shipper's own code builds it:
+returns the Loki line the shipper pushes, built the way the shipper's own code builds it
+(docs/upstream.md, "Shapes met in the field"):
 - `fluent_bit`: Fluent Bit's `loki` output with `line_format json` packs the whole record as JSON
   (plugins/out_loki/loki.c `pack_record`): the tail input with the built-in `cri` multiline parser
   gives `time`, `stream`, `_p` (the CRI partial flag) and `log`, the kubernetes filter adds a

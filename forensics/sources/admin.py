@@ -400,8 +400,8 @@ class AdminClient:
         self, ref: AttemptRef, *, array_node: str | None = None, array_index: int | None = None
     ) -> dict[str, str]:
         """The inputs of the attempt's own node (GetNodeExecutionData `full_inputs`), as text
-        like `get_inputs`: a `@dynamic` sweep passes each trial its own (the execution's inputs
-        hold only the parent's).
+        like `get_inputs`: a `@dynamic` sweep passes each trial its own (docs/upstream.md,
+        "Dynamic sweeps"; the execution's inputs hold only the parent's).
 
         For an array subtask (`array_node` given, `ref.node_id` its unique id) the array node's
         inputs are read and each collection reduced to the subtask's element, as propeller's
