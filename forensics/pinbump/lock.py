@@ -1,4 +1,4 @@
-"""`pin-bump --lock`: run the real `uv lock` beside each lock the bump made stale, all or nothing."""
+"""`pin-bump --lock`: the real `uv lock` beside each lock the bump made stale, all or nothing."""
 
 from __future__ import annotations
 

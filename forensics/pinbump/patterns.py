@@ -1,4 +1,4 @@
-"""What a pin of the fork looks like: the SHA and repository rules, the URL forms, Pin and Notice."""
+"""What a pin of the fork looks like: SHA and repository rules, URL forms, Pin and Notice."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ from forensics.plugin_fix.layout import PLUGIN_DIST
 from forensics.plugin_fix.patch import apply
 
 LOCAL_LABEL = "elasticaudit.1"
-# The handler came with flytekit PR #2064, first released in 1.10.3 (docs/verdicts.md, The bug).
+# The handler came with flytekit PR #2064, first released in 1.10.3
+# (docs/upstream.md#the-bug-chain).
 FIRST_AFFECTED = Version("1.10.3")
 PIP_TIMEOUT_S = 900.0
 

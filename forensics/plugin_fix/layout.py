@@ -1,4 +1,4 @@
-"""Where the kfpytorch plugin's files are: in flytekit's repository, an sdist, and this package's data/."""
+"""Where the kfpytorch plugin's files are: flytekit's repository, an sdist, this package's data/."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The bundled kfpytorch plugin fix: the patch, and applying the fix to a source tree all or nothing."""
+"""The bundled kfpytorch plugin patch, and applying the fix to a source tree all or nothing."""
 
 from __future__ import annotations
 

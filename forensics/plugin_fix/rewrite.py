@@ -4,10 +4,11 @@ The bundled patch (`fix show`) is cut from flytekit master (= 1.16.31). Older re
 around the handler (imports, the `ChildFailedError` branch, the test module) and in flytekit's
 API: exceptions take `timestamp=` (flytekit/exceptions/base.py) and the entrypoint honours
 distributed error aggregation (`_F_DES`, flytekit/bin/entrypoint.py) only since flytekit 1.14.0
-(flytekit #2797). So `fix apply` does not replay fixed context lines: it finds the handler with
-libcst (a concrete syntax tree, which keeps every other byte, comment and blank line as it is),
-checks it is exactly the known bug, and writes the fix the release's flytekit can run. On master the result is byte for byte the
-bundled patch (a test holds them equal).
+(flytekit #2797; docs/upstream.md#the-fix-and-releases). So `fix apply` does not replay fixed
+context lines: it finds the handler with libcst (a concrete syntax tree, which keeps every other
+byte, comment and blank line as it is), checks it is exactly the known bug, and writes the fix the
+release's flytekit can run. On master the result is byte for byte the bundled patch (a test
+holds them equal).
 """
 
 from __future__ import annotations
