@@ -22,7 +22,8 @@ from support.fix import (
     unpack,
 )
 
-from forensics.patch import TASK_PY, apply
+from forensics.plugin_fix.layout import TASK_PY
+from forensics.plugin_fix.patch import apply
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

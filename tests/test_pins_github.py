@@ -25,7 +25,7 @@ from support.pins import (
 )
 
 from forensics.config import Secret
-from forensics.sources.github import (
+from forensics.pinbump.github import (
     GitHubClient,
     GitHubError,
     UnsafeArchiveError,

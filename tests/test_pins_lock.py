@@ -17,7 +17,7 @@ import pytest
 from support.github_server import ArchiveHost, serve_github_archives
 from support.pins import FORK_PIN, NEW_SHA, OLD_A, fork_network, run_cli, snapshot
 
-from forensics.pins import find_uv
+from forensics.pinbump.lock import find_uv
 
 UV = find_uv()
 

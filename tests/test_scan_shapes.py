@@ -22,7 +22,7 @@ import pytest
 from support.cli import run
 from support.scan import CONFIG, WINDOW, key, sandbox_fixtures
 
-from forensics.evidence import generated_name
+from forensics.evidence.flyte_names import generated_name
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode, SandboxSubtask
 

@@ -19,7 +19,7 @@ import pytest
 from support.cli import exit_code, run, use_sandbox
 from support.scan import CONFIG, OTEL_CONFIG, WINDOW
 
-from forensics.evidence import SIGNAL_LINE_REGEX
+from forensics.evidence.logs import SIGNAL_LINE_REGEX
 from forensics.model import Window, from_ns
 from forensics.sandbox.incident import (
     EXPECTED_CLEARED,
