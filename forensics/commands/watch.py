@@ -27,7 +27,7 @@ from forensics.commands.options import (
 )
 from forensics.config import Settings
 from forensics.errors import ConfigError, ElasticAuditError, UsageError
-from forensics.formats import OutputFormat, render
+from forensics.formats import OutputFormat, render, renderers
 from forensics.guard import _scanner
 from forensics.guard.metrics import GuardCollector, registry_for
 from forensics.guard.run import GuardOptions, StateConflict, Terminated, _Signals, run_once
@@ -96,6 +96,10 @@ def _loop(
     period: timedelta,
     metrics_port: int | None,
 ) -> int:
+    from forensics.formats.watch import WatchRun
+
+    # Load the line's renderer now: a SIGTERM while it is imported after a run would lose the line.
+    renderers(WatchRun)
     collector = GuardCollector()
     if metrics_port is not None:
         _serve_metrics(collector, metrics_port)

@@ -38,7 +38,7 @@ Renderers = Mapping[type, Mapping[OutputFormat, Renderer]]
 # The modules that register renderers, cheapest to import first: a look-up loads them in this
 # order until one knows the result's type, so `fix` never imports the timeline's type (and with
 # it flytekit, seconds of start-up).
-_MODULES = ("report", "fix", "pinbump", "relaunch", "watch", "timeline")
+_MODULES = ("report", "watch", "fix", "pinbump", "relaunch", "timeline")
 _registry: dict[type, Mapping[OutputFormat, Renderer]] = {}
 _loaded: list[str] = []
 
