@@ -28,7 +28,7 @@ from forensics.model import UTC, ExecutionRecord, ExecutionRef, ParentNode, rfc3
 if TYPE_CHECKING:  # flytekit is heavy; only the client module imports it
     from forensics.model import Checkpoint
     from forensics.scan import Examination
-    from forensics.sources.admin import TaskFacts, WorkflowFacts
+    from forensics.sources.admin_records import TaskFacts, WorkflowFacts
 
 STATUSES = ("relaunched", "already-relaunched", "dry-run", "refused", "failed")
 

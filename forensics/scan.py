@@ -31,13 +31,12 @@ from forensics.detect import (
     written_after,
 )
 from forensics.errors import NotFoundError, SourceError, UsageError
-from forensics.evidence import (
-    SIGNAL_LINE_REGEX,
+from forensics.evidence.flyte_names import (
     namespace_for,
     namespace_to_project_domain,
     parse_pod_name,
-    parse_signal,
 )
+from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_signal
 from forensics.model import (
     UTC,
     AttemptRecord,
@@ -59,15 +58,10 @@ from forensics.model import (
     rfc3339,
 )
 from forensics.progress import Progress
-from forensics.sources.admin import AdminClient, attempts_may_end_during
-from forensics.sources.loki import (
-    LokiClient,
-    ShardOutcome,
-    build_query,
-    matcher,
-    regex_escape,
-    selector,
-)
+from forensics.sources.admin import AdminClient
+from forensics.sources.admin_filters import attempts_may_end_during
+from forensics.sources.logql import build_query, matcher, regex_escape, selector
+from forensics.sources.loki import LokiClient, ShardOutcome
 from forensics.sources.storage import ObjectStore
 
 log = logging.getLogger("elastic-audit")

@@ -6,12 +6,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forensics.evidence import (
-    SIGNAL_LINE_REGEX,
-    namespace_for,
-    parse_propeller_line,
-    unwrap_runtime,
-)
+from forensics.evidence.envelopes import unwrap_runtime
+from forensics.evidence.flyte_names import namespace_for
+from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_propeller_line
 from forensics.model import (
     UTC,
     AttemptRecord,
@@ -26,7 +23,8 @@ from forensics.model import (
     rfc3339,
 )
 from forensics.scan import Scanner, pod_query
-from forensics.sources.loki import ShardOutcome, build_query
+from forensics.sources.logql import build_query
+from forensics.sources.loki import ShardOutcome
 
 # Pod lines worth showing: the death signal and what corroborates it.
 POD_EVIDENCE_REGEX = (
