@@ -23,8 +23,8 @@ from forensics.config import Settings, read_config_file
 from forensics.errors import ElasticAuditError, UsageError
 from forensics.evidence.flyte_names import parse_pod_name
 from forensics.evidence.logs import parse_propeller_line, parse_signal
-from forensics.identifiers import parse_execution
 from forensics.formats import render
+from forensics.identifiers import parse_execution
 from forensics.model import UTC, LogEntry, Report, Summary, Window
 from forensics.pins import ManifestError, PinPatterns, scan_pyproject, scan_requirements
 from forensics.relaunch import executions_from_report
