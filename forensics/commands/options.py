@@ -155,7 +155,8 @@ def _group(build: type, **options: Any) -> FlagGroup:
     """A group of `build`'s fields, each with its typer.Option (in the order given)."""
     types = typing.get_type_hints(build)
     missing = {f.name for f in fields(build)} - set(options)
-    assert not missing, f"no option declared for {missing}"
+    if missing:
+        raise TypeError(f"{build.__name__}: no option declared for {sorted(missing)}")
     return FlagGroup(build, tuple((n, types[n], o) for n, o in options.items()))
 
 
