@@ -26,7 +26,9 @@ from forensics.evidence.logs import parse_propeller_line, parse_signal
 from forensics.formats import render
 from forensics.identifiers import parse_execution
 from forensics.model import UTC, LogEntry, Report, Summary, Window
-from forensics.pins import ManifestError, PinPatterns, scan_pyproject, scan_requirements
+from forensics.pinbump.patterns import ManifestError, PinPatterns
+from forensics.pinbump.pyproject import scan_pyproject
+from forensics.pinbump.requirements import scan_requirements
 from forensics.relaunch import executions_from_report
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.loki_logql import parse_log_query
@@ -522,12 +524,13 @@ def test_a_result_asked_for_in_a_format_nobody_renders_is_an_error_not_a_table(f
 
 
 def test_every_command_offers_exactly_the_formats_its_result_renders_in():
-    from forensics.build import BuildResult
     from forensics.formats import PIN_BUMP_FORMATS, REPORT_FORMATS, TABLE_OR_JSON, renderers
     from forensics.formats.fix import BundledPatch
     from forensics.formats.pinbump import BumpResult
     from forensics.formats.relaunch import RelaunchResults
-    from forensics.patch import ApplyResult, CheckResult
+    from forensics.plugin_fix.build import BuildResult
+    from forensics.plugin_fix.check import CheckResult
+    from forensics.plugin_fix.patch import ApplyResult
     from forensics.show import Timeline
 
     assert renderers(Report) == REPORT_FORMATS

@@ -12,7 +12,8 @@ from forensics.commands.options import check_output, default_output, output_opti
 from forensics.errors import UsageError
 from forensics.formats import TABLE_OR_JSON, OutputFormat, render
 from forensics.formats.fix import BundledPatch
-from forensics.patch import PATCH_NAME, apply, check_environment, check_source, load_patch
+from forensics.plugin_fix.check import check_environment, check_source
+from forensics.plugin_fix.patch import PATCH_NAME, apply, load_patch
 from forensics.progress import spinner
 
 HELP = (
@@ -134,7 +135,7 @@ def build_cmd(
     no_progress: NoProgressArg = False,
 ) -> None:
     """Build a fixed wheel of a release (version + elasticaudit.1) with pip; print path and sha256."""
-    from forensics.build import build
+    from forensics.plugin_fix.build import build
 
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     with spinner(f"building the fixed {version} with pip", enabled=not no_progress):

@@ -7,10 +7,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from forensics.build import BuildResult
 from forensics.formats import OutputFormat, Renderers
 from forensics.formats.table import render_pairs, terminal_width
-from forensics.patch import ApplyResult, CheckResult, parse_patch
+from forensics.plugin_fix.build import BuildResult
+from forensics.plugin_fix.check import CheckResult
+from forensics.plugin_fix.patch import ApplyResult, parse_patch
 
 
 @dataclass(frozen=True)

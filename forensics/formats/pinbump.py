@@ -12,8 +12,9 @@ from rich.text import Text
 
 from forensics.formats import OutputFormat, Renderers
 from forensics.formats.table import Column, render_table, terminal_width
-from forensics.pins import BumpPlan, LockRun
-from forensics.sources.github import CommitVerification
+from forensics.pinbump.github import CommitVerification
+from forensics.pinbump.lock import LockRun
+from forensics.pinbump.plan import BumpPlan
 
 
 @dataclass(frozen=True)
