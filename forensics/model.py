@@ -381,8 +381,10 @@ class Summary:
     unparsed_example: UnparsedLine | None = None
 
     def clear(self, reason: str) -> None:
+        """Count one attempt cleared for `reason` (a `detect.Cleared`, kept as its value)."""
+        key = str(reason)
         self.not_affected += 1
-        self.cleared[reason] = self.cleared.get(reason, 0) + 1
+        self.cleared[key] = self.cleared.get(key, 0) + 1
 
     def as_dict(self) -> dict[str, object]:
         return {

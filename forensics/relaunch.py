@@ -21,14 +21,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forensics import TOOL
+from forensics.detect import Verdict
 from forensics.errors import AlreadyRelaunched, NotFoundError, SourceError, UsageError
 from forensics.identifiers import parse_execution
 from forensics.model import UTC, ExecutionRecord, ExecutionRef, ParentNode, rfc3339
 
 if TYPE_CHECKING:  # flytekit is heavy; only the client module imports it
     from forensics.model import Checkpoint
-    from forensics.scan import Examination
-    from forensics.sources.admin import TaskFacts, WorkflowFacts
+    from forensics.scan.examine import Examination, Examined
+    from forensics.sources import Sources
+    from forensics.sources.admin import AdminClient, TaskFacts, WorkflowFacts
 
 STATUSES = ("relaunched", "already-relaunched", "dry-run", "refused", "failed")
 
@@ -342,22 +344,15 @@ def recheck_of(exam: Examination) -> Recheck:
     A relaunch must rest on evidence: an attempt whose outputs.pb could not be read proves
     nothing, but it does not mask another attempt that is proven affected or suspected.
     """
-    found = [
-        e for e in exam.attempts if e.verdict is not None and e.verdict.verdict in RELAUNCHABLE
-    ]
+    found = [e for e in exam.attempts if e.decision is not None and e.decision.is_finding]
     proven = [e for e in found if e.outputs is not None and e.outputs.state == "missing"]
-    proven.sort(key=lambda e: e.verdict.verdict != "affected")  # type: ignore[union-attr]
+    proven.sort(key=lambda e: _verdict(e) is not Verdict.AFFECTED)
     ex = exam.execution
     if proven:
         tasks = tuple(dict.fromkeys(e.attempt.task_id for e in proven if e.attempt.task_id))
         first = proven[0]
-        return Recheck(
-            first.verdict.verdict or "",  # type: ignore[union-attr]
-            describe_checkpoint(first.checkpoint),
-            ex,
-            tasks,
-        )
-    pending = [e for e in exam.attempts if e.verdict is not None and e.verdict.verdict == "pending"]
+        return Recheck(str(_verdict(first)), describe_checkpoint(first.checkpoint), ex, tasks)
+    pending = [e for e in exam.attempts if _verdict(e) is Verdict.PENDING]
     if pending:
         a = pending[0].attempt.ref
         return Recheck(
@@ -380,11 +375,15 @@ def recheck_of(exam: Examination) -> Recheck:
             "",
             ex,
         )
-    examined = any(e.verdict is not None for e in exam.attempts)
+    examined = any(e.decision is not None for e in exam.attempts)
     return Recheck("not-affected" if examined else "not-examined", "", ex)
 
 
-RELAUNCHABLE = ("affected", "suspected")
+def _verdict(e: Examined) -> Verdict | None:
+    return e.decision.verdict if e.decision is not None else None
+
+
+RELAUNCHABLE = (str(Verdict.AFFECTED), str(Verdict.SUSPECTED))
 MAX_CHAIN = 5  # relaunches of relaunches followed before giving up
 
 
@@ -401,10 +400,20 @@ class Options:
 class Relauncher:
     """Re-checks, plans and performs relaunches through an AdminClient, auditing each action."""
 
-    def __init__(self, admin, recheck: Callable[[ExecutionRef], Recheck], audit: AuditLog):  # noqa: ANN001
+    def __init__(
+        self, admin: AdminClient, recheck: Callable[[ExecutionRef], Recheck], audit: AuditLog
+    ) -> None:
         self.admin = admin
         self.recheck = recheck  # ref -> Recheck; raises NotFoundError / SourceError
         self.audit = audit
+
+    @classmethod
+    def over(cls, sources: Sources, audit: AuditLog) -> Relauncher:
+        """A Relauncher whose re-check is the scan's own evaluation of one execution
+        (`scan.examine`: the same rules as `scan`, docs/commands.md "relaunch")."""
+        from forensics.scan.examine import examine
+
+        return cls(sources.admin, lambda ref: recheck_of(examine(sources, ref)), audit)
 
     def plan(self, ref: ExecutionRef, options: Options | None = None, **kw: Any) -> Plan:
         """Everything the operator must know before `ref` is relaunched (SPEC §3.3)."""

@@ -28,7 +28,7 @@ from forensics.relaunch import executions_from_report
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.loki_server import parse_log_query
 from forensics.sandbox.stack import sandbox
-from forensics.scan import ScanScope, task_selector
+from forensics.scan.scope import ScanScope, task_selector
 from forensics.timeutil import parse_window
 
 SHA = "c0ffee0123456789abcdef0123456789abcdef01"

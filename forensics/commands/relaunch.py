@@ -151,7 +151,6 @@ def relaunch(
         Relauncher,
         default_audit_log,
         executions_from_report,
-        recheck_of,
     )
 
     if to_version is not None and not to_version.strip():
@@ -174,12 +173,11 @@ def relaunch(
         checkpoint_input=checkpoint_input,
         checkpoint_template=checkpoint_template,
     )
-    from forensics.scan import scanner_for
+    from forensics.sources import Sources
 
-    scanner = scanner_for(settings)
     audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
     # The scan's own evaluation of one execution (SPEC §3.3: the same rules as `scan`).
-    relauncher = Relauncher(scanner.admin, lambda r: recheck_of(scanner.examine(r)), audit)
+    relauncher = Relauncher.over(Sources.from_settings(settings), audit)
     options = Options(
         force=force,
         parent=parent,

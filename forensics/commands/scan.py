@@ -131,7 +131,9 @@ def scan(
     check_domains(domain, settings)
 
     from forensics.progress import Progress
-    from forensics.scan import ScanScope, scanner_for
+    from forensics.scan.run import scan
+    from forensics.scan.scope import ScanScope
+    from forensics.sources import Sources
 
     if guard.active:  # SPEC §9: the same scan, windowed by the state, then notify and metrics
         from forensics.guard import scan_command
@@ -149,10 +151,9 @@ def scan(
                 no_progress=no_progress,
             )
         )
-    with Progress.for_terminal(no_progress) as progress:
-        scanner = scanner_for(settings, progress=progress)
-        result = scanner.run(window, ScanScope(tuple(project), tuple(domain)))
-    report_failures(result.gaps, settings, source_endpoints(scanner))
+    with Progress.for_terminal(no_progress) as progress, Sources.from_settings(settings) as sources:
+        result = scan(sources, window, ScanScope(tuple(project), tuple(domain)), progress=progress)
+    report_failures(result.gaps, settings, source_endpoints(sources))
     if report:
         write_atomically(report, render(result, "json"))
     emit(render(result, fmt.value))

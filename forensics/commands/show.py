@@ -30,7 +30,7 @@ from forensics.formats.table import render_table as render_table_rows
 from forensics.identifiers import FORMS, parse_execution
 
 if TYPE_CHECKING:  # flytekit is heavy; `--help` and `--version` must stay fast
-    from forensics.show import Timeline
+    from forensics.timeline import Timeline
 
 EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 
@@ -99,15 +99,15 @@ def show(
         checkpoint_input=checkpoint_input,
         checkpoint_template=checkpoint_template,
     )
-    from forensics.scan import scanner_for
-    from forensics.show import build_timeline
+    from forensics.sources import Sources
+    from forensics.timeline import build_timeline
 
-    scanner = scanner_for(settings)
-    try:
-        tl = build_timeline(scanner, ref)
-    except NotFoundError:
-        raise UsageError(f"execution {ref} not found in Flyte Admin") from None
-    report_failures(tl.gaps, settings, source_endpoints(scanner))
+    with Sources.from_settings(settings) as sources:
+        try:
+            tl = build_timeline(sources, ref)
+        except NotFoundError:
+            raise UsageError(f"execution {ref} not found in Flyte Admin") from None
+    report_failures(tl.gaps, settings, source_endpoints(sources))
     emit(
         json.dumps(tl.as_dict(), indent=2)
         if fmt is OutputFormat.json

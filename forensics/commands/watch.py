@@ -120,7 +120,7 @@ def watch(
         workers=workers,
     )
     check_domains(domain, settings)
-    from forensics.scan import ScanScope
+    from forensics.scan.scope import ScanScope
 
     raise typer.Exit(
         _loop(
