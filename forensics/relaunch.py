@@ -15,7 +15,7 @@ import json
 import os
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -387,6 +387,19 @@ RELAUNCHABLE = (str(Verdict.AFFECTED), str(Verdict.SUSPECTED))
 MAX_CHAIN = 5  # relaunches of relaunches followed before giving up
 
 
+@dataclass
+class _Chain:
+    """Where following a chain of relaunches has got to: what would be relaunched, its top
+    execution and re-check, the relaunch that exists already, and the links followed."""
+
+    target: ExecutionRef
+    top: ExecutionRecord
+    check: Recheck
+    existing: ExecutionRef | None
+    links: list[str] = field(default_factory=list)
+    existing_state: str = ""
+
+
 @dataclass(frozen=True)
 class Options:
     """What the operator asked for."""
@@ -457,35 +470,16 @@ class Relauncher:
             if existing is not None:
                 return Plan(ref, "unknown", "", existing, None, target=target, phase=ex.phase)
             return Plan(ref, "unknown", "", None, None, f"re-check failed: {e}; nothing relaunched")
+        followed = self._follow(ref, _Chain(target, top, check, existing))
+        if isinstance(followed, Plan):
+            return followed
+        target, top, check, existing = (
+            followed.target,
+            followed.top,
+            followed.check,
+            followed.existing,
+        )
         verdict, checkpoint = check.verdict, check.checkpoint
-        chain: list[str] = []
-        existing_state = ""
-        # A relaunch that itself ended silently green is no relaunch: follow the chain.
-        while existing is not None:
-            try:
-                again = self.recheck(existing)
-            except SourceError as e:
-                existing_state = f"its fate could not be re-checked: {e}"
-                break
-            if again.execution.running or again.verdict not in RELAUNCHABLE:
-                existing_state = f"{again.execution.phase}, re-check {again.verdict}"
-                break
-            chain.append(f"{existing} ended {again.execution.phase}, re-check {again.verdict}")
-            if len(chain) > MAX_CHAIN:
-                return Plan(
-                    ref,
-                    verdict,
-                    checkpoint,
-                    None,
-                    None,
-                    f"more than {MAX_CHAIN} relaunches in a row died silently green; "
-                    "nothing relaunched",
-                    target=existing,
-                    chain=tuple(chain),
-                )
-            target, top, check = existing, again.execution, again
-            verdict, checkpoint = again.verdict, again.checkpoint
-            existing = self._existing(target, top)
         refusal = self._refusal(ex, top, target, ref, verdict, opts) if existing is None else None
         bug, cache, request, create = "", "", None, None
         if existing is None:
@@ -504,8 +498,8 @@ class Relauncher:
             parent=ex.parent,
             bug=bug,
             cache=cache,
-            chain=tuple(chain),
-            existing_state=existing_state,
+            chain=tuple(followed.links),
+            existing_state=followed.existing_state,
             # the RelaunchExecution that would be sent; with --to-version only a request that
             # could be built (a refused or already relaunched one has none to show)
             request=request
@@ -513,6 +507,35 @@ class Relauncher:
             else relaunch_request(target, overwrite_cache=opts.overwrite_cache),
             create=create,
         )
+
+    def _follow(self, ref: ExecutionRef, c: _Chain) -> _Chain | Plan:
+        """A relaunch that itself ended silently green is no relaunch: follow the chain of
+        relaunches to the first that is running or judged fine (a refusal Plan past MAX_CHAIN)."""
+        while c.existing is not None:
+            try:
+                again = self.recheck(c.existing)
+            except SourceError as e:
+                c.existing_state = f"its fate could not be re-checked: {e}"
+                break
+            if again.execution.running or again.verdict not in RELAUNCHABLE:
+                c.existing_state = f"{again.execution.phase}, re-check {again.verdict}"
+                break
+            c.links.append(f"{c.existing} ended {again.execution.phase}, re-check {again.verdict}")
+            if len(c.links) > MAX_CHAIN:
+                return Plan(
+                    ref,
+                    c.check.verdict,
+                    c.check.checkpoint,
+                    None,
+                    None,
+                    f"more than {MAX_CHAIN} relaunches in a row died silently green; "
+                    "nothing relaunched",
+                    target=c.existing,
+                    chain=tuple(c.links),
+                )
+            c.target, c.top, c.check = c.existing, again.execution, again
+            c.existing = self._existing(c.target, c.top)
+        return c
 
     def _refusal(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -152,29 +152,15 @@ def resolve(
     if not scope.covers(project, domain):
         return OutOfScope()
     parsed = parse_pod_name(pod)
+    names = {pod, parsed.generated} if parsed is not None else {pod}
+    found = None
     if parsed is not None:
-        for name, _node, _attempt in parsed.candidates:
-            ref = ExecutionRef(project, domain, name)
-            if swept(ref):
-                continue
-            ex = lookups.execution(ref)
-            if ex is None:
-                continue
-            for a in lookups.attempts(ref):
-                if pod in a.pods or parsed.generated in a.pods:
-                    return ex, a
-    # Hashed (or otherwise unparseable) names: look among the executions live at `at`,
-    # including those still running with an old `updated_at` (flyteadmin moves it only on
-    # workflow-level events; see `attempts_may_end_during`).
-    admin = lookups.sources.admin
-    for filters in attempts_may_end_during(at, at + timedelta(seconds=1)):
-        for ex in admin.list_executions(project, domain, filters=filters):
-            if swept(ex.ref):
-                continue
-            lookups.remember(ex)
-            for a in lookups.attempts(ex.ref):
-                if pod in a.pods or (parsed and parsed.generated in a.pods):
-                    return ex, a
+        refs = (ExecutionRef(project, domain, name) for name, _, _ in parsed.candidates)
+        found = _by_name(lookups, refs, names, swept)
+    # Hashed (or otherwise unparseable) names: look among the executions live at `at`.
+    found = found or _among_live(lookups, project, domain, at, names, swept)
+    if found is not None:
+        return found
     if parsed is not None:
         # A task pod's name in a Flyte namespace that no attempt owns: evidently Flyte's, so a
         # configuration problem to show, not a pod to clear.
@@ -183,3 +169,51 @@ def resolve(
             f"{project}/{domain} owns it (check [flyte] namespace_template and domains)",
         )
     return Cleared.SIGNAL_NOT_FLYTE_POD
+
+
+def _owning(lookups: Lookups, ex: ExecutionRecord, names: set[str]) -> Resolved | None:
+    """The attempt of `ex` that records one of the pod's `names`."""
+    for a in lookups.attempts(ex.ref):
+        if not names.isdisjoint(a.pods):
+            return ex, a
+    return None
+
+
+def _by_name(
+    lookups: Lookups,
+    refs: Iterable[ExecutionRef],
+    names: set[str],
+    swept: Callable[[ExecutionRef], bool],
+) -> Resolved | None:
+    """The attempt among the executions the pod's name may belong to (GetExecution each)."""
+    for ref in refs:
+        if swept(ref):
+            continue
+        ex = lookups.execution(ref)
+        found = _owning(lookups, ex, names) if ex is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+def _among_live(
+    lookups: Lookups,
+    project: str,
+    domain: str,
+    at: datetime,
+    names: set[str],
+    swept: Callable[[ExecutionRef], bool],
+) -> Resolved | None:
+    """The attempt among the executions live at `at`, including those still running with an
+    old `updated_at` (flyteadmin moves it only on workflow-level events; see
+    `attempts_may_end_during`)."""
+    admin = lookups.sources.admin
+    for filters in attempts_may_end_during(at, at + timedelta(seconds=1)):
+        for ex in admin.list_executions(project, domain, filters=filters):
+            if swept(ex.ref):
+                continue
+            lookups.remember(ex)
+            found = _owning(lookups, ex, names)
+            if found is not None:
+                return found
+    return None

@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 
-from forensics import TOOL
 from forensics.concurrency import Lane, guarded, join
 from forensics.detect import (
     Cleared,
     Decision,
-    Verdict,
     assert_never,
     build_finding,
     decide,
@@ -44,26 +41,29 @@ from forensics.model import (
     Finding,
     Gap,
     ObjectCheck,
-    Pending,
     Report,
     SignalHit,
-    Summary,
-    Unresolved,
     Window,
     rfc3339,
 )
 from forensics.progress import Progress
 from forensics.scan import sweep
+from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
-from forensics.scan.resolve import OutOfScope, Projects, Unowned, pod_keys, resolve
+from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
 from forensics.scan.scope import ScanScope, signal_query
-from forensics.scan.signals import SignalLines
+from forensics.scan.signals import (
+    SignalLines,
+    earliest_per_pod,
+    log_shard,
+    log_unparsed,
+    log_window,
+)
+from forensics.scan.tally import Tally
 from forensics.sources import Sources
 from forensics.sources.loki import ShardOutcome
 
 log = logging.getLogger("elastic-audit")
-
-PodKey = tuple[str, str]  # namespace, pod
 
 
 @dataclass(eq=False, slots=True)
@@ -111,19 +111,11 @@ class ScanRun:
         self.progress = progress or Progress.null()
         self.lookups = Lookups(sources)
         self.projects = Projects(sources.settings)
-        self._lock = threading.Lock()
-        # What the run finds.
-        self.summary = Summary()
-        self.findings: list[Finding] = []
-        self.pending: list[Pending] = []
-        self.unresolved: list[Unresolved] = []
-        self.gaps: list[Gap] = []
-        self._finding_execs: dict[ExecutionRef, ExecutionRecord] = {}
+        self.tally = Tally()  # what the run finds: counts, findings, pending, gaps
+        self._lock = threading.Lock()  # the candidates' states, the swept and parked executions
         self._swept: dict[tuple[str, str], set[str]] = {}
-        # Signals: pod hits, the index that joins them to attempts, and whether both are final.
-        self._pod_hits: dict[PodKey, SignalHit] = {}
-        self._pod_index: dict[tuple[str, str, str], list[PodKey]] = {}
-        self._matched: set[PodKey] = set()
+        # Signals: the index that joins them to attempts, and whether it is final.
+        self._pods = PodIndex()
         self._signals_final = False
         self._parked: list[tuple[ExecutionRecord, list[AttemptRecord], list[Candidate]]] = []
         # The lanes: one per source, stopped together by the first error or the run's end.
@@ -148,35 +140,24 @@ class ScanRun:
         # each project's domains (and a scope naming an unknown one stops here, exit 2).
         self.projects.load(self.sources.admin, self.scope, self.lookups.slots)
         if self.projects.error is not None:
-            self._add_gap(
+            self.tally.add_gap(
                 Gap("admin", window.start, window.end, f"listing projects: {self.projects.error}")
             )
         self._read_everything()
         self._resolve_unclaimed()
         self._s3_lane.drain()
-        findings = sorted(
-            self.findings,
-            key=lambda f: (
-                f.signal.at if f.signal else f.succeeded_at or window.end,
-                str(f.attempt),
-            ),
-        )
-        findings = self._relaunched(findings)
-        gaps = sorted(
-            self.gaps,
-            key=lambda g: (g.source, g.start or window.start, g.end or window.end, g.error),
-        )
-        self._log_calls(gaps)
-        pending = sorted(self.pending, key=lambda p: (p.signal.at, str(p.attempt)))
-        unresolved = sorted(self.unresolved, key=lambda u: (u.signal.at, u.signal.pod))
-        return Report(
-            TOOL,
-            window,
-            tuple(gaps),
-            self.summary,
-            tuple(findings),
-            pending=tuple(pending),
-            unresolved=tuple(unresolved),
+        report = self.tally.report(window, self._relaunched)
+        self._log_calls(report.gaps)
+        return report
+
+    def _relaunched(self, findings: list[Finding]) -> list[Finding]:
+        return sweep.with_relaunches(
+            findings,
+            self.tally.finding_executions,
+            self.sources.admin,
+            self.lookups.slots,
+            self._admin_lane,
+            self.tally.add_gap,
         )
 
     def _read_everything(self) -> None:
@@ -204,7 +185,7 @@ class ScanRun:
         self._admin_lane.drain()  # every swept execution matched and its checks queued
         self.progress.finish("sweep")
 
-    def _log_calls(self, gaps: list[Gap]) -> None:
+    def _log_calls(self, gaps: Sequence[Gap]) -> None:
         lk, admin, store = self.settings.loki, self.sources.admin, self.sources.store
         log.info(
             "calls: Loki %d shard(s), Flyte Admin %d (%s), S3 %d (%s); %d gap(s)",
@@ -216,90 +197,41 @@ class ScanRun:
             len(gaps),
         )
 
-    def _add_gap(self, gap: Gap) -> None:
-        with self._lock:
-            self.gaps.append(gap)
-
     # -- Loki, then the join index ---------------------------------------------------------------
     def _signals(self) -> tuple[dict[PodKey, SignalHit], SignalLines]:
         """The earliest death-signal hit per (namespace, pod); the Loki gaps are recorded."""
         lk = self.settings.loki
-        window = self.window
         query = signal_query(self.settings, self.scope, self.projects.scope_domains(self.scope))
-        shards = len(window.split(min(lk.shard, lk.max_query_length)))
-        log.info(
-            "window %s → %s (end exclusive): %d Loki shard(s) of at most %s at %s; query %s",
-            rfc3339(window.start),
-            rfc3339(window.end),
-            shards,
-            _hours(lk.shard),
-            lk.url,
-            query,
-        )
+        shards = log_window(self.window, lk, query)
         self.progress.start("loki", "Reading Loki shards", shards)
         lines = SignalLines(self.sources.loki, lk)
-        hits: dict[PodKey, SignalHit] = {}
         gaps: list[Gap] = []
-        for hit in lines.read(query, window, partial(self._shard_read, gaps), stop=self._stop):
-            if hit.at in window:
-                # Only the earliest line of a pod counts (docs/verdicts.md); ties keep the first.
-                key = (hit.namespace, hit.pod)
-                first = hits.get(key)
-                if first is None or hit.at < first.at:
-                    hits[key] = hit
+        read = lines.read(query, self.window, partial(self._shard_read, gaps), stop=self._stop)
+        hits = earliest_per_pod(read, self.window)
         self.progress.finish("loki")
-        with self._lock:
-            self.gaps.extend(gaps)
+        self.tally.add_gaps(gaps)
         return hits, lines
 
     def _shard_read(self, gaps: list[Gap], item: ShardOutcome) -> None:
-        log.info(
-            "Loki shard %s → %s: %s, %d line(s) in %d request(s)",
-            rfc3339(item.window.start),
-            rfc3339(item.window.end),
-            "read" if not item.failures else f"FAILED ({item.error or 'in part'})",
-            item.entries,
-            item.requests,
-        )
-        for part, error in item.failures:
-            gaps.append(Gap("loki", part.start, part.end, error))
+        log_shard(item)
+        gaps.extend(Gap("loki", part.start, part.end, error) for part, error in item.failures)
         self.progress.advance("loki")
 
     def _loki_phase(self) -> None:
         hits, lines = self._signals()
-        example = lines.unparsed_example
-        if example is not None:
-            log.warning(
-                "Loki matched %d death-signal line(s) that could not be read "
-                "(summary.unparsed_lines); the earliest, %s %s: %s",
-                lines.unparsed,
-                rfc3339(example.at),
-                ", ".join(f"{k}={v}" for k, v in example.labels) or "(no labels)",
-                example.line,
-            )
-        with self._lock:
-            self.summary.unparsed_lines = lines.unparsed
-            self.summary.unparsed_example = example
-        index: dict[tuple[str, str, str], list[PodKey]] = defaultdict(list)
-        pending: dict[PodKey, SignalHit] = {}
+        log_unparsed(lines)
+        self.tally.unparsed(lines.unparsed, lines.unparsed_example)
+        signalled: list[tuple[str, str, SignalHit]] = []
         not_flyte = 0
-        for (ns, pod), hit in hits.items():
+        for (ns, _pod), hit in hits.items():
             pd = self.projects.project_domain(ns)
             if pd is None:
                 not_flyte += self._not_a_project(ns, hit)
-                continue
-            if not self.scope.covers(*pd):
-                continue
-            pending[(ns, pod)] = hit
-            # A PyTorchJob replica is found by its job's generated name, as `resolve` does.
-            for name in pod_keys(pod):
-                index[(*pd, name)].append((ns, pod))
+            elif self.scope.covers(*pd):
+                signalled.append((*pd, hit))
+        self._pods.fill(signalled)
+        self.tally.clear(Cleared.SIGNAL_NOT_FLYTE_POD, not_flyte)
         with self._lock:
-            for _ in range(not_flyte):
-                self.summary.attempts_examined += 1
-                self.summary.clear(Cleared.SIGNAL_NOT_FLYTE_POD)
-            self._pod_hits = pending
-            self._pod_index = dict(index)
             self._signals_final = True
             parked, self._parked = self._parked, []
         for ex, attempts, candidates in parked:
@@ -314,18 +246,12 @@ class ScanRun:
         if not self.scope.projects or project in self.scope.projects:
             domains_of = self.projects.domains_of
             domains = ", ".join(domains_of[project]) if domains_of else ""
-            self._unresolve(
+            self.tally.unresolve(
                 hit,
                 f"namespace {ns} names project {project} but none of its domains "
                 f"({domains}): check [flyte] namespace_template and domains",
             )
         return 0
-
-    def _unresolve(self, hit: SignalHit, reason: str) -> None:
-        """A signalled pod evidently Flyte's that resolves to nothing: never cleared, shown in
-        the report's `unresolved` (and, like `pending`, never "nothing found")."""
-        with self._lock:
-            self.unresolved.append(Unresolved(hit, reason))
 
     # -- the Admin sweep -------------------------------------------------------------------------
     def _list_one(self, project: str, domain: str, filters: str) -> None:
@@ -339,14 +265,14 @@ class ScanRun:
         )
         if error is not None:
             w = self.window
-            self._add_gap(Gap("admin", w.start, w.end, f"{project}/{domain}: {error}"))
+            self.tally.add_gap(Gap("admin", w.start, w.end, f"{project}/{domain}: {error}"))
 
     def _sweep_execution(self, ex: ExecutionRecord) -> None:
         try:
             with self.lookups.slots:
                 attempts = self.sources.admin.list_attempts(ex.ref)
         except SourceError as e:
-            self._add_gap(Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}"))
+            self.tally.add_gap(Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}"))
             return
         finally:
             self.progress.advance("sweep")
@@ -373,7 +299,7 @@ class ScanRun:
         self, ex: ExecutionRecord, attempts: list[AttemptRecord], candidates: list[Candidate]
     ) -> None:
         """Signals are final: join them to this execution's attempts and release its candidates."""
-        hits = self._match(ex, attempts)
+        hits = self._pods.match(ex, attempts)
         by_ref = {c.att.ref: c for c in candidates}
         for att in attempts:
             signal = hits.get(att.ref)
@@ -387,34 +313,11 @@ class ScanRun:
             if c is not None:
                 self._release(c, signal)
 
-    def _match(
-        self, ex: ExecutionRecord, attempts: list[AttemptRecord]
-    ) -> dict[AttemptRef, SignalHit]:
-        """The earliest signal of each attempt whose pods logged one (docs/verdicts.md)."""
-        index = self._pod_index
-        if not index:
-            return {}
-        project, domain = ex.ref.project, ex.ref.domain
-        out: dict[AttemptRef, SignalHit] = {}
-        with self._lock:
-            for att in attempts:
-                for name in att.pods:
-                    for key in index.get((project, domain, name), ()):
-                        if key in self._matched:
-                            continue  # a pod belongs to one attempt: the first that claims it
-                        self._matched.add(key)
-                        hit = self._pod_hits[key]
-                        best = out.get(att.ref)
-                        if best is None or (hit.at, hit.pod) < (best.at, best.pod):
-                            out[att.ref] = hit
-        return out
-
     # -- signalled pods that no swept execution claimed: one by one --------------------------------
     def _resolve_unclaimed(self) -> None:
         """Look up each signalled pod no swept execution claimed (a hashed name, a failed
         listing, a pod that is no Flyte task's), then decide the attempts found."""
-        with self._lock:
-            unmatched = sorted(k for k in self._pod_hits if k not in self._matched)
+        unmatched = self._pods.unclaimed()
         late: dict[AttemptRef, tuple[ExecutionRecord, AttemptRecord, list[SignalHit]]] = {}
         for key in unmatched:
             self._admin_lane.submit(partial(self._resolve_one, key, late))
@@ -429,7 +332,7 @@ class ScanRun:
         late: dict[AttemptRef, tuple[ExecutionRecord, AttemptRecord, list[SignalHit]]],
     ) -> None:
         ns, pod = key
-        hit = self._pod_hits[key]
+        hit = self._pods.hit(key)
         try:
             with self.lookups.slots:
                 result = resolve(
@@ -438,17 +341,15 @@ class ScanRun:
         except SourceError as e:
             # The second around the signal: a window a rescan can cover (a point could not).
             end = hit.at + timedelta(seconds=1)
-            self._add_gap(Gap("admin", hit.at, end, f"pod {ns}/{pod}: {e.cause}"))
+            self.tally.add_gap(Gap("admin", hit.at, end, f"pod {ns}/{pod}: {e.cause}"))
             return
         match result:
             case Unowned(reason=reason):
-                self._unresolve(hit, reason)
+                self.tally.unresolve(hit, reason)
             case OutOfScope():
                 pass
             case Cleared():
-                with self._lock:
-                    self.summary.attempts_examined += 1
-                    self.summary.clear(result)
+                self.tally.clear(result)
             case (ex, att):
                 with self._lock:
                     # A PyTorchJob's pods collapse into one attempt.
@@ -501,82 +402,4 @@ class ScanRun:
             checkpoint = self.lookups.checkpoint(ex, att, signal)
             links = finding_links(self.settings, ex, signal)
             finding = build_finding(decision, ex, att, signal, checkpoint, links)
-        with self._lock:
-            self._record(decision, c, finding)
-
-    def _record(self, decision: Decision, c: Candidate, finding: Finding | None) -> None:
-        """Count the decision and keep its finding (under the run's lock)."""
-        summary = self.summary
-        summary.attempts_examined += 1
-        match decision.outcome:
-            case Verdict.PENDING:
-                assert c.signal is not None  # only a signalled attempt is pending
-                summary.pending += 1
-                self.pending.append(Pending(c.att.ref, c.att.phase, c.signal))
-                return
-            case Cleared() as cleared:
-                summary.clear(cleared)
-                return
-            case Verdict.AFFECTED:
-                summary.affected += 1
-            case Verdict.SUSPECTED:
-                summary.suspected += 1
-            case _:
-                assert_never(decision.outcome)
-        att, outputs = c.att, decision.outputs
-        # An S3 read that failed is a gap a rescan can close; a location Admin's record does
-        # not give (inline raw-output policy) is not: the finding itself says why.
-        if outputs is not None and outputs.state == "unknown" and not att.outputs_unknown:
-            self.gaps.append(
-                Gap(
-                    "s3",
-                    att.ended_at,
-                    att.ended_at,
-                    f"{att.output_dir}outputs.pb: {outputs.reason}",
-                )
-            )
-        assert finding is not None
-        self.findings.append(finding)
-        self._finding_execs[c.ex.ref] = c.ex
-
-    # -- existing relaunches -----------------------------------------------------------------------
-    def _relaunched(self, findings: list[Finding]) -> list[Finding]:
-        """Fill `relaunched_as` from existing RELAUNCH executions that reference a finding."""
-        scopes: dict[tuple[str, str], datetime] = {}
-        for f in findings:
-            ex = self._finding_execs.get(f.attempt.execution)
-            since = ex.created_at if ex and ex.created_at else f.succeeded_at
-            key = (f.attempt.execution.project, f.attempt.execution.domain)
-            if since is not None and (key not in scopes or since < scopes[key]):
-                scopes[key] = since
-        relaunches: dict[ExecutionRef, ExecutionRef] = {}
-
-        def lookup(project: str, domain: str, since: datetime) -> None:
-            try:
-                with self.lookups.slots:
-                    found = self.sources.admin.relaunches_of(project, domain, since)
-            except SourceError as e:
-                # relaunched_as would read "not relaunched" for what is merely unknown.
-                self._add_gap(
-                    Gap(
-                        "admin",
-                        since,
-                        None,
-                        f"existing relaunches in {project}/{domain} "
-                        f"could not be listed, relaunched_as may be missing: {e.cause}",
-                    )
-                )
-                return
-            with self._lock:
-                relaunches.update(found)
-
-        for (project, domain), since in sorted(scopes.items()):
-            self._admin_lane.submit(partial(lookup, project, domain, since))
-        self._admin_lane.drain()
-        return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
-
-
-def _hours(d: timedelta) -> str:
-    """A shard length as the config writes it: `24h`, `90m`."""
-    seconds = int(d.total_seconds())
-    return f"{seconds // 3600}h" if seconds % 3600 == 0 else f"{seconds // 60}m"
+        self.tally.record(decision, ex, att, signal, finding)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
 
 from forensics.concurrency import Stopped
 from forensics.config import LokiSettings
 from forensics.evidence import parse_signal
-from forensics.model import LogEntry, SignalHit, UnparsedLine, Window
+from forensics.model import LogEntry, SignalHit, UnparsedLine, Window, rfc3339
 from forensics.sources.loki import LokiClient, ShardOutcome
+
+log = logging.getLogger("elastic-audit")
 
 
 class SignalLines:
@@ -70,3 +74,63 @@ class SignalLines:
         if len(line) > UnparsedLine.MAX_CHARS:
             line = line[: UnparsedLine.MAX_CHARS] + "…"
         return UnparsedLine(entry.at, entry.labels, line)
+
+
+def earliest_per_pod(hits: Iterable[SignalHit], window: Window) -> dict[tuple[str, str], SignalHit]:
+    """The earliest hit in `window` per (namespace, pod): only the earliest line of a pod counts
+    (docs/verdicts.md); ties keep the first read."""
+    out: dict[tuple[str, str], SignalHit] = {}
+    for hit in hits:
+        if hit.at in window:
+            key = (hit.namespace, hit.pod)
+            first = out.get(key)
+            if first is None or hit.at < first.at:
+                out[key] = hit
+    return out
+
+
+def log_window(window: Window, labels: LokiSettings, query: str) -> int:
+    """Say (-v) how the window is read; the number of Loki shards."""
+    shards = len(window.split(min(labels.shard, labels.max_query_length)))
+    log.info(
+        "window %s → %s (end exclusive): %d Loki shard(s) of at most %s at %s; query %s",
+        rfc3339(window.start),
+        rfc3339(window.end),
+        shards,
+        _hours(labels.shard),
+        labels.url,
+        query,
+    )
+    return shards
+
+
+def log_shard(item: ShardOutcome) -> None:
+    """Say (-v) how one shard was read."""
+    log.info(
+        "Loki shard %s → %s: %s, %d line(s) in %d request(s)",
+        rfc3339(item.window.start),
+        rfc3339(item.window.end),
+        "read" if not item.failures else f"FAILED ({item.error or 'in part'})",
+        item.entries,
+        item.requests,
+    )
+
+
+def log_unparsed(lines: SignalLines) -> None:
+    """Warn about matched death-signal lines that could not be read, with the earliest."""
+    example = lines.unparsed_example
+    if example is not None:
+        log.warning(
+            "Loki matched %d death-signal line(s) that could not be read "
+            "(summary.unparsed_lines); the earliest, %s %s: %s",
+            lines.unparsed,
+            rfc3339(example.at),
+            ", ".join(f"{k}={v}" for k, v in example.labels) or "(no labels)",
+            example.line,
+        )
+
+
+def _hours(d: timedelta) -> str:
+    """A shard length as the config writes it: `24h`, `90m`."""
+    seconds = int(d.total_seconds())
+    return f"{seconds // 3600}h" if seconds % 3600 == 0 else f"{seconds // 60}m"

@@ -1,13 +1,18 @@
-"""The Admin sweep: the executions whose attempts may have ended in the window, listed in pages."""
+"""The Admin sweep: the executions whose attempts may have ended in the window, listed in pages,
+and the relaunches that exist already of the executions found."""
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from functools import partial
 
+from forensics.concurrency import Lane
 from forensics.errors import SourceError
-from forensics.model import ExecutionRecord, Window
+from forensics.model import ExecutionRecord, ExecutionRef, Finding, Gap, Window
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
 from forensics.sources.admin import AdminClient, attempts_may_end_during
@@ -74,3 +79,48 @@ def list_executions(
         if ex is None:
             return None
         on_execution(ex)
+
+
+def with_relaunches(
+    findings: list[Finding],
+    executions: Mapping[ExecutionRef, ExecutionRecord],
+    admin: AdminClient,
+    slots: threading.BoundedSemaphore,
+    lane: Lane,
+    add_gap: Callable[[Gap], None],
+) -> list[Finding]:
+    """The findings with `relaunched_as` filled from existing RELAUNCH executions: one listing
+    per project and domain with findings, since its earliest finding's execution was created."""
+    scopes: dict[tuple[str, str], datetime] = {}
+    for f in findings:
+        ex = executions.get(f.attempt.execution)
+        since = ex.created_at if ex and ex.created_at else f.succeeded_at
+        key = (f.attempt.execution.project, f.attempt.execution.domain)
+        if since is not None and (key not in scopes or since < scopes[key]):
+            scopes[key] = since
+    relaunches: dict[ExecutionRef, ExecutionRef] = {}
+    lock = threading.Lock()
+
+    def lookup(project: str, domain: str, since: datetime) -> None:
+        try:
+            with slots:
+                found = admin.relaunches_of(project, domain, since)
+        except SourceError as e:
+            # relaunched_as would read "not relaunched" for what is merely unknown.
+            add_gap(
+                Gap(
+                    "admin",
+                    since,
+                    None,
+                    f"existing relaunches in {project}/{domain} "
+                    f"could not be listed, relaunched_as may be missing: {e.cause}",
+                )
+            )
+            return
+        with lock:
+            relaunches.update(found)
+
+    for (project, domain), since in sorted(scopes.items()):
+        lane.submit(partial(lookup, project, domain, since))
+    lane.drain()
+    return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
