@@ -145,13 +145,8 @@ def relaunch(
     """Relaunch affected executions exactly once, after saying what the relaunch will do."""
     setup_logging(verbose)
     fmt = check_output(default_output(output), TABLE_OR_JSON)
-    from forensics.relaunch import (
-        AuditLog,
-        Options,
-        Relauncher,
-        default_audit_log,
-        executions_from_report,
-    )
+    from forensics.relaunch import AuditLog, Options, default_audit_log, executions_from_report
+    from forensics.relaunch.relauncher import Relauncher
 
     if to_version is not None and not to_version.strip():
         raise UsageError("--to-version: give the launch plan version to relaunch on")

@@ -1,4 +1,4 @@
-"""Guard mode (SPEC §9): `scan` on a schedule with memory — state, notifications, metrics."""
+"""Guard mode (docs/deployment.md): `scan` on a schedule with memory — state, notifications, metrics."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def scan_command(
     no_progress: bool,
 ) -> int:
     """`scan` with guard flags: one run, the report printed (JSON findings carry `new`), and
-    the exit code of SPEC §7 (3 also when a notification could not be delivered)."""
+    the exit code of docs/exit-codes.md (3 also when a notification could not be delivered)."""
     signals = _Signals()
     try:
         with signals.installed():

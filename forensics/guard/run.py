@@ -1,6 +1,6 @@
-"""One guard run (SPEC §9): state → window → scan → what is new → notify → state → metrics.
+"""One guard run (docs/deployment.md): state → window → scan → what is new → notify → state → metrics.
 
-The scan itself is the ordinary one (`Scanner.run` → Report); this module only decides the
+The scan itself is the ordinary one (`scan.run.scan` → Report); this module only decides the
 window from the state and works on the report: findings and pending attempts keyed by
 execution/node/attempt, gaps by source and time.
 """
@@ -160,7 +160,7 @@ def item_key(kind: str, item: dict[str, Any]) -> str:
 
 
 def pending_items(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The report's pending attempts in their SPEC §6 JSON shape: the report's own `pending`
+    """The report's pending attempts in their JSON shape (docs/report.md): the report's own `pending`
     list when it has one, else `report.pending` items (objects with `as_dict()`, or dicts);
     empty when the report has none."""
     listed = doc.get("pending")
@@ -197,7 +197,7 @@ def _clamped(gap: dict[str, Any], window: Window) -> dict[str, Any]:
 
 @dataclass
 class Outcome:
-    """What one guard run did; `exit_code` follows SPEC §7 (3 also for a failed delivery)."""
+    """What one guard run did; `exit_code` follows docs/exit-codes.md (3 also for a failed delivery)."""
 
     report: Report
     report_doc: dict[str, Any]
@@ -426,7 +426,7 @@ def _track_items(
                 if not _claimed_by_other(entry, run_id, now):
                     to_notify.append((k, item))
     # Items an earlier run could not deliver that this window no longer reaches: sent again
-    # from the state (at least once, SPEC §9).
+    # from the state (at least once, docs/deployment.md).
     for k, entry in state.items.items():
         if k not in keep and not entry["notified"] and "doc" in entry:
             if not _claimed_by_other(entry, run_id, now):
@@ -516,7 +516,7 @@ def _write_final(
 
 
 def _exit_code(report: Report) -> int:
-    """SPEC §7 as `scan` applies it: pending attempts and unresolved Flyte pods exit 1 too."""
+    """docs/exit-codes.md as `scan` applies it: pending attempts and unresolved Flyte pods exit 1 too."""
     if not report.complete:
         return 3
     unresolved = getattr(report, "unresolved", ())

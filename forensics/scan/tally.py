@@ -74,16 +74,25 @@ class Tally:
     ) -> None:
         """Count one decided attempt and keep what the report lists of it."""
         with self._lock:
-            self._record(decision, ex, att, signal, finding)
+            self._count(decision, att, signal)
+            if finding is None:
+                return
+            outputs = decision.outputs
+            # An S3 read that failed is a gap a rescan can close; a location Admin's record
+            # does not give (inline raw-output policy) is not: the finding itself says why.
+            if outputs is not None and outputs.state == "unknown" and not att.outputs_unknown:
+                self.gaps.append(
+                    Gap(
+                        "s3",
+                        att.ended_at,
+                        att.ended_at,
+                        f"{att.output_dir}outputs.pb: {outputs.reason}",
+                    )
+                )
+            self.findings.append(finding)
+            self.finding_executions[ex.ref] = ex
 
-    def _record(
-        self,
-        decision: Decision,
-        ex: ExecutionRecord,
-        att: AttemptRecord,
-        signal: SignalHit | None,
-        finding: Finding | None,
-    ) -> None:
+    def _count(self, decision: Decision, att: AttemptRecord, signal: SignalHit | None) -> None:
         summary = self.summary
         summary.attempts_examined += 1
         match decision.outcome:
@@ -91,31 +100,14 @@ class Tally:
                 assert signal is not None  # only a signalled attempt is pending
                 summary.pending += 1
                 self.pending.append(Pending(att.ref, att.phase, signal))
-                return
             case Cleared() as cleared:
                 summary.clear(cleared)
-                return
             case Verdict.AFFECTED:
                 summary.affected += 1
             case Verdict.SUSPECTED:
                 summary.suspected += 1
             case _:
                 assert_never(decision.outcome)
-        outputs = decision.outputs
-        # An S3 read that failed is a gap a rescan can close; a location Admin's record does
-        # not give (inline raw-output policy) is not: the finding itself says why.
-        if outputs is not None and outputs.state == "unknown" and not att.outputs_unknown:
-            self.gaps.append(
-                Gap(
-                    "s3",
-                    att.ended_at,
-                    att.ended_at,
-                    f"{att.output_dir}outputs.pb: {outputs.reason}",
-                )
-            )
-        assert finding is not None
-        self.findings.append(finding)
-        self.finding_executions[ex.ref] = ex
 
     def report(
         self, window: Window, relaunched: Callable[[list[Finding]], list[Finding]]
