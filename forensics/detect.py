@@ -125,7 +125,7 @@ def earliest(hits: Iterable[SignalHit]) -> SignalHit | None:
 # FinishedAt, which Kubernetes keeps in whole seconds, so a signal logged within the second before
 # the pod exited reads up to one second *after* that end. For a PyTorchJob propeller stamps the end
 # itself when it observes the job's success (`time.Now()`), with no such truncation
-# (docs/verdicts.md).
+# (docs/upstream.md, "Shapes met in the field").
 WHOLE_SECOND = timedelta(seconds=1)
 
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # flytekit is heavy; only the client module imports it
 
 
 # flytekitplugins-kfpytorch turns SignalException into IgnoreOutputs in every release from
-# 1.10.3 through 1.16.31 (docs/verdicts.md, "The bug"); the plugin moves with flytekit (same release train).
+# 1.10.3 through 1.16.31 (docs/upstream.md, "The fix and releases"); the plugin moves with flytekit (same release train).
 BUGGY_RUNTIMES = ("1.10.3", "1.16.31")
 
 

@@ -58,7 +58,7 @@ def signal_query(settings: Settings, scope: ScanScope, domains: Sequence[str] | 
 
 
 # A PyTorchJob's pods are its replicas, `<job>-worker-N` / `<job>-master-N`: the attempt
-# records the job's name (docs/verdicts.md, "From pod to attempt").
+# records the job's name (docs/upstream.md, "Pod names, namespaces, checkpoints").
 _REPLICA = "(-(worker|master)-[0-9]+)?"
 
 

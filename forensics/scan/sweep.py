@@ -23,7 +23,7 @@ Listing = tuple[str, str, str]  # project, domain, ListExecutions filters
 def listings(projects: Projects, scope: ScanScope, window: Window) -> list[Listing]:
     """Two disjoint listings per project and domain in scope: the executions that changed in
     the window, and those still running with an older `updated_at` (flyteadmin moves it only on
-    workflow-level events): every attempt that ended in the window is in one of them."""
+    workflow-level events, docs/upstream.md): every attempt that ended in the window is in one of them."""
     if projects.domains_of is None:
         return []  # ListProjects failed: the gap is recorded
     domains_of = projects.domains_of
