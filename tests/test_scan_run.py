@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from scan_support import point_at
+from scan_support import sandbox_fixtures
 
 from forensics.concurrency import Lane, Stopped, stream
 from forensics.config import load_settings
@@ -18,7 +18,6 @@ from forensics.detect import Cleared, Decision, Verdict
 from forensics.model import UTC, ExecutionRef, Summary, Window
 from forensics.relaunch.recheck import recheck_of
 from forensics.sandbox.incident import reference_scenario
-from forensics.sandbox.stack import sandbox
 from forensics.scan.examine import examine
 from forensics.scan.run import ScanRun
 from forensics.scan.scope import ScanScope
@@ -29,15 +28,11 @@ WINDOW = Window(datetime(2026, 9, 4, tzinfo=UTC), datetime(2026, 9, 11, tzinfo=U
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "verdicts.md"
 
 
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(reference_scenario()) as b:
-        yield b
+box, env = sandbox_fixtures(reference_scenario)
 
 
 @pytest.fixture
-def sources(box, tmp_path, monkeypatch):
-    point_at(box, tmp_path, monkeypatch)
+def sources():
     with Sources.from_settings(load_settings()) as s:
         yield s
 
@@ -72,8 +67,7 @@ def test_scan_show_and_relaunch_judge_each_finding_alike(sources):
             assert recheck_of(exam).verdict in ("affected", "suspected")
 
 
-def test_the_sources_are_closed_together(box, tmp_path, monkeypatch):
-    point_at(box, tmp_path, monkeypatch)
+def test_the_sources_are_closed_together():
     with Sources.from_settings(load_settings()) as s:
         channel = s.admin._client._channel
     with pytest.raises(Exception, match="closed channel"):  # grpc refuses a closed channel

@@ -86,4 +86,4 @@ def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None) -> None:
     sys.stdout.flush()
 
 
-__all__ = ["GuardOptions", "guard_options", "run_once", "scan_command", "emit_outcome"]
+__all__ = ["GuardOptions", "emit_outcome", "guard_options", "run_once", "scan_command"]
