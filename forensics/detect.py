@@ -24,7 +24,7 @@ from forensics.model import (
     Window,
     rfc3339,
 )
-from forensics.sources.loki import selector
+from forensics.sources.logql import selector
 
 
 def assert_never(value: NoReturn) -> NoReturn:

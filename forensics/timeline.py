@@ -10,12 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from forensics.detect import Cleared, Decision, Verdict, assert_never
-from forensics.evidence import (
-    SIGNAL_LINE_REGEX,
-    namespace_for,
-    parse_propeller_line,
-    unwrap_runtime,
-)
+from forensics.evidence.envelopes import unwrap_runtime
+from forensics.evidence.flyte_names import namespace_for
+from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_propeller_line
 from forensics.model import (
     UTC,
     AttemptRecord,
@@ -33,7 +30,8 @@ from forensics.scan.examine import Examination, Examined, examine
 from forensics.scan.resolve import owner_of
 from forensics.scan.scope import pod_query
 from forensics.sources import Sources
-from forensics.sources.loki import ShardOutcome, build_query
+from forensics.sources.logql import build_query
+from forensics.sources.loki import ShardOutcome
 
 # Pod lines worth showing: the death signal and what corroborates it.
 POD_EVIDENCE_REGEX = (

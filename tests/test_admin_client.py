@@ -38,13 +38,9 @@ from forensics.errors import (
 from forensics.model import AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.scenario import SandboxNode, Scenario
-from forensics.sources.admin import (
-    AdminClient,
-    admin_filter,
-    literal_text,
-    live_during,
-    load_platform_config,
-)
+from forensics.sources.admin import AdminClient, load_platform_config
+from forensics.sources.admin_filters import admin_filter, live_during
+from forensics.sources.admin_records import literal_text
 
 
 def ref(name: str) -> ExecutionRef:
@@ -301,13 +297,13 @@ def test_map_task_is_array_and_not_elastic(admin) -> None:
 
 
 def test_get_task_once_per_distinct_task_across_executions(admin) -> None:
-    server, client = admin(Scenario(executions=many(5) + [dynamic_execution("dyn")]))
+    server, client = admin(Scenario(executions=[*many(5), dynamic_execution("dyn")]))
     total = 0
     for e in list(client.list_executions(PROJECT, DOMAIN)):
         total += len(client.list_attempts(e.ref))
     gets = server.calls_of("GetTask")
     assert sorted(r.id.name for r in gets) == sorted([ELASTIC.name, DYNAMIC.name])
-    # The scale budget (SPEC §8): a small constant number of Admin calls per attempt.
+    # The scale budget (docs/performance.md): a small constant number of Admin calls per attempt.
     assert client.calls_total / total <= 4
 
 
@@ -400,7 +396,8 @@ def test_lost_relaunch_response_retry_finds_the_relaunch_it_made(admin) -> None:
 
 
 def test_without_a_fixed_name_flytekits_retry_would_relaunch_twice(admin) -> None:
-    # FACTS §12, reproduced: the reason `name` is mandatory in AdminClient.relaunch.
+    # flytekit's own rpc_retries repeating a lost RelaunchExecution, reproduced: the reason
+    # `name` is mandatory in AdminClient.relaunch.
     server, _ = admin(
         Scenario(executions=[execution("orig")]), AdminFaults(lose_relaunch_response=1)
     )

@@ -1,4 +1,4 @@
-"""The sandbox Flyte Admin against flyteadmin's behaviour (FACTS §7 and the flyteadmin sources).
+"""The sandbox Flyte Admin against flyteadmin's behaviour (the flyteadmin sources).
 
 These tests talk to the server through flyteidl's plain gRPC stub, not through our client, so the
 server's token rules, filter syntax and errors are checked against flyteadmin itself rather than
@@ -248,7 +248,8 @@ def test_filters_select_on_phase_and_time_with_z_times(serve) -> None:
 
 
 def test_python_isoformat_plus_offset_breaks_the_filter(serve) -> None:
-    # FACTS §12: flyteadmin splits on `+`, so `+00:00` leaves a fragment that is no expression.
+    # flyteadmin splits on `+` (`util/filters.go`), so `+00:00` leaves a fragment that is no
+    # expression.
     _, stub = serve(Scenario(executions=many(1)))
     code, details = _status(
         lambda: _list(stub, filters="gte(execution_created_at,2026-09-10T00:00:00+00:00)")
@@ -612,7 +613,7 @@ def test_methods_the_sandbox_does_not_serve_are_unimplemented(serve) -> None:
     assert code == grpc.StatusCode.UNIMPLEMENTED
 
 
-# -- shapes met in the field (FACTS §13) -------------------------------------------------------
+# -- shapes met in the field (docs/upstream.md) ---------------------------------------------------
 
 
 def test_ends_updated_at_and_domains_as_flyteadmin_records_them(serve) -> None:

@@ -20,13 +20,14 @@ from scan_support import CONFIG, WINDOW, run
 
 from forensics.config import Settings, read_config_file
 from forensics.errors import ElasticAuditError, UsageError
-from forensics.evidence import parse_pod_name, parse_propeller_line, parse_signal
+from forensics.evidence.flyte_names import parse_pod_name
+from forensics.evidence.logs import parse_propeller_line, parse_signal
 from forensics.identifiers import parse_execution
 from forensics.model import LogEntry
 from forensics.pins import ManifestError, PinPatterns, scan_pyproject, scan_requirements
 from forensics.relaunch import executions_from_report
 from forensics.sandbox.incident import reference_scenario
-from forensics.sandbox.loki_server import parse_log_query
+from forensics.sandbox.loki_logql import parse_log_query
 from forensics.sandbox.stack import sandbox
 from forensics.scan.scope import ScanScope, task_selector
 from forensics.timeutil import parse_window

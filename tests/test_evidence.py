@@ -10,20 +10,22 @@ from datetime import datetime, timezone
 
 import pytest
 
-from forensics.evidence import (
-    SIGNAL_LINE_REGEX,
+from forensics.evidence.envelopes import unwrap_runtime
+from forensics.evidence.flyte_names import (
     PodName,
-    corroboration,
     generated_name,
     hash_id,
     namespace_for,
     namespace_to_project_domain,
     parse_pod_name,
-    parse_propeller_line,
-    parse_signal,
     pod_name_for,
     unique_node_id,
-    unwrap_runtime,
+)
+from forensics.evidence.logs import (
+    SIGNAL_LINE_REGEX,
+    corroboration,
+    parse_propeller_line,
+    parse_signal,
 )
 from forensics.model import LogEntry, to_ns
 
@@ -208,7 +210,7 @@ SIGNAL_LINES = [
 ]
 
 
-# Shipper envelopes (FACTS §13), as the sandbox's encoders build them from each shipper's code.
+# Shipper envelopes (docs/upstream.md), as the sandbox's encoders build them from each shipper's code.
 _SHIP_AT = datetime(2026, 9, 10, 19, 45, 22, tzinfo=timezone.utc)
 
 

@@ -10,23 +10,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from forensics.config import Settings
-from forensics.evidence import (
+from forensics.evidence.envelopes import unwrap_runtime
+from forensics.evidence.flyte_names import (
     DEFAULT_DOMAINS,
-    SIGNAL_LINE_REGEX,
-    corroboration,
     generated_name,
     hash_id,
     namespace_for,
     namespace_to_project_domain,
     parse_pod_name,
-    parse_propeller_line,
-    parse_signal,
     pod_name_for,
     unique_node_id,
-    unwrap_runtime,
+)
+from forensics.evidence.logs import (
+    SIGNAL_LINE_REGEX,
+    corroboration,
+    parse_propeller_line,
+    parse_signal,
 )
 from forensics.model import LogEntry
-from forensics.sandbox.loki_server import parse_log_query
+from forensics.sandbox.loki_logql import parse_log_query
 from forensics.sandbox.shippers import SHIPPERS, ship
 from forensics.scan.scope import ScanScope, signal_query
 

@@ -18,14 +18,10 @@ from forensics import __version__
 from forensics.config import LokiSettings, Secret, load_settings
 from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageError
 from forensics.model import UTC, LogEntry, Window, to_ns
-from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer, parse_log_query
+from forensics.sandbox.loki_logql import parse_log_query
+from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer
 from forensics.sandbox.scenario import SandboxLogLine
-from forensics.sources.loki import (
-    LokiAuthError,
-    LokiClient,
-    LokiEntryLimitError,
-    RetryPolicy,
-    ShardOutcome,
+from forensics.sources.logql import (
     build_query,
     line_filter,
     quote_string,
@@ -33,6 +29,8 @@ from forensics.sources.loki import (
     selector,
     validate_selector,
 )
+from forensics.sources.loki import LokiAuthError, LokiClient, LokiEntryLimitError, ShardOutcome
+from forensics.sources.loki_retry import RetryPolicy
 
 T0 = datetime(2026, 9, 10, tzinfo=UTC)
 BASE = to_ns(T0)
@@ -563,7 +561,7 @@ def test_ctrl_c_during_a_scan_interrupts_workers_waiting_to_retry() -> None:
         assert len(server.requests) == 2  # nobody retried after Ctrl-C
 
 
-# --- tenant entry limits and query timeouts (FACTS §13) ----------------------------------------
+# --- tenant entry limits and query timeouts (docs/upstream.md, Loki) -----------------------------
 
 
 @pytest.mark.parametrize("wording", ["frontend", "querier"])

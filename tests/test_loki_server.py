@@ -1,6 +1,6 @@
-"""The sandbox Loki server against Loki's documented behaviour (FACTS §6.1 and upstream source).
+"""The sandbox Loki server against Loki's documented behaviour and upstream source.
 
-Expected texts are Loki's own, copied from FACTS and from grafana/loki (`pkg/loghttp`,
+Expected texts are Loki's own, copied from grafana/loki (`pkg/loghttp`,
 `pkg/util/server/error.go`, `pkg/querier/queryrange/limits.go`, `pkg/logqlmodel/error.go`),
 never from the server under test. Requests are made with plain `requests`, not our client.
 """
@@ -16,14 +16,8 @@ import pytest
 import requests
 
 from forensics.model import UTC, Window, to_ns
-from forensics.sandbox.loki_server import (
-    FaultRule,
-    LokiFaults,
-    LokiServer,
-    go_duration,
-    parse_timestamp,
-    prom_duration,
-)
+from forensics.sandbox.loki_params import go_duration, parse_timestamp, prom_duration
+from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer
 from forensics.sandbox.scenario import SandboxLogLine
 
 # 2019-09-23T19:21:37.240578Z, the instant in Loki's own API documentation example.
@@ -255,7 +249,7 @@ def test_line_filters_contains_excludes_and_unanchored_regex(loki: LokiServer) -
     assert lines_of(get(loki, query=sig + ' |= "Signals.SIGTERM"', **window)) == [
         "Received Signals.SIGTERM death signal"
     ]
-    # A LogQL double-quoted string needs the backslash escaped (FACTS §12); backticks are raw.
+    # A LogQL double-quoted string needs the backslash escaped (Go string rules); backticks are raw.
     for regex in ('|~ "Signals\\\\.SIGTERM"', "|~ `Signals\\.SIGTERM`"):
         assert lines_of(get(loki, query=f"{sig} {regex}", **window)) == [
             "Received Signals.SIGTERM death signal"
@@ -447,7 +441,7 @@ def test_a_million_lines_are_indexed_and_queried() -> None:
         assert lines_of(resp) == ["noise line 3", "noise line 103"]
 
 
-# --- tenant limits and query timeouts (FACTS §13) ---------------------------------------------
+# --- tenant limits and query timeouts (docs/upstream.md, Loki) -----------------------------------
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 from scan_support import WINDOW, point_at, run, scan_json
 
-from forensics.evidence import generated_name
+from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode

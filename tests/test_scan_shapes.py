@@ -21,7 +21,7 @@ import jsonschema
 import pytest
 from scan_support import CONFIG, WINDOW, key, run, sandbox_fixtures
 
-from forensics.evidence import generated_name
+from forensics.evidence.flyte_names import generated_name
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode, SandboxSubtask
 

@@ -19,7 +19,7 @@ import pytest
 from scan_support import CONFIG, OTEL_CONFIG, WINDOW, run
 
 from forensics.cli import main
-from forensics.evidence import SIGNAL_LINE_REGEX
+from forensics.evidence.logs import SIGNAL_LINE_REGEX
 from forensics.model import Window, from_ns
 from forensics.sandbox.incident import (
     EXPECTED_CLEARED,

@@ -1,9 +1,12 @@
-"""The reference incident (SPEC §1) and its neighbours: one execution per verdict and not-finding class.
+"""The reference incident and its neighbours: one execution per verdict and not-finding class.
 
 Each neighbour is built the way the real systems would record it: the elastic agent's log lines in
-the task pod's stream (in the variants FACTS §3 lists), flytekit's JSON lines, propeller's success
+the task pod's stream (in the variants docs/verdicts.md "Log lines" lists), flytekit's JSON
+lines, propeller's success
 line, Admin's closures and the objects in S3. `reference_scenario()` is what `demo` and the
-end-to-end tests scan; `EXPECTED` says what a correct scan of it must conclude.
+end-to-end tests scan; `EXPECTED` says what a correct scan of it must conclude. It stays one
+module past ~400 lines on purpose: the incident and its neighbours are one story whose times,
+lines and expected verdicts refer to each other, read top to bottom.
 """
 
 from __future__ import annotations
@@ -216,7 +219,7 @@ class ScenarioBuilder:
         Succeeded as soon as any worker succeeds (`pytorchjob_controller.go`: `ElasticPolicy !=
         nil && succeeded > 0`) and deletes the other pods; propeller stamps the end itself
         (`time.Now()`) when it next observes the job, with sub-second precision; the deleted
-        siblings' agents log their signals after that success (FACTS §13).
+        siblings' agents log their signals after that success (docs/upstream.md).
         """
         end = preempted_at + timedelta(seconds=2, milliseconds=370)
         for i, pod in enumerate(workers):
@@ -292,7 +295,7 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     envelope instead, as a cluster running Fluent Bit, the OpenTelemetry collector, Vector or
     Alloy would store it (the OTel collector's labels are `OTEL_LABELS`).
     """
-    from forensics.evidence import generated_name
+    from forensics.evidence.flyte_names import generated_name
 
     b = ScenarioBuilder(labels, shipper)
     gs1, dev = ("gs1", "production"), ("gs1", "development")
@@ -300,7 +303,7 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     task = b.task(*gs1, "bigmodel.train")
     pt = b.task(*gs1, "bigmodel.train_multinode", task_type="pytorch")
 
-    # 1. The reference incident (SPEC §1): single-node Elastic, SIGTERM, success 7 s later,
+    # 1. The reference incident (docs/verdicts.md): single-node Elastic, SIGTERM, success 7 s later,
     #    no outputs.pb, empty checkpoint prefix given as the `checkpoint_dir` input.
     name = REFERENCE[2]
     sig_at, ok_at = _t(10, 19, 45, 22), _t(10, 19, 45, 29)

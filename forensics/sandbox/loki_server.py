@@ -1,6 +1,6 @@
 """A loopback Loki-API server for tests, benchmarks and `demo`: query_range with Loki's semantics.
 
-It speaks the parts of Loki's HTTP API the tool uses (FACTS §6.1; checked against grafana/loki
+It speaks the parts of Loki's HTTP API the tool uses (checked against grafana/loki
 `pkg/loghttp/params.go`, `pkg/loghttp/query.go`, `pkg/util/server/error.go`,
 `pkg/querier/queryrange/limits.go`, `pkg/logqlmodel/error.go`): GET and POST (form) on
 `/loki/api/v1/query_range`, `/loki/api/v1/series`, `/loki/api/v1/labels`, `/ready` and
@@ -11,38 +11,47 @@ Lines live per stream in time-sorted arrays (bisect on time, filters applied laz
 stored once), so a million lines stay quick to query. Regexes run on Python's `re`, translated from
 RE2 where the two differ (`\\z`, `(?<name>`); RE2-only Unicode classes are refused, and Perl features
 RE2 rejects (lookaround, backreferences) are rejected as Loki would.
+
+Parameter syntax lives in `loki_params.py`, the LogQL subset in `loki_logql.py`, streams and the
+query evaluation in `loki_store.py`. This module stays past ~400 lines because the API semantics
+and the HTTP handler share one server's state (faults, auth, the stop event, the request log).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import calendar
-import heapq
 import hmac
 import json
 import math
-import re
 import socket
 import struct
 import threading
 import time
-from array import array
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from itertools import compress, islice, repeat
-from operator import contains, not_
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 from forensics.model import Window, to_ns
+from forensics.sandbox.loki_logql import parse_log_query, parse_selector_only
+from forensics.sandbox.loki_params import (
+    NS,
+    BadRequest,
+    Params,
+    atoi,
+    form_pairs,
+    go_duration,
+    parse_prom_duration,
+    parse_seconds_or_duration,
+    parse_timestamp,
+    prom_duration,
+)
+from forensics.sandbox.loki_store import Store, select, stats
 from forensics.sandbox.scenario import SandboxLogLine
-from forensics.sources.loki import quote_string as go_quote
 
-NS = 1_000_000_000
 SANDBOX_VERSION = "3.4.2"  # the Loki release whose texts this server reproduces
 
 ERR_END_BEFORE_START = "end timestamp must not be before or equal to start time"
@@ -63,11 +72,6 @@ ERR_MAX_ENTRIES_QUERIER = (
 )
 ENTRY_LIMIT_WORDINGS = {"frontend": ERR_MAX_ENTRIES, "querier": ERR_MAX_ENTRIES_QUERIER}
 ERR_QUERY_TOO_LONG = "the query time range exceeds the limit (query length: {}, limit: {})"
-ERR_EMPTY_MATCHERS = (
-    "queries require at least one regexp or equality matcher that does not have an "
-    'empty-compatible value. For instance, app=~".*" does not meet this requirement, '
-    'but app=~".+" will'
-)
 ERR_DEADLINE = (
     "request timed out, decrease the duration of the request or add more label matchers "
     "(prefer exact match over regex match) to reduce the amount of data processed"
@@ -82,537 +86,9 @@ FAULT_BODIES = {
 FAULT_KINDS = frozenset([*FAULT_BODIES, "truncated", "nonjson", "reset", "timeout"])
 
 
-class BadRequest(Exception):
-    """A request Loki answers with HTTP 400 and this plain-text body."""
-
-
 class QueryTimeout(Exception):
     """A query Loki gave up on at its query_timeout: HTTP 504 with ERR_DEADLINE
     (pkg/util/server/error.go maps context.DeadlineExceeded to it)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Go / Prometheus formatting and parsing
-# ---------------------------------------------------------------------------------------------
-
-
-def go_duration(ns: int) -> str:
-    """Go's time.Duration.String(): `744h0m0s`, `1.5s`, `300ms`, `0s`."""
-    if ns == 0:
-        return "0s"
-    sign, u = ("-" if ns < 0 else ""), abs(ns)
-
-    def frac(v: int, prec: int) -> str:
-        whole, rest = divmod(v, 10**prec)
-        digits = f"{rest:0{prec}d}".rstrip("0")
-        return f"{whole}.{digits}" if digits else str(whole)
-
-    if u < NS:
-        if u < 1_000:
-            return f"{sign}{u}ns"
-        if u < 1_000_000:
-            return f"{sign}{frac(u, 3)}µs"
-        return f"{sign}{frac(u, 6)}ms"
-    secs, rest = divmod(u, NS)
-    out = frac((secs % 60) * NS + rest, 9) + "s"
-    minutes = secs // 60
-    if minutes:
-        out = f"{minutes % 60}m{out}"
-        if minutes // 60:
-            out = f"{minutes // 60}h{out}"
-    return sign + out
-
-
-def prom_duration(ns: int) -> str:
-    """Prometheus model.Duration.String(): `30d1h` for 721h; years and weeks only when exact."""
-    ms = abs(int(ns / 1_000_000))
-    if ms == 0:
-        return "0s"
-    out = []
-    for unit, mult, exact in (
-        ("y", 365 * 86_400_000, True),
-        ("w", 7 * 86_400_000, True),
-        ("d", 86_400_000, False),
-        ("h", 3_600_000, False),
-        ("m", 60_000, False),
-        ("s", 1_000, False),
-        ("ms", 1, False),
-    ):
-        if exact and ms % mult:
-            continue
-        if ms // mult:
-            out.append(f"{ms // mult}{unit}")
-            ms %= mult
-    return ("-" if ns < 0 else "") + "".join(out)
-
-
-_PROM_DURATION = re.compile(
-    r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?\Z"
-)
-_PROM_UNITS_MS = (365 * 86_400_000, 7 * 86_400_000, 86_400_000, 3_600_000, 60_000, 1_000, 1)
-
-
-def parse_prom_duration(text: str) -> int:
-    """Prometheus model.ParseDuration (`7d`, `1h30m`, `0`) → ns; ValueError with Go's text."""
-    if text == "0":
-        return 0
-    m = _PROM_DURATION.match(text)
-    if not text or m is None:
-        raise ValueError(f"not a valid duration string: {go_quote(text)}")
-    ms = sum(int(g) * mult for g, mult in zip(m.groups(), _PROM_UNITS_MS, strict=True) if g)
-    return ms * 1_000_000
-
-
-def _go_round(x: float) -> float:
-    # Go's math.Round rounds half away from zero (Python's round() rounds half to even).
-    return math.copysign(math.floor(abs(x) + 0.5), x)
-
-
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})\Z"
-)
-_GO_INT = re.compile(r"[+-]?\d+\Z")
-_GO_FLOAT = re.compile(
-    r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)\Z", re.IGNORECASE
-)
-
-
-def _rfc3339_ns(value: str) -> int | None:
-    m = _RFC3339.match(value)
-    if m is None:
-        return None
-    y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
-    if not (1 <= mo <= 12 and 1 <= d <= calendar.monthrange(y, mo)[1]):
-        return None
-    if h > 23 or mi > 59 or s > 59:
-        return None
-    secs = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))
-    zone = m.group(8)
-    if zone != "Z":
-        offset = int(zone[1:3]) * 3600 + int(zone[4:6]) * 60
-        secs -= offset if zone[0] == "+" else -offset
-    return secs * NS + int((m.group(7) or "").ljust(9, "0"))
-
-
-def parse_timestamp(value: str) -> int:
-    """Loki v3's `parseTimestamp` → ns: RFC 3339, float seconds (with '.'), int seconds or ns.
-
-    Integers up to 1e10 (and floats whose whole part is up to 1e10) are seconds, others
-    nanoseconds; fractional seconds are rounded to milliseconds. ValueError carries Go's text.
-    """
-    ns = _rfc3339_ns(value)
-    if ns is not None:
-        return ns
-    if "." in value:
-        if not _GO_FLOAT.match(value):
-            raise ValueError(f"strconv.ParseFloat: parsing {go_quote(value)}: invalid syntax")
-        t = float(value)
-        if math.isnan(t) or (math.isinf(t) and "inf" in value.lower()):
-            raise ValueError("floating point timestamp is NaN or Inf")
-        if math.isinf(t):
-            raise ValueError(f"strconv.ParseFloat: parsing {go_quote(value)}: value out of range")
-        low, high = math.modf(t)
-        if not -(2.0**63) <= high <= 2.0**63:
-            raise ValueError("floating point timestamp exceeds integer range")
-        if high <= 1e10:
-            low = _go_round(low * 1000) / 1000
-            return int(high) * NS + int(low * NS)
-        return int(high)
-    if not _GO_INT.match(value):
-        raise ValueError(f"strconv.ParseInt: parsing {go_quote(value)}: invalid syntax")
-    v = int(value)
-    if not -(2**63) <= v < 2**63:
-        raise ValueError(f"strconv.ParseInt: parsing {go_quote(value)}: value out of range")
-    return v * NS if v <= 10_000_000_000 else v
-
-
-def _parse_seconds_or_duration(value: str) -> int:
-    if _GO_FLOAT.match(value) or _GO_INT.match(value):
-        seconds = float(value)
-        if math.isfinite(seconds):
-            ns = seconds * NS
-            if abs(ns) > 2**63:
-                raise BadRequest(
-                    f"cannot parse {go_quote(value)} to a valid duration. It overflows int64"
-                )
-            return int(ns)
-    try:
-        return parse_prom_duration(value)
-    except ValueError:
-        raise BadRequest(f"cannot parse {go_quote(value)} to a valid duration") from None
-
-
-def _atoi(value: str, default: int) -> int:
-    if value == "":
-        return default
-    if not _GO_INT.match(value) or not -(2**63) <= int(value) < 2**63:
-        why = "invalid syntax" if not _GO_INT.match(value) else "value out of range"
-        raise BadRequest(f"strconv.Atoi: parsing {go_quote(value)}: {why}")
-    return int(value)
-
-
-# ---------------------------------------------------------------------------------------------
-# LogQL subset: stream selector + line filters
-# ---------------------------------------------------------------------------------------------
-
-_SUBSET = (
-    "the sandbox Loki understands log queries made of a stream selector and the line filters "
-    "|=, !=, |~ and !~ only"
-)
-_TOKENS = ("=~", "!~", "!=", "|=", "|~", "{", "}", ",", "=", "|", "(", ")")
-_IDENT = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_ESCAPES = {
-    "a": "\a",
-    "b": "\b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "v": "\v",
-    "\\": "\\",
-    '"': '"',
-}
-
-
-@dataclass(frozen=True)
-class _Tok:
-    kind: str  # a token text from _TOKENS, "IDENTIFIER", "STRING", or "$end"
-    text: str
-    line: int
-    col: int
-
-
-def _parse_error(tok: _Tok | None, msg: str) -> BadRequest:
-    if tok is None:
-        return BadRequest(f"parse error : {msg}")
-    return BadRequest(f"parse error at line {tok.line}, col {tok.col}: {msg}")
-
-
-def _unquote(raw: str, tok: _Tok) -> str:
-    """Go's strconv.Unquote as Prometheus' strutil uses it: escapes in "...", none in `...`."""
-    if raw[0] == "`":
-        return raw[1:-1].replace("\r", "")
-    body, out, i = raw[1:-1], bytearray(), 0
-    while i < len(body):
-        c = body[i]
-        if c != "\\":
-            out += c.encode("utf-8", "surrogatepass")
-            i += 1
-            continue
-        nxt = body[i + 1 : i + 2]
-        if nxt in _ESCAPES:
-            out += _ESCAPES[nxt].encode()
-            i += 2
-        elif nxt in ("x", "u", "U"):
-            width = {"x": 2, "u": 4, "U": 8}[nxt]
-            digits = body[i + 2 : i + 2 + width]
-            if len(digits) != width or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise _parse_error(tok, "invalid syntax")
-            v = int(digits, 16)
-            if nxt == "x":
-                out.append(v)
-            elif v > 0x10FFFF or 0xD800 <= v <= 0xDFFF:
-                raise _parse_error(tok, "invalid syntax")
-            else:
-                out += chr(v).encode()
-            i += 2 + width
-        elif nxt and nxt in "01234567":
-            digits = body[i + 1 : i + 4]
-            if len(digits) != 3 or not all(d in "01234567" for d in digits) or int(digits, 8) > 255:
-                raise _parse_error(tok, "invalid syntax")
-            out.append(int(digits, 8))
-            i += 4
-        else:
-            raise _parse_error(tok, "invalid syntax")
-    return out.decode("utf-8", errors="surrogateescape")
-
-
-def _lex(q: str) -> list[_Tok]:
-    toks: list[_Tok] = []
-    i, line, line_start = 0, 1, 0
-    while True:
-        while i < len(q) and q[i] in " \t\r\n":
-            if q[i] == "\n":
-                line, line_start = line + 1, i + 1
-            i += 1
-        col = i - line_start + 1
-        if i >= len(q):
-            toks.append(_Tok("$end", "", line, col))
-            return toks
-        c = q[i]
-        if c == "#":  # a comment runs to the end of the line
-            while i < len(q) and q[i] != "\n":
-                i += 1
-            continue
-        if c in '"`':
-            j = i + 1
-            while j < len(q) and q[j] != c:
-                if c == '"' and q[j] == "\n":
-                    break
-                j += 2 if c == '"' and q[j] == "\\" else 1
-            if j >= len(q) or q[j] != c:
-                raise _parse_error(_Tok("STRING", q[i:], line, col), "literal not terminated")
-            tok = _Tok("STRING", q[i : j + 1], line, col)
-            toks.append(_Tok("STRING", _unquote(tok.text, tok), line, col))
-            i = j + 1
-            continue
-        for t in _TOKENS:
-            if q.startswith(t, i):
-                toks.append(_Tok(t, t, line, col))
-                i += len(t)
-                break
-        else:
-            m = _IDENT.match(q, i)
-            end = m.end() if m else i + 1
-            toks.append(_Tok("IDENTIFIER", q[i:end], line, col))
-            i = end
-
-
-def _re2_to_python(pattern: str) -> str:
-    """RE2 syntax → Python `re`, refusing what RE2 refuses (lookaround, backreferences)."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            nxt = pattern[i + 1]
-            if nxt.isdigit() and nxt != "0":
-                raise ValueError(f"invalid escape sequence: `\\{nxt}`")
-            if nxt in "pP":
-                raise ValueError(f"the sandbox cannot evaluate Unicode classes (`\\{nxt}`)")
-            out.append("\\Z" if nxt == "z" else pattern[i : i + 2])
-            i += 2
-            continue
-        if pattern.startswith("(?", i):
-            for perl in ("(?=", "(?!", "(?<=", "(?<!", "(?P="):
-                if pattern.startswith(perl, i):
-                    raise ValueError(f"invalid or unsupported Perl syntax: `{perl}`")
-            if pattern.startswith("(?<", i):
-                out.append("(?P<")
-                i += 3
-                continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _compile(pattern: str, tok: _Tok, anchored: bool) -> re.Pattern[str]:
-    try:
-        # Prometheus anchors label regexes as ^(?s:...)$; line filter regexes are unanchored.
-        py = _re2_to_python(pattern)
-        return re.compile(f"(?s:{py})" if anchored else py)
-    except (ValueError, re.error) as e:
-        msg = e.msg if isinstance(e, re.error) else str(e)
-        raise _parse_error(tok, f"error parsing regexp: {msg}: `{pattern}`") from None
-
-
-@dataclass(frozen=True)
-class Matcher:
-    """One label matcher of a stream selector."""
-
-    name: str
-    op: str
-    value: str
-    regex: re.Pattern[str] | None = None
-
-    def matches(self, value: str) -> bool:
-        if self.op == "=":
-            return value == self.value
-        if self.op == "!=":
-            return value != self.value
-        hit = self.regex is not None and self.regex.fullmatch(value) is not None
-        return hit if self.op == "=~" else not hit
-
-
-@dataclass(frozen=True)
-class LineFilter:
-    """One line filter stage; `selectors` maps lines to truthy/falsy keep flags in C."""
-
-    op: str
-    value: str
-    regex: re.Pattern[str] | None = None
-
-    def selectors(self, lines: Iterator[str]) -> Iterator[Any]:
-        if self.op in ("|=", "!="):
-            hits: Iterator[Any] = map(contains, lines, repeat(self.value))
-        else:
-            assert self.regex is not None
-            hits = map(self.regex.search, lines)
-        return hits if self.op in ("|=", "|~") else map(not_, hits)
-
-    def keep(self, line: str) -> bool:
-        if self.op in ("|=", "!="):
-            hit = self.value in line
-        else:
-            assert self.regex is not None
-            hit = self.regex.search(line) is not None
-        return hit if self.op in ("|=", "|~") else not hit
-
-
-@dataclass(frozen=True)
-class LogQuery:
-    """A parsed log query of the subset: matchers and line filters."""
-
-    matchers: tuple[Matcher, ...]
-    filters: tuple[LineFilter, ...]
-
-    def selects(self, labels: dict[str, str]) -> bool:
-        return all(m.matches(labels.get(m.name, "")) for m in self.matchers)
-
-
-def _unexpected(tok: _Tok, expecting: str) -> BadRequest:
-    got = tok.kind if tok.kind in ("$end", "IDENTIFIER", "STRING") else tok.text
-    return _parse_error(tok, f"syntax error: unexpected {got}, expecting {expecting}")
-
-
-def _at(toks: list[_Tok], i: int) -> _Tok:
-    return toks[min(i, len(toks) - 1)]  # the last token is always $end
-
-
-def _parse_selector(toks: list[_Tok], pos: int) -> tuple[list[Matcher], int]:
-    tok = toks[pos]
-    if tok.kind != "{":
-        if tok.kind == "IDENTIFIER" and _at(toks, pos + 1).kind == "(":
-            raise _parse_error(None, f"{_SUBSET}; metric queries such as {tok.text}(...) are not")
-        raise _unexpected(tok, "{")
-    pos += 1
-    matchers: list[Matcher] = []
-    while True:
-        name, op, val = _at(toks, pos), _at(toks, pos + 1), _at(toks, pos + 2)
-        if name.kind == "}" and not matchers:
-            raise _parse_error(None, ERR_EMPTY_MATCHERS)
-        if name.kind != "IDENTIFIER" or not _IDENT.fullmatch(name.text):
-            raise _unexpected(name, "IDENTIFIER")
-        if op.kind not in ("=", "!=", "=~", "!~"):
-            raise _unexpected(op, "= or != or =~ or !~")
-        if val.kind != "STRING":
-            raise _unexpected(val, "STRING")
-        regex = _compile(val.text, val, anchored=True) if op.kind in ("=~", "!~") else None
-        matchers.append(Matcher(name.text, op.kind, val.text, regex))
-        sep = _at(toks, pos + 3)
-        pos += 4
-        if sep.kind == "}":
-            return matchers, pos
-        if sep.kind != ",":
-            raise _unexpected(sep, ", or }")
-
-
-def parse_log_query(query: str) -> LogQuery:
-    """Parse the LogQL subset; BadRequest with a Loki-style `parse error ...` text otherwise."""
-    toks = _lex(query)
-    matchers, pos = _parse_selector(toks, 0)
-    if not any(not m.matches("") for m in matchers):
-        raise _parse_error(None, ERR_EMPTY_MATCHERS)
-    filters: list[LineFilter] = []
-    while toks[pos].kind != "$end":
-        op, val = toks[pos], _at(toks, pos + 1)
-        if op.kind == "|":
-            stage = val.text if val.kind == "IDENTIFIER" else val.kind
-            raise _parse_error(None, f"{_SUBSET}; the stage | {stage} is not")
-        if op.kind not in ("|=", "!=", "|~", "!~"):
-            raise _unexpected(op, "|= or != or |~ or !~ or |")
-        if val.kind != "STRING":
-            raise _unexpected(val, "STRING")
-        regex = _compile(val.text, val, anchored=False) if op.kind in ("|~", "!~") else None
-        filters.append(LineFilter(op.kind, val.text, regex))
-        pos += 2
-    return LogQuery(tuple(matchers), tuple(filters))
-
-
-def parse_selector_only(query: str) -> list[Matcher]:
-    """A bare stream selector (the series API's `match[]`)."""
-    toks = _lex(query)
-    matchers, pos = _parse_selector(toks, 0)
-    if toks[pos].kind != "$end":
-        raise BadRequest("only label matchers are supported")
-    return matchers
-
-
-# ---------------------------------------------------------------------------------------------
-# Storage
-# ---------------------------------------------------------------------------------------------
-
-
-class _Stream:
-    """One stream: labels (stored once) and its lines, kept sorted by time on demand."""
-
-    __slots__ = ("labels", "key", "ts", "lines", "in_order", "_run")
-
-    def __init__(self, labels: dict[str, str], key: tuple[tuple[str, str], ...]) -> None:
-        self.labels = labels
-        self.key = key
-        self.ts = array("q")
-        self.lines: list[str] = []
-        self.in_order = True
-        self._run: set[str] = set()  # lines at the last timestamp, to drop exact duplicates
-
-    def add(self, ts: int, line: str) -> None:
-        if self.in_order and self.ts:
-            last = self.ts[-1]
-            if ts < last:
-                self.in_order = False
-            elif ts == last:
-                # Loki keeps one copy of an entry repeated with the same timestamp and line.
-                if line in self._run:
-                    return
-                self._run.add(line)
-            else:
-                self._run = {line}
-        elif self.in_order:
-            self._run = {line}
-        self.ts.append(ts)
-        self.lines.append(line)
-
-    def settle(self) -> None:
-        if self.in_order:
-            return
-        order = sorted(range(len(self.ts)), key=self.ts.__getitem__)
-        old_ts, old_lines = self.ts, self.lines
-        self.ts, self.lines, self.in_order, self._run = array("q"), [], True, set()
-        for i in order:
-            self.add(old_ts[i], old_lines[i])
-
-    def span(self, start: int, end: int) -> tuple[int, int]:
-        return bisect_left(self.ts, start), bisect_left(self.ts, end)
-
-
-class _Store:
-    """All streams, keyed by their sorted label pairs."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.streams: dict[tuple[tuple[str, str], ...], _Stream] = {}
-        self._ordered: list[_Stream] | None = None
-
-    def add(self, lines: Iterable[SandboxLogLine]) -> int:
-        n = 0
-        last_labels: object = None
-        stream: _Stream | None = None
-        with self.lock:
-            for entry in lines:
-                if entry.labels is not last_labels:
-                    key = tuple(sorted(entry.labels.items()))
-                    stream = self.streams.get(key)
-                    if stream is None:
-                        stream = self.streams[key] = _Stream(dict(key), key)
-                        self._ordered = None
-                    last_labels = entry.labels
-                assert stream is not None
-                stream.add(int(entry.ts_ns), entry.line)
-                n += 1
-        return n
-
-    def ordered(self) -> list[_Stream]:
-        with self.lock:
-            if self._ordered is None:
-                self._ordered = sorted(self.streams.values(), key=lambda s: s.key)
-            return self._ordered
-
-    def matching(self, select: Callable[[dict[str, str]], bool]) -> list[_Stream]:
-        chosen = [s for s in self.ordered() if select(s.labels)]
-        with self.lock:
-            for s in chosen:
-                s.settle()
-        return chosen
 
 
 # ---------------------------------------------------------------------------------------------
@@ -758,7 +234,7 @@ class LokiServer:
         self.bearer_token = bearer_token
         self.basic_auth = basic_auth
         self.requests = RequestLog()
-        self._store = _Store()
+        self._store = Store()
         self._store.add(lines)
         self._faults_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -849,7 +325,7 @@ class LokiServer:
             return True
         return self.tenant_required in (org or "").split("|")
 
-    def _bounds(self, params: _Params) -> tuple[int, int]:
+    def _bounds(self, params: Params) -> tuple[int, int]:
         now = time.time_ns()
         since = 3600 * NS
         if params.get("since"):
@@ -869,23 +345,52 @@ class LokiServer:
             start = min(end, now) - since
         return start, end
 
-    def query_range(self, params: _Params, headers: Any) -> dict[str, Any]:
+    def query_range(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/query_range`: validation in Loki's order, then the log query."""
         org = headers.get("X-Scope-OrgID")
         # With this flag Loki adds a third element (metadata) to each value; none is kept here.
         flags = headers.get("X-Loki-Response-Encoding-Flags") or ""
         categorize = "categorize-labels" in flags.split(",")
+        start, end, limit, forward = self._range_params(params)
+        query = parse_log_query(params.get("query"))
+        self._check_limits(org, limit, start, end)
+        t0 = time.perf_counter()
+        streams = self._store.matching(query.selects) if self._tenant_sees_data(org) else []
+        if self.query_timeout_lines is not None:
+            scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
+            if scanned > self.query_timeout_lines:
+                self._stopping.wait(self.query_timeout_delay)
+                raise QueryTimeout()
+        result, returned, scanned, nbytes = select(
+            streams, query, start, end, limit, forward=forward
+        )
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        data: dict[str, Any] = {
+            "resultType": "streams",
+            "result": result,
+            "stats": stats(returned, scanned, nbytes, elapsed),
+        }
+        if categorize:
+            for stream in result:
+                for value in stream["values"]:
+                    value.append({})
+            data["encodingFlags"] = ["categorize-labels"]
+        return {"status": "success", "data": data}
+
+    def _range_params(self, params: Params) -> tuple[int, int, int, bool]:
+        """start, end, limit and whether forward, refused in the order Loki checks them
+        (grafana/loki `pkg/loghttp/params.go`, `query.go::ParseRangeQuery`)."""
         start, end = self._bounds(params)
         if end < start:
             raise BadRequest(ERR_END_BEFORE_START)
-        limit = _atoi(params.get("limit"), 100)
+        limit = atoi(params.get("limit"), 100)
         if limit <= 0:
             raise BadRequest(ERR_LIMIT)
         direction = (params.get("direction") or "backward").upper()
         if direction not in ("FORWARD", "BACKWARD"):
             raise BadRequest(f"invalid direction '{params.get('direction')}'")
         step = (
-            _parse_seconds_or_duration(params.get("step"))
+            parse_seconds_or_duration(params.get("step"))
             if params.get("step")
             else max(math.floor((end - start) / NS / 250), 1) * NS
         )
@@ -894,10 +399,13 @@ class LokiServer:
         if (end - start) // step > 11000:
             raise BadRequest(ERR_RESOLUTION)
         if params.get("interval"):
-            if _parse_seconds_or_duration(params.get("interval")) < 0:
+            if parse_seconds_or_duration(params.get("interval")) < 0:
                 raise BadRequest("interval must be >= 0")
             raise BadRequest("the sandbox Loki does not implement the interval parameter")
-        query = parse_log_query(params.get("query"))
+        return start, end, limit, direction == "FORWARD"
+
+    def _check_limits(self, org: str | None, limit: int, start: int, end: int) -> None:
+        """The tenant's entry limit, then the query frontend's max query length."""
         max_entries = self._max_entries(org)
         if max_entries and limit > max_entries:
             wording = ENTRY_LIMIT_WORDINGS[self.entry_limit_wording]
@@ -910,72 +418,8 @@ class LokiServer:
                     go_duration(length), prom_duration(self.max_query_length_ns)
                 )
             )
-        t0 = time.perf_counter()
-        streams = self._store.matching(query.selects) if self._tenant_sees_data(org) else []
-        if self.query_timeout_lines is not None:
-            scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
-            if scanned > self.query_timeout_lines:
-                self._stopping.wait(self.query_timeout_delay)
-                raise QueryTimeout()
-        result, returned, scanned, nbytes = self._select(
-            streams, query, start, end, limit, forward=direction == "FORWARD"
-        )
-        elapsed = max(time.perf_counter() - t0, 1e-9)
-        data: dict[str, Any] = {
-            "resultType": "streams",
-            "result": result,
-            "stats": _stats(returned, scanned, nbytes, elapsed),
-        }
-        if categorize:
-            for stream in result:
-                for value in stream["values"]:
-                    value.append({})
-            data["encodingFlags"] = ["categorize-labels"]
-        return {"status": "success", "data": data}
 
-    @staticmethod
-    def _select(
-        streams: list[_Stream], query: LogQuery, start: int, end: int, limit: int, *, forward: bool
-    ) -> tuple[list[dict[str, Any]], int, int, int]:
-        iters = []
-        scanned = 0
-        for idx, s in enumerate(streams):
-            lo, hi = s.span(start, end)
-            if lo >= hi:
-                continue
-            scanned += hi - lo
-            if forward:
-                ts_it: Iterable[int] = islice(s.ts, lo, hi)
-
-                def lines_it(s: _Stream = s, lo: int = lo, hi: int = hi) -> Iterator[str]:
-                    return islice(s.lines, lo, hi)
-            else:
-                ts_it = reversed(s.ts[lo:hi])
-
-                def lines_it(s: _Stream = s, lo: int = lo, hi: int = hi) -> Iterator[str]:
-                    return reversed(s.lines[lo:hi])
-
-            items: Iterator[tuple[int, int, str]] = zip(ts_it, repeat(idx), lines_it())
-            if query.filters:
-                # The first filter runs at C speed over the whole span; the rest see survivors.
-                items = compress(items, query.filters[0].selectors(lines_it()))
-                for f in query.filters[1:]:
-                    items = filter(lambda it, f=f: f.keep(it[2]), items)
-            iters.append(items)
-        # (ts, stream index) orders entries, like Loki's merge across streams: limit applies to
-        # the first `limit` entries in direction order over all streams.
-        chosen = list(islice(heapq.merge(*iters, reverse=not forward), limit))
-        grouped: dict[int, list[list[str]]] = {}
-        nbytes = 0
-        for ts, idx, line in chosen:
-            grouped.setdefault(idx, []).append([str(ts), line])
-            nbytes += len(line)
-        result = [
-            {"stream": dict(streams[i].labels), "values": grouped[i]} for i in sorted(grouped)
-        ]
-        return result, len(chosen), scanned, nbytes
-
-    def series(self, params: _Params, headers: Any) -> dict[str, Any]:
+    def series(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/series`: label sets of streams with entries in [start, end)."""
         org = headers.get("X-Scope-OrgID")
         start, end = self._bounds(params)
@@ -994,7 +438,7 @@ class LokiServer:
                         found.append(dict(s.labels))
         return {"status": "success", "data": found}
 
-    def labels(self, params: _Params, headers: Any) -> dict[str, Any]:
+    def labels(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/labels`: label names of streams with entries in [start, end)."""
         org = headers.get("X-Scope-OrgID")
         start, end = self._bounds(params)
@@ -1007,54 +451,6 @@ class LokiServer:
                 if lo < hi:
                     names.update(s.labels)
         return {"status": "success", "data": sorted(names)}
-
-
-def _stats(returned: int, scanned: int, nbytes: int, elapsed: float) -> dict[str, Any]:
-    return {
-        "summary": {
-            "bytesProcessedPerSecond": int(nbytes / elapsed),
-            "linesProcessedPerSecond": int(scanned / elapsed),
-            "totalBytesProcessed": nbytes,
-            "totalLinesProcessed": scanned,
-            "execTime": elapsed,
-            "queueTime": 0,
-            "subqueries": 0,
-            "totalEntriesReturned": returned,
-            "splits": 0,
-            "shards": 0,
-            "totalPostFilterLines": returned,
-            "totalStructuredMetadataBytesProcessed": 0,
-        },
-        "querier": {"store": {"totalChunksRef": 0, "totalChunksDownloaded": 0}},
-        "ingester": {"totalReached": 1, "totalChunksMatched": 0, "totalBatches": 0},
-        "cache": {},
-    }
-
-
-class _Params:
-    """Form values as Go's r.Form: POST body values first, then the URL's."""
-
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
-        self.pairs = pairs
-
-    def get(self, name: str) -> str:
-        for k, v in self.pairs:
-            if k == name:
-                return v
-        return ""
-
-    def all(self, name: str) -> list[str]:
-        return [v for k, v in self.pairs if k == name]
-
-    def first_values(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for k, v in self.pairs:
-            out.setdefault(k, v)
-        return out
-
-
-def _form(text: str) -> list[tuple[str, str]]:
-    return [(k, v) for k, vs in parse_qs(text, keep_blank_values=True).items() for v in vs]
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -1072,13 +468,13 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "Loki"
     sys_version = ""
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base signature
+    def log_message(self, format: str, *args: Any) -> None:  # the base signature names it `format`
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:  # http.server's naming
         self._dispatch()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -1089,8 +485,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length > 0 else b""
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         if self.command == "POST" and ctype == "application/x-www-form-urlencoded":
-            body_pairs = _form(raw.decode("utf-8", errors="replace"))
-        params = _Params(body_pairs + _form(url.query))
+            body_pairs = form_pairs(raw.decode("utf-8", errors="replace"))
+        params = Params(body_pairs + form_pairs(url.query))
         self._record_base = (arrived, url.path, params)
         self._fault: str | None = None
 
@@ -1100,7 +496,7 @@ class _Handler(BaseHTTPRequestHandler):
             extra = {"WWW-Authenticate": 'Basic realm="loki"'} if loki.basic_auth else {}
             self._text(401, denied, extra)
             return
-        routes: dict[str, Callable[[_Params, Any], dict[str, Any]]] = {
+        routes: dict[str, Callable[[Params, Any], dict[str, Any]]] = {
             "/loki/api/v1/query_range": loki.query_range,
             "/loki/api/v1/series": loki.series,
             "/loki/api/v1/labels": loki.labels,
@@ -1141,7 +537,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._json(200, doc)
 
-    def _inject(self, params: _Params) -> bool:
+    def _inject(self, params: Params) -> bool:
         """Apply latency and the first matching fault rule; True when the response is done."""
         loki = self.loki
         if loki.faults.latency > 0:

@@ -346,7 +346,7 @@ def _outputs_pb() -> bytes:
 
 
 def _error_pb(phase: str, reason: str, when: datetime | None) -> bytes:
-    """An ErrorDocument as flytekit's entrypoint writes it (FACTS §2.3)."""
+    """An ErrorDocument as flytekit's entrypoint writes it (flytekit `bin/entrypoint.py`)."""
     from flyteidl.core.errors_pb2 import ContainerError, ErrorDocument
     from flyteidl.core.execution_pb2 import ExecutionError
 

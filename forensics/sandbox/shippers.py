@@ -2,7 +2,7 @@
 
 Each function takes what the container wrote (one line, without the runtime's wrapping) and
 returns the Loki line the shipper pushes, built the way the shipper's own code builds it
-(FACTS §13 "Shipper envelopes"):
+(docs/upstream.md, "Shapes met in the field"):
 - `fluent_bit`: Fluent Bit's `loki` output with `line_format json` packs the whole record as JSON
   (plugins/out_loki/loki.c `pack_record`): the tail input with the built-in `cri` multiline parser
   gives `time`, `stream`, `_p` (the CRI partial flag) and `log`, the kubernetes filter adds a

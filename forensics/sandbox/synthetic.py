@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from forensics.evidence import generated_name
+from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC, Window, to_ns
 from forensics.sandbox.incident import ScenarioBuilder, flytekit_json
 from forensics.sandbox.scenario import (

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from forensics.detect import Decision, earliest, sweep_candidate
-from forensics.evidence import SIGNAL_LINE_REGEX, namespace_for
+from forensics.evidence.flyte_names import namespace_for
+from forensics.evidence.logs import SIGNAL_LINE_REGEX
 from forensics.model import (
     UTC,
     AttemptRecord,

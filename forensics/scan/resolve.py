@@ -11,11 +11,16 @@ from typing import TypeVar
 from forensics.config import Settings
 from forensics.detect import Cleared
 from forensics.errors import SourceError, UsageError
-from forensics.evidence import namespace_for, namespace_to_project_domain, parse_pod_name
+from forensics.evidence.flyte_names import (
+    namespace_for,
+    namespace_to_project_domain,
+    parse_pod_name,
+)
 from forensics.model import AttemptRecord, ExecutionRecord, ExecutionRef
 from forensics.scan.lookups import Lookups
 from forensics.scan.scope import ScanScope
-from forensics.sources.admin import AdminClient, attempts_may_end_during
+from forensics.sources.admin import AdminClient
+from forensics.sources.admin_filters import attempts_may_end_during
 
 
 @dataclass(frozen=True)

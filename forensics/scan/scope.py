@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from forensics.config import Settings
-from forensics.evidence import SIGNAL_LINE_REGEX, namespace_for
-from forensics.sources.loki import build_query, matcher, regex_escape, selector
+from forensics.evidence.flyte_names import namespace_for
+from forensics.evidence.logs import SIGNAL_LINE_REGEX
+from forensics.sources.logql import build_query, matcher, regex_escape, selector
 
 
 @dataclass(frozen=True)

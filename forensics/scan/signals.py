@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from forensics.concurrency import Stopped
 from forensics.config import LokiSettings
-from forensics.evidence import parse_signal
+from forensics.evidence.logs import parse_signal
 from forensics.model import LogEntry, SignalHit, UnparsedLine, Window, rfc3339
 from forensics.sources.loki import LokiClient, ShardOutcome
 

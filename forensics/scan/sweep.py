@@ -15,7 +15,8 @@ from forensics.errors import SourceError
 from forensics.model import ExecutionRecord, ExecutionRef, Finding, Gap, Window
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
-from forensics.sources.admin import AdminClient, attempts_may_end_during
+from forensics.sources.admin import AdminClient
+from forensics.sources.admin_filters import attempts_may_end_during
 
 Listing = tuple[str, str, str]  # project, domain, ListExecutions filters
 

@@ -1,5 +1,9 @@
 """Flyte Admin through flytekit's gRPC client: executions, attempts, inputs, relaunch (plain data).
 
+This module stays whole past ~400 lines because it is one client over one service: every method
+shares the same retry, deadline, paging and call-counting plumbing. The filter language lives in
+`admin_filters.py`, the protobuf-to-record conversion in `admin_records.py`.
+
 What Admin and propeller put where (checked against flyteorg/flyte v1 sources):
 
 - `NodeExecution.id.node_id` is propeller's *unique* node id: `GenerateUniqueID(parentInfo, specID)`
@@ -46,9 +50,9 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from flyteidl.admin import (
@@ -59,27 +63,38 @@ from flyteidl.admin import (
     project_pb2,
     task_execution_pb2,
 )
-from flyteidl.core import execution_pb2 as core_execution_pb2
-from flyteidl.core import identifier_pb2, literals_pb2, tasks_pb2
+from flyteidl.core import identifier_pb2, literals_pb2
 from flytekit.clients.friendly import SynchronousFlyteClient
 from flytekit.clients.grpc_utils.deadline_interceptor import scoped_grpc_deadline
 from flytekit.clients.raw import RawSynchronousFlyteClient as Raw
 from flytekit.configuration import PlatformConfig
 from flytekit.configuration.file import ConfigFile, get_config_file
 from flytekit.exceptions.base import FlyteException
-from google.protobuf import json_format
 
 from forensics.config import FlyteSettings
 from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
-from forensics.evidence import generated_name, unique_node_id
-from forensics.model import (
-    UTC,
-    AttemptRecord,
-    AttemptRef,
-    ExecutionRecord,
-    ExecutionRef,
-    ParentNode,
-    rfc3339,
+from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
+from forensics.sources.admin_filters import (
+    DEFAULT_EXECUTION_SORT,
+    created_since,
+    join_filters,
+    mode_is,
+    parse_sort,
+)
+from forensics.sources.admin_records import (
+    TaskFacts,
+    TaskTemplate,
+    WorkflowFacts,
+    attempt_pods,
+    attempt_record,
+    compiled_templates,
+    execution_record,
+    execution_ref,
+    input_texts,
+    is_start_or_end,
+    may_have_tasks,
+    subtask_records,
+    workflow_facts_of,
 )
 
 # Importing flytekit installs a SIGINT handler that calls exit(1) at once. Ctrl-C must stay a
@@ -97,133 +112,17 @@ Status = grpc.StatusCode
 # INVALID_ARGUMENT and ALREADY_EXISTS are answers, and repeating them only costs round trips.
 RETRYABLE = frozenset({Status.UNAVAILABLE, Status.RESOURCE_EXHAUSTED, Status.DEADLINE_EXCEEDED})
 
-# flyteadmin `common/filters.go::filterNameMappings`.
-FILTER_FUNCTIONS = frozenset(
-    {"eq", "ne", "gt", "gte", "lt", "lte", "contains", "not_like", "value_in", "value_not_in"}
-)
 # flyteadmin `validation.CheckValidExecutionID`: the name is lower-cased, then must match this and
 # be at most 63 characters (20 before flyteadmin raised it to the Kubernetes label limit).
 EXECUTION_NAME_RE = re.compile(r"^[a-z][a-z\-0-9]*$")
 EXECUTION_NAME_MAX = 63
 
-# `id` is the executions table's own key: unique (stable pages) and increasing, so executions
-# created during a scan land after the pages already read instead of shifting them.
-DEFAULT_EXECUTION_SORT = "asc(id)"
 # Node and task lists join the executions table, where a bare `id` would be ambiguous; these
 # columns exist only on their own table and are unique within one node / one execution.
 _NODE_SORT = common_pb2.Sort(key="node_id", direction=common_pb2.Sort.ASCENDING)
 _TASK_SORT = common_pb2.Sort(key="retry_attempt", direction=common_pb2.Sort.ASCENDING)
 
-_START_END = frozenset({"start-node", "end-node"})
-_TERMINAL_TASK_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
 _REDACT = re.compile(r"(?i)(bearer|basic)\s+\S+|(authorization|token|secret)([=:]\s*)\S+")
-
-
-# -- filters ----------------------------------------------------------------------------------
-
-
-def admin_filter(function: str, field: str, value: object) -> str:
-    """One flyteadmin filter `func(field,value)`; lists join with `;`, datetimes render with `Z`."""
-    if function not in FILTER_FUNCTIONS:
-        raise ValueError(f"unknown flyteadmin filter function {function!r}")
-    if isinstance(value, (list, tuple, set, frozenset)):
-        rendered = ";".join(_filter_value(v) for v in value)
-    else:
-        rendered = _filter_value(value)
-    return f"{function}({field},{rendered})"
-
-
-def _filter_value(value: object) -> str:
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise ValueError("filter times must be timezone-aware")
-        text = rfc3339(value) or ""
-    elif isinstance(value, bool):
-        text = "true" if value else "false"
-    else:
-        text = str(value)
-    # flyteadmin splits the filter string on `+` before parsing (FACTS §12).
-    if "+" in text or ";" in text or not text:
-        raise ValueError(f"filter value {text!r} cannot be expressed in flyteadmin's filter syntax")
-    return text
-
-
-def updated_since(t: datetime) -> str:
-    """Executions whose closure was last updated at or after `t`."""
-    return admin_filter("gte", "execution_updated_at", t)
-
-
-def created_before(t: datetime) -> str:
-    """Executions created strictly before `t` (`idx_executions_created_at` serves it)."""
-    return admin_filter("lt", "execution_created_at", t)
-
-
-def created_since(t: datetime) -> str:
-    """Executions created at or after `t`."""
-    return admin_filter("gte", "execution_created_at", t)
-
-
-def live_during(start: datetime, end: datetime) -> str:
-    """Executions that existed and changed in `[start, end)`: updated ≥ start, created < end."""
-    return join_filters([updated_since(start), created_before(end)])
-
-
-def updated_before(t: datetime) -> str:
-    """Executions whose closure was last updated strictly before `t`."""
-    return admin_filter("lt", "execution_updated_at", t)
-
-
-# WorkflowExecution phases before a terminal one (flyteidl `core/execution.proto`); the executions
-# table keeps the phase name, filtered as flytectl's `execution.phase in (FAILED;SUCCEEDED)` is.
-RUNNING_PHASES = ("UNDEFINED", "QUEUED", "RUNNING", "SUCCEEDING", "FAILING", "ABORTING")
-
-
-def attempts_may_end_during(start: datetime, end: datetime) -> list[str]:
-    """Listings whose union holds every execution an attempt of which may have ended in
-    `[start, end)`, each execution in exactly one of them.
-
-    flyteadmin moves an execution's `updated_at` only on workflow-level events
-    (`transformers/execution.go`, FACTS §13): a workflow created days ago and still running keeps
-    the `updated_at` of its RUNNING event while its nodes succeed inside the window, so
-    `live_during` alone misses it. Any execution that has reached a terminal phase since `start`
-    has `updated_at >= start`; one whose `updated_at` is older must still be running now. Hence:
-    `live_during(start, end)`, plus the executions created before `end`, not updated since
-    `start`, and in a non-terminal phase now — few (what runs at scan time), and disjoint.
-    """
-    still_running = join_filters(
-        [phase_in(*RUNNING_PHASES), updated_before(start), created_before(end)]
-    )
-    return [live_during(start, end), still_running]
-
-
-def phase_in(*phases: str) -> str:
-    """Executions in any of the given WorkflowExecution phases (enum names: `SUCCEEDED`)."""
-    return admin_filter("value_in", "phase", list(phases))
-
-
-def mode_is(mode: str) -> str:
-    """Executions launched in `mode` (MANUAL, RELAUNCH, ...); the column holds the enum number."""
-    return admin_filter("eq", "mode", execution_pb2.ExecutionMetadata.ExecutionMode.Value(mode))
-
-
-def join_filters(filters: str | Iterable[Any] | None) -> str:
-    """A filter string, a list of filter strings or flytekit `Filter` objects, joined with `+`."""
-    if filters is None:
-        return ""
-    if isinstance(filters, str):
-        return filters
-    parts = [f if isinstance(f, str) else f.to_flyte_idl() for f in filters]
-    return "+".join(p for p in parts if p)
-
-
-def _sort(sort_by: str | None) -> common_pb2.Sort | None:
-    if not sort_by:
-        return None
-    m = re.fullmatch(r"(asc|desc)\((\w+)\)", sort_by)
-    if m is None:
-        raise ValueError(f"sort_by must look like asc(column) or desc(column), not {sort_by!r}")
-    direction = common_pb2.Sort.ASCENDING if m.group(1) == "asc" else common_pb2.Sort.DESCENDING
-    return common_pb2.Sort(key=m.group(2), direction=direction)
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -294,25 +193,6 @@ class _Answered(Exception):
         self.details = details
 
 
-# -- proto -> plain data ----------------------------------------------------------------------
-
-
-def _enum_name(enum: Any, value: int) -> str:
-    try:
-        return str(enum.Name(value))
-    except ValueError:
-        return str(value)
-
-
-def _time(msg: Any, field: str) -> datetime | None:
-    if not msg.HasField(field):
-        return None
-    ts = getattr(msg, field)
-    if ts.seconds == 0 and ts.nanos == 0:
-        return None
-    return ts.ToDatetime(tzinfo=UTC)
-
-
 def _task_request(task_id: tuple[str, str, str, str]) -> common_pb2.ObjectGetRequest:
     """GetTask's request for a (project, domain, name, version) task id."""
     project, domain, name, version = task_id
@@ -331,287 +211,6 @@ def _wf_id(ref: ExecutionRef) -> identifier_pb2.WorkflowExecutionIdentifier:
     return identifier_pb2.WorkflowExecutionIdentifier(
         project=ref.project, domain=ref.domain, name=ref.name
     )
-
-
-def _ref(wf: identifier_pb2.WorkflowExecutionIdentifier) -> ExecutionRef:
-    return ExecutionRef(wf.project, wf.domain, wf.name)
-
-
-def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
-    """Plain data from an `admin.Execution`."""
-    meta = ex.spec.metadata
-    reference = None
-    if meta.HasField("reference_execution") and meta.reference_execution.name:
-        reference = _ref(meta.reference_execution)
-    parent = None
-    # flyteadmin sets `parent_node_execution` on an execution launched by a launch-plan node
-    # (`execution_manager.go` `launchExecution`, mode CHILD_WORKFLOW; FACTS §13).
-    if meta.HasField("parent_node_execution") and meta.parent_node_execution.execution_id.name:
-        pne = meta.parent_node_execution
-        parent = ParentNode(_ref(pne.execution_id), pne.node_id)
-    lp = ex.spec.launch_plan
-    return ExecutionRecord(
-        ref=_ref(ex.id),
-        phase=_enum_name(core_execution_pb2.WorkflowExecution.Phase, ex.closure.phase),
-        created_at=_time(ex.closure, "created_at"),
-        updated_at=_time(ex.closure, "updated_at"),
-        mode=_enum_name(execution_pb2.ExecutionMetadata.ExecutionMode, meta.mode),
-        reference_execution=reference,
-        labels=dict(ex.spec.labels.values),
-        parent=parent,
-        launch_plan=(lp.project, lp.domain, lp.name, lp.version) if lp.name else None,
-    )
-
-
-OUTPUTS_PB = "outputs.pb"
-
-
-def output_location(
-    te: task_execution_pb2.TaskExecution, node_input_uri: str = ""
-) -> tuple[str | None, str | None]:
-    """The attempt's own `<node data dir>/<attempt>/`, or why Admin's record does not give it.
-
-    propeller reports `OutputWriter.GetOutputPath()` = `<dir>/outputs.pb` (reference policy).
-    Under its inline raw-output policy the outputs travel in the event and flyteadmin offloads
-    them to its own `.../offloaded_outputs` object, or stores them inline (`output_data`)
-    (flyteadmin `transformers/task_execution.go`, FACTS §13): neither says whether the task
-    wrote its outputs.pb, so the answer is `unknown`, never a guessed location.
-    """
-    c = te.closure
-    out = c.output_uri
-    if out:
-        if out.endswith("/" + OUTPUTS_PB):
-            return out[: -len(OUTPUTS_PB)], None
-        return None, (
-            f"Admin records the outputs at {out}, not at the attempt's own outputs.pb "
-            "(flyteadmin offloads them under propeller's inline raw-output policy)"
-        )
-    if c.WhichOneof("output_result") == "output_data":
-        return None, (
-            "Admin holds the outputs inline (propeller's inline raw-output policy), "
-            "not at the attempt's own outputs.pb"
-        )
-    for inputs in (te.input_uri, node_input_uri):
-        if inputs.endswith("/inputs.pb"):
-            return f"{inputs[: -len('inputs.pb')]}{te.id.retry_attempt}/", None
-    return None, None
-
-
-def output_dir(te: task_execution_pb2.TaskExecution, node_input_uri: str = "") -> str | None:
-    """`<node data dir>/<attempt>/`: from `output_uri` (…/outputs.pb), else beside `inputs.pb`."""
-    return output_location(te, node_input_uri)[0]
-
-
-def attempt_pods(
-    closure: task_execution_pb2.TaskExecutionClosure, external: bool = True
-) -> tuple[str, ...]:
-    """Pod names of an attempt: log_context's primary pod first, other pods, the generated name,
-    then (unless `external` is False) array sub-task pods (external resources)."""
-    ctx = closure.log_context
-    names = [ctx.primary_pod_name] if ctx.primary_pod_name else []
-    names += [p.pod_name for p in ctx.pods]
-    names.append(closure.metadata.generated_name)
-    if external:
-        names += [r.external_id for r in closure.metadata.external_resources]
-    return tuple(dict.fromkeys(n for n in names if n))
-
-
-def _subtask_records(
-    own: AttemptRecord,
-    node: node_execution_pb2.NodeExecution,
-    te: task_execution_pb2.TaskExecution,
-    task_type: str,
-) -> list[AttemptRecord]:
-    """The subtasks of an array (map) node, one attempt record each (SPEC §5: judged per subtask).
-
-    With propeller's default ArrayNode event version 0, Admin holds one task execution for the
-    whole array (task type `container_array`) and one `ExternalResourceInfo` per subtask retry
-    (flyteadmin merges them by index and retry attempt). What propeller does for subtask `i`
-    (flytepropeller v1.16.8 `nodes/array/handler.go` `buildArrayNodeContext`, `utils.go`):
-    - its node id is `n<i>` under the array node, so its unique id is
-      `GenerateUniqueID(<array unique id>, <array attempt>, n<i>)` (e.g. `n0-0-n3`) and its pod
-      the usual generated name `<execution>-<unique id>-<retry>` (hashed when too long);
-      `ExternalResourceInfo.external_id` is `<array's generated name>-n<i>-<retry>`
-      (`event_recorder.go` `generateExternalResourceID`): the same string for short names;
-    - its outputs dir is `<array outputs dir>/<i>/<retry>/` (`constructOutputReferences`), where
-      the pod writes outputs.pb; the array's own outputs.pb gathers the subtasks' outputs.
-    Admin records no per-subtask times: the array attempt's end (while it runs, its last update)
-    bounds each subtask's end from above. With ArrayNode event version 1 the subtasks are real
-    nested node executions instead, found like any nested node.
-    """
-    resources = te.closure.metadata.external_resources
-    if not node.metadata.is_array or not resources:
-        return []
-    execution = own.ref.execution
-    array_attempt = _dir_attempt(own.output_dir)
-    ended = own.ended_at
-    if ended is None:
-        ended = _time(te.closure, "updated_at")
-    out = []
-    for r in resources:
-        phase = _enum_name(core_execution_pb2.TaskExecution.Phase, r.phase)
-        unique = unique_node_id(own.ref.node_id, array_attempt, f"n{r.index}")
-        pods = [generated_name([execution.name, unique, r.retry_attempt]), r.external_id]
-        sub_dir = sub_unknown = None
-        if own.output_dir is not None:
-            sub_dir = f"{own.output_dir}{r.index}/{r.retry_attempt}/"
-        else:
-            sub_unknown = own.outputs_unknown or "Admin records no output location for the array"
-        out.append(
-            dataclasses.replace(
-                own,
-                ref=AttemptRef(execution, unique, r.retry_attempt),
-                phase=phase,
-                task_type=task_type,  # the mapped task's (the array's own is `container_array`)
-                is_array=False,
-                ended_at=ended if phase in _TERMINAL_TASK_PHASES else None,
-                output_dir=sub_dir,
-                outputs_unknown=sub_unknown,
-                pods=tuple(dict.fromkeys(p for p in pods if p)),
-                checkpoint_uri=None,  # propeller reports no per-subtask checkpoint to Admin
-                node_phase=None,
-                array_node=own.ref.node_id,
-                array_index=r.index,
-            )
-        )
-    return out
-
-
-def _dir_attempt(directory: str | None) -> int:
-    """The attempt number that ends `<node data dir>/<attempt>/` (0 when it cannot be read)."""
-    tail = (directory or "").rstrip("/").rsplit("/", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
-
-
-def literal_text(lit: literals_pb2.Literal) -> str | None:
-    """A readable string for scalar literals (blob / dataset URIs as the URI); None for others."""
-    if lit.HasField("scalar"):
-        return _scalar_text(lit.scalar)
-    return None  # collections, maps, offloaded literals: not a single value to show or template
-
-
-def _scalar_text(s: literals_pb2.Scalar) -> str | None:
-    kind = s.WhichOneof("value")
-    if kind == "primitive":
-        p = s.primitive
-        which = p.WhichOneof("value")
-        if which == "string_value":
-            return p.string_value
-        if which == "integer":
-            return str(p.integer)
-        if which == "float_value":
-            return repr(p.float_value)
-        if which == "boolean":
-            return "true" if p.boolean else "false"
-        if which == "datetime":
-            return rfc3339(p.datetime.ToDatetime(tzinfo=UTC))
-        if which == "duration":
-            return f"{p.duration.ToTimedelta().total_seconds():g}s"
-        return None
-    if kind in ("blob", "structured_dataset", "schema"):
-        return getattr(s, kind).uri or None
-    if kind == "generic":
-        return json_format.MessageToJson(s.generic, indent=None, sort_keys=True)
-    if kind == "union":
-        return literal_text(s.union.value)
-    return None  # none_type, binary, error
-
-
-def _input_texts(rpc: str, target: str, data: Any, index: int | None = None) -> dict[str, str]:
-    """`full_inputs` of a Get*Data response as text; `index` picks that element of collections."""
-    if not data.full_inputs.literals and data.inputs.bytes > 0:
-        # Admin withholds inputs above its remote-data max size and only links to them.
-        raise SourceError(
-            "admin",
-            f"{rpc}: inputs ({data.inputs.bytes} bytes) are larger than Admin returns inline",
-            target=target,
-        )
-    out: dict[str, str] = {}
-    for name, lit in data.full_inputs.literals.items():
-        if index is not None and lit.HasField("collection"):
-            items = lit.collection.literals
-            if index >= len(items):
-                continue
-            lit = items[index]
-        text = literal_text(lit)
-        if text is not None:
-            out[name] = text
-    return out
-
-
-class TaskTemplate(NamedTuple):
-    """What the scan needs of a task template: its type, version and whether it has outputs."""
-
-    type: str
-    version: int
-    outputs_declared: bool
-
-    @classmethod
-    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskTemplate:
-        return cls(tpl.type, tpl.task_type_version, bool(tpl.interface.outputs.variables))
-
-
-class TaskFacts(NamedTuple):
-    """What a task template says about the code a relaunch would run (plain data)."""
-
-    id: tuple[str, str, str, str]  # project, domain, name, version
-    type: str
-    image: str | None  # the container's image (None: no container in the template)
-    runtime: str | None  # metadata.runtime: flytekit's version that serialized the task
-    interruptible: bool | None  # metadata.interruptible (None: not set)
-    cacheable: bool  # metadata.discoverable
-    cache_version: str
-
-    @classmethod
-    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskFacts:
-        m = tpl.metadata
-        t = tpl.id
-        return cls(
-            (t.project, t.domain, t.name, t.version),
-            tpl.type,
-            tpl.container.image or None if tpl.HasField("container") else None,
-            m.runtime.version or None,
-            m.interruptible if m.WhichOneof("interruptible_value") else None,
-            m.discoverable,
-            m.discovery_version,
-        )
-
-
-class WorkflowFacts(NamedTuple):
-    """A launch plan version's compiled workflow: its tasks and the nodes that run them."""
-
-    launch_plan: tuple[str, str, str, str]
-    workflow: tuple[str, str, str, str]
-    tasks: dict[tuple[str, str, str, str], TaskFacts]
-    task_nodes: tuple[tuple[str, tuple[str, str, str, str]], ...]  # (node id, task id)
-    launch_plan_nodes: tuple[str, ...]  # nodes that launch other executions (caches unseen)
-
-
-def _nodes(nodes: Iterable[Any]) -> Iterator[Any]:
-    """Every node of a workflow template, array and branch nodes' inner nodes included."""
-    for n in nodes:
-        yield n
-        kind = n.WhichOneof("target")
-        if kind == "array_node":
-            yield from _nodes([n.array_node.node])
-        elif kind == "branch_node":
-            ie = n.branch_node.if_else
-            yield from _nodes([ie.case.then_node, *(c.then_node for c in ie.other), ie.else_node])
-
-
-def _is_start_or_end(node: node_execution_pb2.NodeExecution) -> bool:
-    return node.metadata.spec_node_id in _START_END or node.id.node_id in _START_END
-
-
-def _may_have_tasks(node: node_execution_pb2.NodeExecution) -> bool:
-    # Skip ListTaskExecutions only where Admin cannot hold task executions: subworkflow /
-    # launch-plan nodes, non-dynamic parents (subworkflows), and nodes that never ran.
-    if node.closure.HasField("workflow_node_metadata"):
-        return False
-    meta = node.metadata
-    if meta.is_parent_node and not (meta.is_dynamic or meta.is_array):
-        return False
-    return node.closure.phase != core_execution_pb2.NodeExecution.SKIPPED
 
 
 def _check_name(name: str) -> None:
@@ -767,7 +366,7 @@ class AdminClient:
         """
         if page_size <= 0:
             raise ValueError("page_size must be positive (flyteadmin rejects limit 0)")
-        rendered, sort = join_filters(filters), _sort(sort_by)
+        rendered, sort = join_filters(filters), parse_sort(sort_by)
 
         def fetch(token: str) -> tuple[Sequence[execution_pb2.Execution], str]:
             req = common_pb2.ResourceListRequest(
@@ -795,13 +394,14 @@ class AdminClient:
         data = self._call(
             "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, req)
         )
-        return _input_texts("GetExecutionData", str(ref), data)
+        return input_texts("GetExecutionData", str(ref), data)
 
     def get_node_inputs(
         self, ref: AttemptRef, *, array_node: str | None = None, array_index: int | None = None
     ) -> dict[str, str]:
         """The inputs of the attempt's own node (GetNodeExecutionData `full_inputs`), as text
-        like `get_inputs`: a `@dynamic` sweep passes each trial its own (FACTS §13).
+        like `get_inputs`: a `@dynamic` sweep passes each trial its own (docs/upstream.md,
+        "Dynamic sweeps"; the execution's inputs hold only the parent's).
 
         For an array subtask (`array_node` given, `ref.node_id` its unique id) the array node's
         inputs are read and each collection reduced to the subtask's element, as propeller's
@@ -820,7 +420,7 @@ class AdminClient:
             "GetNodeExecutionData", target, lambda: Raw.get_node_execution_data(self._client, req)
         )
         index = array_index if array_node is not None else None
-        return _input_texts("GetNodeExecutionData", target, data, index)
+        return input_texts("GetNodeExecutionData", target, data, index)
 
     def _input_literals(self, ref: ExecutionRef) -> literals_pb2.LiteralMap:
         """GetExecutionData `full_inputs` as Admin holds them (a SourceError when it only links
@@ -829,7 +429,7 @@ class AdminClient:
         data = self._call(
             "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, req)
         )
-        _input_texts("GetExecutionData", str(ref), data)  # raises when the inputs are withheld
+        input_texts("GetExecutionData", str(ref), data)  # raises when the inputs are withheld
         return data.full_inputs
 
     def list_projects(self) -> list[str]:
@@ -860,16 +460,16 @@ class AdminClient:
 
     def _collect(self, ref: ExecutionRef, parent: str | None, out: list[AttemptRecord]) -> None:
         for node in list(self._node_executions(ref, parent)):
-            if _is_start_or_end(node):
+            if is_start_or_end(node):
                 continue
-            if _may_have_tasks(node):
+            if may_have_tasks(node):
                 for te in self._task_executions(ref, node.id.node_id):
                     own = self._attempt_record(ref, node, te, parent)
                     tpl = self._task_template(ref, own.task_id, parent) if own.task_id else None
-                    subtasks = _subtask_records(own, node, te, tpl.type if tpl else "")
+                    subtasks = subtask_records(own, node, te, tpl.type if tpl else "")
                     if subtasks:
                         # The array's own attempt stays (show lists it); its subtasks' pods
-                        # belong to the subtasks, which are judged one by one (SPEC §5).
+                        # belong to the subtasks, which are judged one by one (docs/verdicts.md).
                         own = dataclasses.replace(own, pods=attempt_pods(te.closure, False))
                     out.append(own)
                     out.extend(subtasks)
@@ -935,35 +535,11 @@ class AdminClient:
         te: task_execution_pb2.TaskExecution,
         parent: str | None,
     ) -> AttemptRecord:
-        c = te.closure
-        phase = _enum_name(core_execution_pb2.TaskExecution.Phase, c.phase)
-        started = _time(c, "started_at")
-        ended = None
-        if started is not None and phase in _TERMINAL_TASK_PHASES and c.HasField("duration"):
-            ended = started + c.duration.ToTimedelta()
         tid = te.id.task_id
-        task_id = (tid.project, tid.domain, tid.name, tid.version)
-        template = self._task_template(ref, task_id, parent)
-        namespaces = [p.namespace for p in c.log_context.pods if p.namespace]
-        checkpoint = node.closure.task_node_metadata.checkpoint_uri
-        out_dir, out_unknown = output_location(te, node.input_uri)
-        return AttemptRecord(
-            ref=AttemptRef(ref, node.id.node_id, te.id.retry_attempt),
-            phase=phase,
-            task_type=c.task_type or (template.type if template else ""),
-            task_type_version=template.version if template else None,
-            is_array=node.metadata.is_array,
-            started_at=started,
-            ended_at=ended,
-            output_dir=out_dir,
-            pods=attempt_pods(c),
-            namespace=namespaces[0] if namespaces else None,
-            checkpoint_uri=checkpoint or None,
-            node_phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
-            task_id=task_id,
-            outputs_declared=template.outputs_declared if template else False,
-            outputs_unknown=out_unknown,
+        template = self._task_template(
+            ref, (tid.project, tid.domain, tid.name, tid.version), parent
         )
+        return attempt_record(ref, node, te, template)
 
     def _task_template(
         self, ref: ExecutionRef, task_id: tuple[str, str, str, str], parent: str | None
@@ -1004,13 +580,9 @@ class AdminClient:
                     f"{ref}/{parent}",
                     lambda: Raw.get_node_execution_data(self._client, req),
                 )
-                templates = {}
-                for compiled in data.dynamic_workflow.compiled_workflow.tasks:
-                    t = compiled.template
-                    templates[(t.id.project, t.id.domain, t.id.name, t.id.version)] = (
-                        TaskTemplate.of(t)
-                    )
-                self._dynamic_cache[key] = templates
+                self._dynamic_cache[key] = compiled_templates(
+                    data.dynamic_workflow.compiled_workflow.tasks
+                )
             return self._dynamic_cache[key]
 
     # -- relaunch ------------------------------------------------------------------------------
@@ -1049,7 +621,7 @@ class AdminClient:
             resp = self._call(rpc, str(ref), once, answers=frozenset({Status.ALREADY_EXISTS}))
         except _Answered as a:
             raise self._already_exists(rpc, ref, name, a.details, sent) from None
-        return _ref(resp.id)
+        return execution_ref(resp.id)
 
     def _already_exists(
         self, rpc: str, ref: ExecutionRef, name: str, details: str, sent: int
@@ -1144,27 +716,8 @@ class AdminClient:
             f"{wf_id.project}:{wf_id.domain}:{wf_id.name}:{wf_id.version}",
             lambda: Raw.get_workflow(self._client, common_pb2.ObjectGetRequest(id=wf_id)),
         )
-        compiled = wf.closure.compiled_workflow
-        tasks = {}
-        for ct in compiled.tasks:
-            facts = TaskFacts.of(ct.template)
-            tasks[facts.id] = facts
-        task_nodes, lp_nodes = [], []
-        for w in [compiled.primary, *compiled.sub_workflows]:
-            for node in _nodes(w.template.nodes):
-                kind = node.WhichOneof("target")
-                if kind == "task_node":
-                    r = node.task_node.reference_id
-                    task_nodes.append((node.id, (r.project, r.domain, r.name, r.version)))
-                elif kind == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
-                    lp_nodes.append(node.id)
-        return WorkflowFacts(
-            launch_plan,
-            (wf_id.project, wf_id.domain, wf_id.name, wf_id.version),
-            tasks,
-            tuple(task_nodes),
-            tuple(lp_nodes),
-        )
+        workflow = (wf_id.project, wf_id.domain, wf_id.name, wf_id.version)
+        return workflow_facts_of(launch_plan, workflow, wf.closure.compiled_workflow)
 
     def task_facts(self, task_id: tuple[str, str, str, str]) -> TaskFacts:
         """One registered task's template facts (GetTask); NotFoundError if not registered."""

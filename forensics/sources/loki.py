@@ -1,6 +1,10 @@
-"""Loki client: query_range over HTTP with time shards, boundary-safe paging, retries, safe LogQL.
+"""Loki client: query_range over HTTP with time shards, boundary-safe paging and retries.
 
-Paging follows logcli's forward rules (FACTS §6.2) with a safer de-duplication key: the next page
+This module stays whole past ~400 lines because it is one client over one API: paging, shard
+splitting and error mapping share the same request path. LogQL building lives in `logql.py`,
+the retry policy in `loki_retry.py`.
+
+Paging follows logcli's forward rules (grafana/loki `pkg/logcli/query/query.go::DoQuery`) with a safer de-duplication key: the next page
 starts at the last timestamp seen (inclusive) and entries at that boundary are dropped when their
 (timestamp, stream labels, line) was already yielded. When a whole page shares one nanosecond
 (more than `page_limit` matches at one timestamp, where logcli gives up), the client lists the
@@ -8,7 +12,8 @@ streams that have entries at that nanosecond (`/loki/api/v1/series`) and reads e
 own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
 nanosecond does the shard fail, loudly, naming the stream and the time.
 
-Two tenant limits are met at run time rather than configured exactly (FACTS §6.1, §13): a page
+Two tenant limits are met at run time rather than configured exactly (grafana/loki
+`pkg/validation/limits.go` max_entries_limit_per_query and query_timeout): a page
 limit over the tenant's `max_entries_limit_per_query` is answered with a 400 whose wording
 differs between Loki versions; its lower limit is adopted for the rest of the run. A query that
 times out (Loki's 504 from its `query_timeout`, or no answer within the client's timeout) is
@@ -23,7 +28,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -32,14 +37,15 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError, ReadTimeoutError, ResponseError
-from urllib3.util.retry import Retry
+from urllib3.exceptions import MaxRetryError
 
 from forensics import __version__
 from forensics.concurrency import Emit, stream
 from forensics.config import LokiSettings
-from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageError
+from forensics.errors import ConfigError, LokiQueryError, SourceError
 from forensics.model import LogEntry, Window, from_ns, rfc3339, to_ns
+from forensics.sources.logql import selector, split_query
+from forensics.sources.loki_retry import BoundedRetry, RetryPolicy
 
 log = logging.getLogger("elastic-audit")
 
@@ -59,135 +65,8 @@ _ENTRY_LIMIT_RE = re.compile(
     re.escape(ENTRY_LIMIT_PREFIX)
     + r", limit > max_entries_limit(?:_per_query)? \(([0-9]+) > ([0-9]+)\)"
 )
-LINE_FILTER_OPS = ("|=", "!=", "|~", "!~")
-MATCHER_OPS = ("=", "!=", "=~", "!~")
 QUERY_RANGE = "/loki/api/v1/query_range"
 SERIES = "/loki/api/v1/series"
-
-# ---------------------------------------------------------------------------------------------
-# LogQL building
-# ---------------------------------------------------------------------------------------------
-
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
-_GO_ESCAPES = {
-    "\a": r"\a",
-    "\b": r"\b",
-    "\f": r"\f",
-    "\n": r"\n",
-    "\r": r"\r",
-    "\t": r"\t",
-    "\v": r"\v",
-    "\\": "\\\\",
-    '"': '\\"',
-}
-_RE2_META = frozenset("\\.+*?()|[]{}^$")  # exactly what Go's regexp.QuoteMeta escapes
-_STRING = r'"(?:[^"\\\n]|\\.)*"|`[^`]*`'
-_MATCHER = rf"\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*(?:{_STRING})\s*"
-_SELECTOR = re.compile(rf"\{{{_MATCHER}(?:,{_MATCHER})*\}}", re.S)
-
-
-def quote_string(value: str) -> str:
-    """`value` as a double-quoted LogQL (Go) string literal that Loki reads back as exactly `value`.
-
-    Backslash, double quote and control characters are escaped, so no user-supplied value can end
-    the string early and inject LogQL.
-    """
-    out = ['"']
-    for ch in value:
-        esc = _GO_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ch.isprintable():
-            out.append(ch)
-        elif 0xD800 <= ord(ch) <= 0xDFFF:
-            raise UsageError(f"{value!r} contains a lone surrogate and cannot be sent to Loki")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
-
-
-def regex_escape(literal: str) -> str:
-    """Escape RE2 metacharacters so `literal` matches itself inside `=~`, `!~`, `|~` or `!~`."""
-    return "".join("\\" + c if c in _RE2_META else c for c in literal)
-
-
-def matcher(name: str, op: str, value: str) -> str:
-    """One label matcher, `name="value"` / `name=~"regex"`, with the value safely quoted."""
-    if not _LABEL_NAME.match(name):
-        raise UsageError(f"{name!r} is not a valid Loki label name")
-    if op not in MATCHER_OPS:
-        raise UsageError(
-            f"label matcher operator must be one of {', '.join(MATCHER_OPS)}, not {op!r}"
-        )
-    return f"{name}{op}{quote_string(value)}"
-
-
-def selector(
-    matchers: Mapping[str, tuple[str, str]] | Iterable[tuple[str, str, str]],
-) -> str:
-    """A stream selector `{a="x", b=~"y"}` from `{name: (op, value)}` or `(name, op, value)` triples.
-
-    Triples allow two matchers on one label (`namespace=~".+", namespace!~"kube-.*"`).
-    """
-    items = (
-        [(name, op, value) for name, (op, value) in matchers.items()]
-        if isinstance(matchers, Mapping)
-        else list(matchers)
-    )
-    if not items:
-        raise UsageError("a Loki stream selector needs at least one label matcher")
-    return "{" + ", ".join(matcher(name, op, value) for name, op, value in items) + "}"
-
-
-def _filter_literal(op: str, value: str) -> str:
-    # Regexes read better raw (`Signals\.SIGTERM` rather than "Signals\\.SIGTERM"); a raw string
-    # cannot hold a backtick, and Go drops carriage returns from raw strings.
-    raw_ok = "`" not in value and all(c.isprintable() for c in value)
-    if op in ("|~", "!~") and "\\" in value and raw_ok:
-        return f"`{value}`"
-    return quote_string(value)
-
-
-def line_filter(op: str, value: str) -> str:
-    """One line filter stage: `|= "text"`, `!= "text"`, `|~ `regex``, `!~ `regex``."""
-    if op not in LINE_FILTER_OPS:
-        raise UsageError(
-            f"line filter operator must be one of {', '.join(LINE_FILTER_OPS)}, not {op!r}"
-        )
-    return f"{op} {_filter_literal(op, value)}"
-
-
-def split_query(query: str) -> tuple[str, str]:
-    """Split a log query into its stream selector `{...}` and the (possibly empty) pipeline."""
-    q = query.strip()
-    m = _SELECTOR.match(q)
-    if m is None:
-        raise ConfigError(
-            f"Loki stream selector {query!r} does not look like "
-            '{label="value", ...} (operators =, !=, =~, !~; values in double quotes or backticks)'
-        )
-    return q[: m.end()], q[m.end() :].strip()
-
-
-def validate_selector(text: str) -> str:
-    """Check that a configured selector is exactly one `{...}` stream selector; return it trimmed."""
-    sel, rest = split_query(text)
-    if rest:
-        raise ConfigError(
-            f"Loki stream selector {text!r} has text after the closing '}}': {rest!r}"
-        )
-    return sel
-
-
-def build_query(selector: str, line_filters: Sequence[tuple[str, str]] = ()) -> str:
-    """A log query: a validated stream selector followed by line filters (`|=`, `!=`, `|~`, `!~`)."""
-    parts = [validate_selector(selector)]
-    parts.extend(line_filter(op, value) for op, value in line_filters)
-    return " ".join(parts)
-
 
 # ---------------------------------------------------------------------------------------------
 # Results and errors
@@ -245,23 +124,6 @@ class ShardOutcome:
         return ((self.window, self.error),) if self.error is not None else ()
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How hard one HTTP call is retried on 429/5xx/connection failures before it is given up.
-
-    `retries` bounds the attempts (1 + retries), `total_time` the seconds one call may go on
-    retrying after its first failure (sleeps are cut short to fit),
-    `retry_after_max` caps a server's `Retry-After`; backoff is `backoff_factor * 2**(n-1)` seconds
-    (urllib3's formula, first retry immediate), at most `backoff_max`.
-    """
-
-    retries: int = 5
-    backoff_factor: float = 0.5
-    backoff_max: float = 30.0
-    retry_after_max: float = 60.0
-    total_time: float = 300.0
-
-
 class _Cancelled(Exception):
     """A scan was closed while this worker waited to retry."""
 
@@ -286,70 +148,6 @@ def _pause(seconds: float) -> None:
         time.sleep(seconds)
     elif event.wait(seconds):
         raise _Cancelled()
-
-
-class _BoundedRetry(Retry):
-    """urllib3's Retry plus a deadline over all attempts and sleeps that a closed scan interrupts."""
-
-    def __init__(
-        self,
-        *args: Any,
-        total_time: float = 300.0,
-        deadline: float | None = None,
-        on_retry: Callable[[], None] | None = None,
-        split_timeouts: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.total_time = total_time
-        self.deadline = deadline
-        self.on_retry = on_retry
-        self.split_timeouts = split_timeouts  # a read timeout is raised at once, to be split
-
-    def new(self, **kw: Any) -> _BoundedRetry:
-        kw.setdefault("total_time", self.total_time)
-        kw.setdefault("deadline", self.deadline)
-        kw.setdefault("on_retry", self.on_retry)
-        kw.setdefault("split_timeouts", self.split_timeouts)
-        return super().new(**kw)
-
-    def increment(  # type: ignore[override]
-        self,
-        method: str | None = None,
-        url: str | None = None,
-        response: Any = None,
-        error: Exception | None = None,
-        _pool: Any = None,
-        _stacktrace: Any = None,
-    ) -> _BoundedRetry:
-        if self.split_timeouts and isinstance(error, ReadTimeoutError):
-            raise error
-        deadline = self.deadline
-        if deadline is None:
-            deadline = time.monotonic() + self.total_time
-        new = super().increment(method, url, response, error, _pool, _stacktrace)
-        new.deadline = deadline
-        if time.monotonic() >= deadline:
-            reason = error or ResponseError(f"gave up retrying after {self.total_time:g}s")
-            raise MaxRetryError(_pool, url, reason)  # type: ignore[arg-type]
-        if self.on_retry is not None:
-            self.on_retry()
-        return new
-
-    def _wait(self, seconds: float) -> None:
-        if self.deadline is not None:
-            seconds = min(seconds, max(0.0, self.deadline - time.monotonic()))
-        _pause(seconds)
-
-    def sleep_for_retry(self, response: Any) -> bool:
-        retry_after = self.get_retry_after(response)
-        if retry_after:
-            self._wait(retry_after)
-            return True
-        return False
-
-    def _sleep_backoff(self) -> None:
-        self._wait(self.get_backoff_time())
 
 
 class _SecretAuth(requests.auth.AuthBase):
@@ -462,9 +260,9 @@ class LokiClient:
             user, password = settings.username, settings.password
             self._auth = _SecretAuth(lambda: requests.auth._basic_auth_str(user, password.value))
 
-    def _retry_config(self, *, split: bool = False) -> _BoundedRetry:
+    def _retry_config(self, *, split: bool = False) -> BoundedRetry:
         p = self.retry
-        return _BoundedRetry(
+        return BoundedRetry(
             total=p.retries,
             connect=p.retries,
             read=p.retries,
@@ -481,6 +279,7 @@ class LokiClient:
             total_time=p.total_time,
             on_retry=self._count_retry,
             split_timeouts=split,
+            pause=_pause,  # a closed scan ends the wait
         )
 
     # -- counters (for benchmarks and --verbose) ---------------------------------------------

@@ -279,7 +279,7 @@ def _make_client(
     read_timeout: float = 30.0,
 ) -> BaseClient:
     # botocore reads only AWS_DEFAULT_REGION; the AWS CLI v2 and the other SDKs let AWS_REGION
-    # win over it, and SPEC §4.3 promises the standard settings.
+    # win over it, and docs/configuration.md (S3) promises the standard settings.
     region = os.environ.get("AWS_REGION") or None
     try:
         core = botocore.session.get_session()

@@ -76,7 +76,7 @@ from rich.console import Console
 from rich.table import Table
 
 from forensics.config import Settings
-from forensics.evidence import SIGNAL_LINE_REGEX
+from forensics.evidence.logs import SIGNAL_LINE_REGEX
 from forensics.model import to_ns
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.loki_server import LokiFaults, LokiServer

@@ -1,0 +1,347 @@
+"""The sandbox Admin's protobuf builders: a Scenario's executions, nodes, attempts, tasks,
+launch plans and workflows as flyteadmin stores and returns them."""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from datetime import datetime
+from typing import Any
+
+from flyteidl.admin import (
+    execution_pb2,
+    launch_plan_pb2,
+    node_execution_pb2,
+    task_execution_pb2,
+    workflow_pb2,
+)
+from flyteidl.core import (
+    catalog_pb2,
+    compiler_pb2,
+    identifier_pb2,
+    interface_pb2,
+    literals_pb2,
+    tasks_pb2,
+    types_pb2,
+)
+from flyteidl.core import execution_pb2 as core_execution_pb2
+from flyteidl.core import (
+    workflow_pb2 as core_workflow_pb2,
+)
+from flyteidl.event import event_pb2
+from google.protobuf import message as pb_message
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from forensics.model import UTC
+from forensics.sandbox.scenario import (
+    SandboxAttempt,
+    SandboxExecution,
+    SandboxLaunchPlan,
+    SandboxNode,
+    SandboxTask,
+)
+
+WfPhase = core_execution_pb2.WorkflowExecution.Phase
+NodePhase = core_execution_pb2.NodeExecution.Phase
+TaskPhase = core_execution_pb2.TaskExecution.Phase
+Mode = execution_pb2.ExecutionMetadata.ExecutionMode
+
+
+def timestamp(t: datetime | None) -> Timestamp | None:
+    if t is None:
+        return None
+    ts = Timestamp()
+    ts.FromDatetime(t.astimezone(UTC))
+    return ts
+
+
+def set_time(msg: Any, name: str, t: datetime | None) -> None:
+    if t is not None:
+        getattr(msg, name).CopyFrom(timestamp(t))
+
+
+def set_duration(msg: Any, start: datetime | None, end: datetime | None) -> None:
+    if start is not None and end is not None:
+        msg.duration.FromTimedelta(end - start)
+
+
+def execution_identifier(p: str, d: str, n: str) -> identifier_pb2.WorkflowExecutionIdentifier:
+    return identifier_pb2.WorkflowExecutionIdentifier(project=p, domain=d, name=n)
+
+
+def task_key(t: SandboxTask) -> tuple[str, str, str, str]:
+    return (t.project, t.domain, t.name, t.version)
+
+
+def task_identifier(t: SandboxTask) -> identifier_pb2.Identifier:
+    return identifier_pb2.Identifier(
+        resource_type=identifier_pb2.TASK,
+        project=t.project,
+        domain=t.domain,
+        name=t.name,
+        version=t.version,
+    )
+
+
+def lp_identifier(lp: SandboxLaunchPlan, resource_type: int) -> identifier_pb2.Identifier:
+    return identifier_pb2.Identifier(
+        resource_type=resource_type,
+        project=lp.project,
+        domain=lp.domain,
+        name=lp.name,
+        version=lp.version,
+    )
+
+
+def metadata_prefix(wf: identifier_pb2.WorkflowExecutionIdentifier) -> str:
+    return f"s3://flyte-metadata/metadata/propeller/{wf.project}-{wf.domain}-{wf.name}"
+
+
+def go_proto(msg: pb_message.Message) -> str:
+    """Roughly how Go's `%v` prints a proto identifier in flyteadmin's messages."""
+    return " ".join(f'{f.name}:"{v}"' for f, v in msg.ListFields())
+
+
+def random_name() -> str:
+    return random.choice(string.ascii_lowercase) + "".join(
+        random.choices(string.ascii_lowercase + string.digits, k=19)
+    )
+
+
+def pod_generated_name(attempt: SandboxAttempt) -> str:
+    """PyTorchJob pods are `<generated>-master-0` / `<generated>-worker-N`; plain pods are it."""
+    first = attempt.pods[0] if attempt.pods else ""
+    if attempt.task.task_type == "pytorch":
+        m = re.fullmatch(r"(.+)-(master|worker)-\d+", first)
+        if m:
+            return m.group(1)
+    return first
+
+
+def literal_map(values: dict[str, str | list[str]]) -> literals_pb2.LiteralMap:
+    """String literals; a list becomes a collection of them (a map task's per-subtask inputs)."""
+
+    def one(v: str) -> literals_pb2.Literal:
+        return literals_pb2.Literal(
+            scalar=literals_pb2.Scalar(primitive=literals_pb2.Primitive(string_value=v))
+        )
+
+    literals = {}
+    for k, v in values.items():
+        if isinstance(v, list):
+            literals[k] = literals_pb2.Literal(
+                collection=literals_pb2.LiteralCollection(literals=[one(x) for x in v])
+            )
+        else:
+            literals[k] = one(v)
+    return literals_pb2.LiteralMap(literals=literals)
+
+
+def proto_time(msg: Any, name: str) -> datetime | None:
+    return getattr(msg, name).ToDatetime(tzinfo=UTC) if msg.HasField(name) else None
+
+
+def duration_ns(closure: Any) -> int | None:
+    return closure.duration.ToNanoseconds() if closure.HasField("duration") else None
+
+
+def node_proto(
+    ex: SandboxExecution,
+    node_id: str,
+    phase: str,
+    start: datetime | None,
+    end: datetime | None,
+) -> node_execution_pb2.NodeExecution:
+    """A node execution of `ex` with its phase and times, as propeller's events leave it."""
+    closure = node_execution_pb2.NodeExecutionClosure(phase=NodePhase.Value(phase))
+    set_time(closure, "started_at", start)
+    set_time(closure, "created_at", start)
+    set_time(closure, "updated_at", end or start)
+    set_duration(closure, start, end)
+    return node_execution_pb2.NodeExecution(
+        id=identifier_pb2.NodeExecutionIdentifier(
+            node_id=node_id, execution_id=execution_identifier(ex.project, ex.domain, ex.name)
+        ),
+        input_uri=f"{ex.node_data_dir(node_id)}/inputs.pb",
+        closure=closure,
+        metadata=node_execution_pb2.NodeExecutionMetaData(spec_node_id=node_id),
+    )
+
+
+def task_execution_proto(
+    ex: SandboxExecution, node: SandboxNode, a: SandboxAttempt, namespace_template: str
+) -> task_execution_pb2.TaskExecution:
+    """One attempt's task execution as Admin records it (closure, pods, output location)."""
+    closure = task_execution_pb2.TaskExecutionClosure(
+        phase=TaskPhase.Value(a.phase), task_type=a.task.task_type, reason=a.reason
+    )
+    # The container plugin takes a single-pod attempt's end from the container's FinishedAt,
+    # which Kubernetes keeps in whole seconds (flyteplugins `k8s/pod/plugin.go`,
+    # `pod_helper.go`); for a PyTorchJob propeller stamps the end itself when it
+    # observes the job's success, so the scenario's time stands.
+    end = a.ended_at
+    if end is not None and a.task.task_type != "pytorch":
+        end = end.replace(microsecond=0)
+    set_time(closure, "started_at", a.started_at)
+    set_time(closure, "created_at", a.started_at)
+    set_time(closure, "updated_at", end or a.started_at)
+    set_duration(closure, a.started_at, end)
+    data_dir = ex.node_data_dir(node.node_id)
+    input_uri = f"{data_dir}/inputs.pb"
+    if a.inline_outputs:
+        # Inline raw-output policy: inputs and outputs travel in the events and flyteadmin
+        # offloads both under its own prefix (`transformers/task_execution.go`).
+        input_uri = ex.offloaded_uri(node.node_id, a, "offloaded_inputs")
+    if a.phase == "SUCCEEDED" and a.inline_outputs:
+        closure.output_uri = ex.offloaded_uri(node.node_id, a, "offloaded_outputs")
+    elif a.phase == "SUCCEEDED":
+        # propeller reports OutputWriter.GetOutputPath() on success, whether or not the task
+        # wrote the file — which is the whole incident.
+        closure.output_uri = f"{data_dir}/{a.attempt}/outputs.pb"
+    elif a.phase in ("FAILED", "RETRYABLE_FAILED"):
+        closure.error.CopyFrom(
+            core_execution_pb2.ExecutionError(
+                code="USER:Unknown",
+                message=a.reason,
+                kind=core_execution_pb2.ExecutionError.USER,
+            )
+        )
+    generated = pod_generated_name(a)
+    container = "pytorch" if a.task.task_type == "pytorch" else generated
+    closure.metadata.CopyFrom(
+        event_pb2.TaskExecutionMetadata(
+            generated_name=generated,
+            plugin_identifier="pytorch" if a.task.task_type == "pytorch" else "container",
+        )
+    )
+    if a.pods:
+        namespace = namespace_template.format(project=ex.project, domain=ex.domain)
+        closure.log_context.primary_pod_name = a.pods[0]
+        for pod in a.pods:
+            closure.log_context.pods.append(
+                core_execution_pb2.PodLogContext(
+                    namespace=namespace,
+                    pod_name=pod,
+                    primary_container_name=container,
+                    containers=[core_execution_pb2.ContainerContext(container_name=container)],
+                )
+            )
+    return task_execution_pb2.TaskExecution(
+        id=identifier_pb2.TaskExecutionIdentifier(
+            task_id=task_identifier(a.task),
+            node_execution_id=identifier_pb2.NodeExecutionIdentifier(
+                node_id=node.node_id,
+                execution_id=execution_identifier(ex.project, ex.domain, ex.name),
+            ),
+            retry_attempt=a.attempt,
+        ),
+        input_uri=input_uri,
+        closure=closure,
+        is_parent=node.is_parent,
+    )
+
+
+def array_shape(
+    te: task_execution_pb2.TaskExecution, ex: SandboxExecution, node: SandboxNode, a: SandboxAttempt
+) -> None:
+    """An array node's one task execution as propeller's ArrayNode (event version 0) reports it:
+    task type `container_array`, plugin `k8s-array`, no pod of its own, one ExternalResourceInfo
+    per subtask retry with `external_id` = `<array generated name>-n<index>-<retry>`
+    (flytepropeller v1.16.8 `nodes/array/event_recorder.go` `finalize`,
+    `generateExternalResourceID`), sorted by index then retry as flyteadmin merges them."""
+    from forensics.evidence.flyte_names import generated_name
+
+    c = te.closure
+    c.task_type = "container_array"
+    c.ClearField("log_context")
+    array_name = generated_name([ex.name, node.node_id, a.attempt])
+    # `finalize` sets only the external resources and the plugin: the array has no pod itself.
+    c.metadata.CopyFrom(event_pb2.TaskExecutionMetadata(plugin_identifier="k8s-array"))
+    for sub in sorted(node.subtasks, key=lambda s: (s.index, s.retry_attempt)):
+        c.metadata.external_resources.append(
+            event_pb2.ExternalResourceInfo(
+                external_id=f"{array_name}-n{sub.index}-{sub.retry_attempt}",
+                index=sub.index,
+                retry_attempt=sub.retry_attempt,
+                phase=TaskPhase.Value(sub.phase),
+                cache_status=catalog_pb2.CACHE_DISABLED,
+            )
+        )
+
+
+def task_template(t: SandboxTask) -> tasks_pb2.TaskTemplate:
+    """The task template flytekit would have registered for `t`."""
+    outputs = interface_pb2.VariableMap()
+    if t.has_outputs:
+        outputs.variables["o0"].CopyFrom(
+            interface_pb2.Variable(type=types_pb2.LiteralType(simple=types_pb2.STRING))
+        )
+    metadata = tasks_pb2.TaskMetadata(
+        runtime=tasks_pb2.RuntimeMetadata(
+            type=tasks_pb2.RuntimeMetadata.FLYTE_SDK, version=t.runtime_version, flavor="python"
+        ),
+        discoverable=t.cacheable,
+        discovery_version=t.cache_version,
+    )
+    if t.interruptible is not None:
+        metadata.interruptible = t.interruptible
+    return tasks_pb2.TaskTemplate(
+        id=task_identifier(t),
+        type=t.task_type,
+        task_type_version=t.task_type_version,
+        interface=interface_pb2.TypedInterface(outputs=outputs),
+        metadata=metadata,
+        # flytekit serializes both single-node and PyTorchJob tasks with a container
+        container=tasks_pb2.Container(image=t.image, args=["pyflyte-execute"]),
+    )
+
+
+def launch_plan_proto(lp: SandboxLaunchPlan) -> launch_plan_pb2.LaunchPlan:
+    """A launch plan version (its workflow has the same name and version in the sandbox)."""
+    ident = lp_identifier(lp, identifier_pb2.LAUNCH_PLAN)
+    # the launch plan's workflow has the same name and version in the sandbox
+    spec = launch_plan_pb2.LaunchPlanSpec(workflow_id=lp_identifier(lp, identifier_pb2.WORKFLOW))
+    if lp.concurrency_max is not None:
+        spec.concurrency_policy.max = lp.concurrency_max
+        spec.concurrency_policy.behavior = (
+            launch_plan_pb2.ConcurrencyLimitBehavior.CONCURRENCY_LIMIT_BEHAVIOR_SKIP
+        )
+    closure = launch_plan_pb2.LaunchPlanClosure(state=launch_plan_pb2.ACTIVE)
+    set_time(closure, "created_at", lp.created_at)
+    return launch_plan_pb2.LaunchPlan(id=ident, spec=spec, closure=closure)
+
+
+def workflow_proto(lp: SandboxLaunchPlan) -> workflow_pb2.Workflow:
+    """The launch plan's workflow, compiled: its task nodes, launch-plan nodes and templates."""
+    wf_id = launch_plan_proto(lp).spec.workflow_id
+    nodes = [
+        core_workflow_pb2.Node(
+            id=node_id,
+            task_node=core_workflow_pb2.TaskNode(reference_id=task_identifier(t)),
+        )
+        for node_id, t in lp.nodes
+    ]
+    for node_id in lp.launch_plan_nodes:
+        ref = identifier_pb2.Identifier(
+            resource_type=identifier_pb2.LAUNCH_PLAN,
+            project=lp.project,
+            domain=lp.domain,
+            name=f"{lp.name}.{node_id}",
+            version=lp.version,
+        )
+        nodes.append(
+            core_workflow_pb2.Node(
+                id=node_id, workflow_node=core_workflow_pb2.WorkflowNode(launchplan_ref=ref)
+            )
+        )
+    tasks = {task_key(t): t for _, t in lp.nodes}
+    compiled = compiler_pb2.CompiledWorkflowClosure(
+        primary=compiler_pb2.CompiledWorkflow(
+            template=core_workflow_pb2.WorkflowTemplate(id=wf_id, nodes=nodes)
+        ),
+        tasks=[compiler_pb2.CompiledTask(template=task_template(t)) for t in tasks.values()],
+    )
+    return workflow_pb2.Workflow(
+        id=wf_id, closure=workflow_pb2.WorkflowClosure(compiled_workflow=compiled)
+    )

@@ -1,0 +1,133 @@
+"""flyteadmin's list-filter language: `func(field,value)` filters joined with `+`, and sort keys.
+
+Pure string building, checked against flyteadmin `pkg/manager/impl/util/filters.go` (the `+`
+expression separator, `;` between list values) and `pkg/common/filters.go` (the functions).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from flyteidl.admin import common_pb2, execution_pb2
+
+from forensics.model import rfc3339
+
+# flyteadmin `common/filters.go::filterNameMappings`.
+FILTER_FUNCTIONS = frozenset(
+    {"eq", "ne", "gt", "gte", "lt", "lte", "contains", "not_like", "value_in", "value_not_in"}
+)
+# flyteadmin `validation.CheckValidExecutionID`: the name is lower-cased, then must match this and
+
+
+# `id` is the executions table's own key: unique (stable pages) and increasing, so executions
+# created during a scan land after the pages already read instead of shifting them.
+DEFAULT_EXECUTION_SORT = "asc(id)"
+
+
+def admin_filter(function: str, field: str, value: object) -> str:
+    """One flyteadmin filter `func(field,value)`; lists join with `;`, datetimes render with `Z`."""
+    if function not in FILTER_FUNCTIONS:
+        raise ValueError(f"unknown flyteadmin filter function {function!r}")
+    if isinstance(value, (list, tuple, set, frozenset)):
+        rendered = ";".join(_filter_value(v) for v in value)
+    else:
+        rendered = _filter_value(value)
+    return f"{function}({field},{rendered})"
+
+
+def _filter_value(value: object) -> str:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("filter times must be timezone-aware")
+        text = rfc3339(value) or ""
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = str(value)
+    # flyteadmin splits the filter string on `+` before parsing (`util/filters.go`
+    # filterExpressionSeperator), and list values on `;`.
+    if "+" in text or ";" in text or not text:
+        raise ValueError(f"filter value {text!r} cannot be expressed in flyteadmin's filter syntax")
+    return text
+
+
+def updated_since(t: datetime) -> str:
+    """Executions whose closure was last updated at or after `t`."""
+    return admin_filter("gte", "execution_updated_at", t)
+
+
+def created_before(t: datetime) -> str:
+    """Executions created strictly before `t` (`idx_executions_created_at` serves it)."""
+    return admin_filter("lt", "execution_created_at", t)
+
+
+def created_since(t: datetime) -> str:
+    """Executions created at or after `t`."""
+    return admin_filter("gte", "execution_created_at", t)
+
+
+def live_during(start: datetime, end: datetime) -> str:
+    """Executions that existed and changed in `[start, end)`: updated ≥ start, created < end."""
+    return join_filters([updated_since(start), created_before(end)])
+
+
+def updated_before(t: datetime) -> str:
+    """Executions whose closure was last updated strictly before `t`."""
+    return admin_filter("lt", "execution_updated_at", t)
+
+
+# WorkflowExecution phases before a terminal one (flyteidl `core/execution.proto`); the executions
+# table keeps the phase name, filtered as flytectl's `execution.phase in (FAILED;SUCCEEDED)` is.
+RUNNING_PHASES = ("UNDEFINED", "QUEUED", "RUNNING", "SUCCEEDING", "FAILING", "ABORTING")
+
+
+def attempts_may_end_during(start: datetime, end: datetime) -> list[str]:
+    """Listings whose union holds every execution an attempt of which may have ended in
+    `[start, end)`, each execution in exactly one of them.
+
+    flyteadmin moves an execution's `updated_at` only on workflow-level events
+    (flyteadmin `pkg/repositories/transformers/execution.go`): a workflow created days ago and still running keeps
+    the `updated_at` of its RUNNING event while its nodes succeed inside the window, so
+    `live_during` alone misses it. Any execution that has reached a terminal phase since `start`
+    has `updated_at >= start`; one whose `updated_at` is older must still be running now. Hence:
+    `live_during(start, end)`, plus the executions created before `end`, not updated since
+    `start`, and in a non-terminal phase now — few (what runs at scan time), and disjoint.
+    """
+    still_running = join_filters(
+        [phase_in(*RUNNING_PHASES), updated_before(start), created_before(end)]
+    )
+    return [live_during(start, end), still_running]
+
+
+def phase_in(*phases: str) -> str:
+    """Executions in any of the given WorkflowExecution phases (enum names: `SUCCEEDED`)."""
+    return admin_filter("value_in", "phase", list(phases))
+
+
+def mode_is(mode: str) -> str:
+    """Executions launched in `mode` (MANUAL, RELAUNCH, ...); the column holds the enum number."""
+    return admin_filter("eq", "mode", execution_pb2.ExecutionMetadata.ExecutionMode.Value(mode))
+
+
+def join_filters(filters: str | Iterable[Any] | None) -> str:
+    """A filter string, a list of filter strings or flytekit `Filter` objects, joined with `+`."""
+    if filters is None:
+        return ""
+    if isinstance(filters, str):
+        return filters
+    parts = [f if isinstance(f, str) else f.to_flyte_idl() for f in filters]
+    return "+".join(p for p in parts if p)
+
+
+def parse_sort(sort_by: str | None) -> common_pb2.Sort | None:
+    """`asc(column)` / `desc(column)` as Admin's Sort message; None for no sort."""
+    if not sort_by:
+        return None
+    m = re.fullmatch(r"(asc|desc)\((\w+)\)", sort_by)
+    if m is None:
+        raise ValueError(f"sort_by must look like asc(column) or desc(column), not {sort_by!r}")
+    direction = common_pb2.Sort.ASCENDING if m.group(1) == "asc" else common_pb2.Sort.DESCENDING
+    return common_pb2.Sort(key=m.group(2), direction=direction)

@@ -1,0 +1,405 @@
+"""Admin's protobuf answers as our plain records: executions, attempts, inputs, task facts.
+
+Pure functions over flyteidl messages; what Admin and propeller put where is described in
+`forensics/sources/admin.py`'s module docstring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from flyteidl.admin import execution_pb2, node_execution_pb2, task_execution_pb2
+from flyteidl.core import execution_pb2 as core_execution_pb2
+from flyteidl.core import identifier_pb2, literals_pb2, tasks_pb2
+from google.protobuf import json_format
+
+from forensics.errors import SourceError
+from forensics.evidence.flyte_names import generated_name, unique_node_id
+from forensics.model import (
+    UTC,
+    AttemptRecord,
+    AttemptRef,
+    ExecutionRecord,
+    ExecutionRef,
+    ParentNode,
+    rfc3339,
+)
+
+_START_END = frozenset({"start-node", "end-node"})
+_TERMINAL_TASK_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
+
+
+def _enum_name(enum: Any, value: int) -> str:
+    try:
+        return str(enum.Name(value))
+    except ValueError:
+        return str(value)
+
+
+def _time(msg: Any, field: str) -> datetime | None:
+    if not msg.HasField(field):
+        return None
+    ts = getattr(msg, field)
+    if ts.seconds == 0 and ts.nanos == 0:
+        return None
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+def execution_ref(wf: identifier_pb2.WorkflowExecutionIdentifier) -> ExecutionRef:
+    return ExecutionRef(wf.project, wf.domain, wf.name)
+
+
+def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
+    """Plain data from an `admin.Execution`."""
+    meta = ex.spec.metadata
+    reference = None
+    if meta.HasField("reference_execution") and meta.reference_execution.name:
+        reference = execution_ref(meta.reference_execution)
+    parent = None
+    # flyteadmin sets `parent_node_execution` on an execution launched by a launch-plan node
+    # (flyteadmin `execution_manager.go` `launchExecution`, mode CHILD_WORKFLOW).
+    if meta.HasField("parent_node_execution") and meta.parent_node_execution.execution_id.name:
+        pne = meta.parent_node_execution
+        parent = ParentNode(execution_ref(pne.execution_id), pne.node_id)
+    lp = ex.spec.launch_plan
+    return ExecutionRecord(
+        ref=execution_ref(ex.id),
+        phase=_enum_name(core_execution_pb2.WorkflowExecution.Phase, ex.closure.phase),
+        created_at=_time(ex.closure, "created_at"),
+        updated_at=_time(ex.closure, "updated_at"),
+        mode=_enum_name(execution_pb2.ExecutionMetadata.ExecutionMode, meta.mode),
+        reference_execution=reference,
+        labels=dict(ex.spec.labels.values),
+        parent=parent,
+        launch_plan=(lp.project, lp.domain, lp.name, lp.version) if lp.name else None,
+    )
+
+
+OUTPUTS_PB = "outputs.pb"
+
+
+def output_location(
+    te: task_execution_pb2.TaskExecution, node_input_uri: str = ""
+) -> tuple[str | None, str | None]:
+    """The attempt's own `<node data dir>/<attempt>/`, or why Admin's record does not give it.
+
+    propeller reports `OutputWriter.GetOutputPath()` = `<dir>/outputs.pb` (reference policy).
+    Under its inline raw-output policy the outputs travel in the event and flyteadmin offloads
+    them to its own `.../offloaded_outputs` object, or stores them inline (`output_data`)
+    (flyteadmin `pkg/repositories/transformers/task_execution.go`): neither says whether the task
+    wrote its outputs.pb, so the answer is `unknown`, never a guessed location.
+    """
+    c = te.closure
+    out = c.output_uri
+    if out:
+        if out.endswith("/" + OUTPUTS_PB):
+            return out[: -len(OUTPUTS_PB)], None
+        return None, (
+            f"Admin records the outputs at {out}, not at the attempt's own outputs.pb "
+            "(flyteadmin offloads them under propeller's inline raw-output policy)"
+        )
+    if c.WhichOneof("output_result") == "output_data":
+        return None, (
+            "Admin holds the outputs inline (propeller's inline raw-output policy), "
+            "not at the attempt's own outputs.pb"
+        )
+    for inputs in (te.input_uri, node_input_uri):
+        if inputs.endswith("/inputs.pb"):
+            return f"{inputs[: -len('inputs.pb')]}{te.id.retry_attempt}/", None
+    return None, None
+
+
+def output_dir(te: task_execution_pb2.TaskExecution, node_input_uri: str = "") -> str | None:
+    """`<node data dir>/<attempt>/`: from `output_uri` (…/outputs.pb), else beside `inputs.pb`."""
+    return output_location(te, node_input_uri)[0]
+
+
+def attempt_pods(
+    closure: task_execution_pb2.TaskExecutionClosure, external: bool = True
+) -> tuple[str, ...]:
+    """Pod names of an attempt: log_context's primary pod first, other pods, the generated name,
+    then (unless `external` is False) array sub-task pods (external resources)."""
+    ctx = closure.log_context
+    names = [ctx.primary_pod_name] if ctx.primary_pod_name else []
+    names += [p.pod_name for p in ctx.pods]
+    names.append(closure.metadata.generated_name)
+    if external:
+        names += [r.external_id for r in closure.metadata.external_resources]
+    return tuple(dict.fromkeys(n for n in names if n))
+
+
+def subtask_records(
+    own: AttemptRecord,
+    node: node_execution_pb2.NodeExecution,
+    te: task_execution_pb2.TaskExecution,
+    task_type: str,
+) -> list[AttemptRecord]:
+    """The subtasks of an array (map) node, one attempt record each (judged per subtask: docs/verdicts.md).
+
+    With propeller's default ArrayNode event version 0, Admin holds one task execution for the
+    whole array (task type `container_array`) and one `ExternalResourceInfo` per subtask retry
+    (flyteadmin merges them by index and retry attempt). What propeller does for subtask `i`
+    (flytepropeller v1.16.8 `nodes/array/handler.go` `buildArrayNodeContext`, `utils.go`):
+    - its node id is `n<i>` under the array node, so its unique id is
+      `GenerateUniqueID(<array unique id>, <array attempt>, n<i>)` (e.g. `n0-0-n3`) and its pod
+      the usual generated name `<execution>-<unique id>-<retry>` (hashed when too long);
+      `ExternalResourceInfo.external_id` is `<array's generated name>-n<i>-<retry>`
+      (`event_recorder.go` `generateExternalResourceID`): the same string for short names;
+    - its outputs dir is `<array outputs dir>/<i>/<retry>/` (`constructOutputReferences`), where
+      the pod writes outputs.pb; the array's own outputs.pb gathers the subtasks' outputs.
+    Admin records no per-subtask times: the array attempt's end (while it runs, its last update)
+    bounds each subtask's end from above. With ArrayNode event version 1 the subtasks are real
+    nested node executions instead, found like any nested node.
+    """
+    resources = te.closure.metadata.external_resources
+    if not node.metadata.is_array or not resources:
+        return []
+    execution = own.ref.execution
+    array_attempt = _dir_attempt(own.output_dir)
+    ended = own.ended_at
+    if ended is None:
+        ended = _time(te.closure, "updated_at")
+    out = []
+    for r in resources:
+        phase = _enum_name(core_execution_pb2.TaskExecution.Phase, r.phase)
+        unique = unique_node_id(own.ref.node_id, array_attempt, f"n{r.index}")
+        pods = [generated_name([execution.name, unique, r.retry_attempt]), r.external_id]
+        sub_dir = sub_unknown = None
+        if own.output_dir is not None:
+            sub_dir = f"{own.output_dir}{r.index}/{r.retry_attempt}/"
+        else:
+            sub_unknown = own.outputs_unknown or "Admin records no output location for the array"
+        out.append(
+            dataclasses.replace(
+                own,
+                ref=AttemptRef(execution, unique, r.retry_attempt),
+                phase=phase,
+                task_type=task_type,  # the mapped task's (the array's own is `container_array`)
+                is_array=False,
+                ended_at=ended if phase in _TERMINAL_TASK_PHASES else None,
+                output_dir=sub_dir,
+                outputs_unknown=sub_unknown,
+                pods=tuple(dict.fromkeys(p for p in pods if p)),
+                checkpoint_uri=None,  # propeller reports no per-subtask checkpoint to Admin
+                node_phase=None,
+                array_node=own.ref.node_id,
+                array_index=r.index,
+            )
+        )
+    return out
+
+
+def _dir_attempt(directory: str | None) -> int:
+    """The attempt number that ends `<node data dir>/<attempt>/` (0 when it cannot be read)."""
+    tail = (directory or "").rstrip("/").rsplit("/", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def literal_text(lit: literals_pb2.Literal) -> str | None:
+    """A readable string for scalar literals (blob / dataset URIs as the URI); None for others."""
+    if lit.HasField("scalar"):
+        return _scalar_text(lit.scalar)
+    return None  # collections, maps, offloaded literals: not a single value to show or template
+
+
+def _scalar_text(s: literals_pb2.Scalar) -> str | None:
+    kind = s.WhichOneof("value")
+    if kind == "primitive":
+        p = s.primitive
+        which = p.WhichOneof("value")
+        if which == "string_value":
+            return p.string_value
+        if which == "integer":
+            return str(p.integer)
+        if which == "float_value":
+            return repr(p.float_value)
+        if which == "boolean":
+            return "true" if p.boolean else "false"
+        if which == "datetime":
+            return rfc3339(p.datetime.ToDatetime(tzinfo=UTC))
+        if which == "duration":
+            return f"{p.duration.ToTimedelta().total_seconds():g}s"
+        return None
+    if kind in ("blob", "structured_dataset", "schema"):
+        return getattr(s, kind).uri or None
+    if kind == "generic":
+        return json_format.MessageToJson(s.generic, indent=None, sort_keys=True)
+    if kind == "union":
+        return literal_text(s.union.value)
+    return None  # none_type, binary, error
+
+
+def input_texts(rpc: str, target: str, data: Any, index: int | None = None) -> dict[str, str]:
+    """`full_inputs` of a Get*Data response as text; `index` picks that element of collections."""
+    if not data.full_inputs.literals and data.inputs.bytes > 0:
+        # Admin withholds inputs above its remote-data max size and only links to them.
+        raise SourceError(
+            "admin",
+            f"{rpc}: inputs ({data.inputs.bytes} bytes) are larger than Admin returns inline",
+            target=target,
+        )
+    out: dict[str, str] = {}
+    for name, lit in data.full_inputs.literals.items():
+        if index is not None and lit.HasField("collection"):
+            items = lit.collection.literals
+            if index >= len(items):
+                continue
+            lit = items[index]
+        text = literal_text(lit)
+        if text is not None:
+            out[name] = text
+    return out
+
+
+class TaskTemplate(NamedTuple):
+    """What the scan needs of a task template: its type, version and whether it has outputs."""
+
+    type: str
+    version: int
+    outputs_declared: bool
+
+    @classmethod
+    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskTemplate:
+        return cls(tpl.type, tpl.task_type_version, bool(tpl.interface.outputs.variables))
+
+
+class TaskFacts(NamedTuple):
+    """What a task template says about the code a relaunch would run (plain data)."""
+
+    id: tuple[str, str, str, str]  # project, domain, name, version
+    type: str
+    image: str | None  # the container's image (None: no container in the template)
+    runtime: str | None  # metadata.runtime: flytekit's version that serialized the task
+    interruptible: bool | None  # metadata.interruptible (None: not set)
+    cacheable: bool  # metadata.discoverable
+    cache_version: str
+
+    @classmethod
+    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskFacts:
+        m = tpl.metadata
+        t = tpl.id
+        return cls(
+            (t.project, t.domain, t.name, t.version),
+            tpl.type,
+            tpl.container.image or None if tpl.HasField("container") else None,
+            m.runtime.version or None,
+            m.interruptible if m.WhichOneof("interruptible_value") else None,
+            m.discoverable,
+            m.discovery_version,
+        )
+
+
+class WorkflowFacts(NamedTuple):
+    """A launch plan version's compiled workflow: its tasks and the nodes that run them."""
+
+    launch_plan: tuple[str, str, str, str]
+    workflow: tuple[str, str, str, str]
+    tasks: dict[tuple[str, str, str, str], TaskFacts]
+    task_nodes: tuple[tuple[str, tuple[str, str, str, str]], ...]  # (node id, task id)
+    launch_plan_nodes: tuple[str, ...]  # nodes that launch other executions (caches unseen)
+
+
+def attempt_record(
+    ref: ExecutionRef,
+    node: node_execution_pb2.NodeExecution,
+    te: task_execution_pb2.TaskExecution,
+    template: TaskTemplate | None,
+) -> AttemptRecord:
+    """One task attempt as plain data; `template` fills what the task execution does not say."""
+    c = te.closure
+    phase = _enum_name(core_execution_pb2.TaskExecution.Phase, c.phase)
+    started = _time(c, "started_at")
+    ended = None
+    if started is not None and phase in _TERMINAL_TASK_PHASES and c.HasField("duration"):
+        ended = started + c.duration.ToTimedelta()
+    tid = te.id.task_id
+    task_id = (tid.project, tid.domain, tid.name, tid.version)
+    namespaces = [p.namespace for p in c.log_context.pods if p.namespace]
+    checkpoint = node.closure.task_node_metadata.checkpoint_uri
+    out_dir, out_unknown = output_location(te, node.input_uri)
+    return AttemptRecord(
+        ref=AttemptRef(ref, node.id.node_id, te.id.retry_attempt),
+        phase=phase,
+        task_type=c.task_type or (template.type if template else ""),
+        task_type_version=template.version if template else None,
+        is_array=node.metadata.is_array,
+        started_at=started,
+        ended_at=ended,
+        output_dir=out_dir,
+        pods=attempt_pods(c),
+        namespace=namespaces[0] if namespaces else None,
+        checkpoint_uri=checkpoint or None,
+        node_phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
+        task_id=task_id,
+        outputs_declared=template.outputs_declared if template else False,
+        outputs_unknown=out_unknown,
+    )
+
+
+def compiled_templates(tasks: Iterable[Any]) -> dict[tuple[str, ...], TaskTemplate]:
+    """The templates of a compiled workflow's tasks, by (project, domain, name, version)."""
+    templates = {}
+    for compiled in tasks:
+        t = compiled.template
+        templates[(t.id.project, t.id.domain, t.id.name, t.id.version)] = TaskTemplate.of(t)
+    return templates
+
+
+def workflow_facts_of(
+    launch_plan: tuple[str, str, str, str],
+    workflow: tuple[str, str, str, str],
+    compiled: Any,
+) -> WorkflowFacts:
+    """What a launch plan's workflow runs, from its `CompiledWorkflowClosure`: tasks and nodes."""
+    tasks = {}
+    for ct in compiled.tasks:
+        facts = TaskFacts.of(ct.template)
+        tasks[facts.id] = facts
+    task_nodes, lp_nodes = [], []
+    for w in [compiled.primary, *compiled.sub_workflows]:
+        for node in template_nodes(w.template.nodes):
+            kind = node.WhichOneof("target")
+            if kind == "task_node":
+                r = node.task_node.reference_id
+                task_nodes.append((node.id, (r.project, r.domain, r.name, r.version)))
+            elif kind == "workflow_node" and node.workflow_node.HasField("launchplan_ref"):
+                lp_nodes.append(node.id)
+    return WorkflowFacts(
+        launch_plan,
+        workflow,
+        tasks,
+        tuple(task_nodes),
+        tuple(lp_nodes),
+    )
+
+
+def template_nodes(nodes: Iterable[Any]) -> Iterator[Any]:
+    """Every node of a workflow template, array and branch nodes' inner nodes included."""
+    for n in nodes:
+        yield n
+        kind = n.WhichOneof("target")
+        if kind == "array_node":
+            yield from template_nodes([n.array_node.node])
+        elif kind == "branch_node":
+            ie = n.branch_node.if_else
+            yield from template_nodes(
+                [ie.case.then_node, *(c.then_node for c in ie.other), ie.else_node]
+            )
+
+
+def is_start_or_end(node: node_execution_pb2.NodeExecution) -> bool:
+    return node.metadata.spec_node_id in _START_END or node.id.node_id in _START_END
+
+
+def may_have_tasks(node: node_execution_pb2.NodeExecution) -> bool:
+    # Skip ListTaskExecutions only where Admin cannot hold task executions: subworkflow /
+    # launch-plan nodes, non-dynamic parents (subworkflows), and nodes that never ran.
+    if node.closure.HasField("workflow_node_metadata"):
+        return False
+    meta = node.metadata
+    if meta.is_parent_node and not (meta.is_dynamic or meta.is_array):
+        return False
+    return node.closure.phase != core_execution_pb2.NodeExecution.SKIPPED
