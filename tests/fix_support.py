@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.patch import PLUGIN_DIR, TASK_PY
+from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
 
 REPO = Path(__file__).resolve().parents[1]
 FIX_DIR_PATCH = REPO / "fix" / "0001-kfpytorch-signal-recoverable.patch"

@@ -183,7 +183,7 @@ def vulnerable_task_source() -> bytes:
 
 
 def fixed_task_source() -> bytes:
-    """The same task.py with the fix of FACTS §2.1 applied (recoverable error, `import time`)."""
+    """The same task.py with the fix applied in its recoverable-error form (`import time`, fix/README.md)."""
     text = vulnerable_task_source().decode()
     old = (
         "        except SignalException as e:\n"

@@ -24,7 +24,9 @@ from forensics.evidence.flyte_names import parse_pod_name
 from forensics.evidence.logs import parse_propeller_line, parse_signal
 from forensics.identifiers import parse_execution
 from forensics.model import LogEntry
-from forensics.pins import ManifestError, PinPatterns, scan_pyproject, scan_requirements
+from forensics.pinbump.patterns import ManifestError, PinPatterns
+from forensics.pinbump.pyproject import scan_pyproject
+from forensics.pinbump.requirements import scan_requirements
 from forensics.relaunch import executions_from_report
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.loki_logql import parse_log_query

@@ -22,7 +22,8 @@ from fix_support import (
     unpack,
 )
 
-from forensics.patch import TASK_PY, apply
+from forensics.plugin_fix.layout import TASK_PY
+from forensics.plugin_fix.patch import apply
 
 pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 

@@ -17,14 +17,9 @@ from fix_support import (
     task_py,
 )
 
-from forensics.patch import (
-    PLUGIN_DIR,
-    TASK_PY,
-    analyze_task_source,
-    apply,
-    check_source,
-    source_has_fix,
-)
+from forensics.plugin_fix.check import analyze_task_source, check_source, source_has_fix
+from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
+from forensics.plugin_fix.patch import apply
 
 pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
@@ -43,7 +38,7 @@ def _with_handler(body: str, source: str = STOCK) -> str:
     return source.replace(HANDLER, head + body)
 
 
-FACTS_FIX = _with_handler(
+RECOVERABLE_FIX = _with_handler(
     '            logger.exception(f"Elastic launch agent process terminating: {e}")\n'
     "            raise FlyteRecoverableException(\n"
     '                f"Elastic launch agent process was terminated by signal {e.sigval.name}",\n'
@@ -64,7 +59,7 @@ def test_stock_plugin_source_is_vulnerable() -> None:
 
 
 def test_the_fix_as_pin_bump_expects_it_counts_as_fixed() -> None:
-    assert source_has_fix(FACTS_FIX)
+    assert source_has_fix(RECOVERABLE_FIX)
 
 
 @pytest.mark.parametrize(

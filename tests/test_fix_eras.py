@@ -32,7 +32,7 @@ from fix_support import (
     unpack,
 )
 
-from forensics.patch import apply
+from forensics.plugin_fix.patch import apply
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,9 @@ from fix_support import (
     task_py,
 )
 
-from forensics.patch import PLUGIN_DIR, TASK_PY, apply, check_source, load_patch, parse_patch
+from forensics.plugin_fix.check import check_source
+from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
+from forensics.plugin_fix.patch import apply, load_patch, parse_patch
 
 pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
@@ -181,6 +183,56 @@ def test_fix_apply_never_rewrites_line_endings(sdist_tree: Path) -> None:
         assert data.count(b"\n") == data.count(b"\r\n")
     assert check_source(sdist_tree).status == "fixed"
     assert apply(sdist_tree).status == "already-applied"
+
+
+def _tree_state(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Bytes, mode and mtime of every file under `root` (temporary files included)."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "code"),
+    [(KeyboardInterrupt, 130), (lambda: SystemExit(143), 143)],
+    ids=["ctrl-c", "system-exit"],
+)
+def test_an_interrupt_between_the_two_file_replacements_puts_both_files_back(
+    sdist_tree: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    interrupt,
+    code: int,
+) -> None:
+    # Injection (in-process, at the OS boundary): the first os.replace into the tree lands
+    # (task.py is fixed), then Ctrl-C (or a SIGTERM handler's SystemExit) arrives before the
+    # second file is replaced. Half a fix must never stay on disk.
+    from forensics.cli import main
+
+    before = _tree_state(sdist_tree)
+    real_replace = os.replace
+    landed: list[Path] = []
+
+    def replace_then_interrupt(src, dst, *args, **kwargs):
+        real_replace(src, dst, *args, **kwargs)
+        if Path(dst).is_relative_to(sdist_tree):
+            landed.append(Path(dst))
+            if len(landed) == 1:
+                raise interrupt()
+
+    monkeypatch.setattr(os, "replace", replace_then_interrupt)
+    with pytest.raises(SystemExit) as exited:
+        main(["fix", "apply", str(sdist_tree)])
+    monkeypatch.undo()
+    _, err = capsys.readouterr()
+    assert landed[0] == sdist_tree / TASK_PY  # the fix had really landed in task.py
+    assert exited.value.code == code, err
+    assert "Traceback" not in err
+    assert code != 130 or "interrupted" in err
+    assert _tree_state(sdist_tree) == before  # bytes, modes, mtimes; no temporary file left
+    assert check_source(sdist_tree).status == "vulnerable"
 
 
 @pytest.mark.slow

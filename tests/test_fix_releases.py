@@ -26,15 +26,17 @@ from fix_support import (
     unpack,
 )
 
-from forensics.patch import PLUGIN_DIR, TASK_PY, apply, check_source, load_patch
+from forensics.plugin_fix.check import check_source
+from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
+from forensics.plugin_fix.patch import apply, load_patch
 
-# One release per minor line that has the bug (FACTS §1.1: from 1.10.3 on), the first one too.
+# One release per minor line that has the bug (from 1.10.3 on, docs/verdicts.md), the first one too.
 RELEASES = ("1.10.3", "1.11.0", "1.12.3", "1.13.15", "1.14.9", "1.15.4", "1.16.31")
 MASTER_ENV = "ELASTIC_AUDIT_FLYTEKIT_GIT"
 
 
 def _timestamp_era(release: str) -> bool:
-    """flytekit's exceptions take `timestamp=` from 1.14.0 on (FACTS §2.2)."""
+    """flytekit's exceptions take `timestamp=` from 1.14.0 on (flytekit #2797, flytekit/exceptions/base.py)."""
     major, minor, *_ = (int(p) for p in release.split("."))
     return (major, minor) >= (1, 14)
 

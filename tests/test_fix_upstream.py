@@ -32,7 +32,8 @@ from fix_support import (
     unpack,
 )
 
-from forensics.patch import apply, check_source, load_patch
+from forensics.plugin_fix.check import check_source
+from forensics.plugin_fix.patch import apply, load_patch
 
 pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
@@ -268,7 +269,7 @@ ENTRYPOINT_CASES = {
 
 
 def _start_entrypoint(case: str, plugin: Path, work: Path) -> subprocess.Popen[bytes]:
-    patched, nnodes, strategy, _, _ = ENTRYPOINT_CASES[case]
+    _patched, nnodes, strategy, _, _ = ENTRYPOINT_CASES[case]
     (work / "hook").mkdir(parents=True)
     shutil.copy(LAUNCHER_HOOK, work / "hook" / "sitecustomize.py")
     (work / "code").mkdir()

@@ -24,14 +24,14 @@ from pins_support import (
 )
 
 from forensics.config import Secret
-from forensics.sandbox.github_server import Fault, serve_github
-from forensics.sources.github import (
+from forensics.pinbump.github import (
     GitHubClient,
     GitHubError,
     UnsafeArchiveError,
     UnverifiedCommitError,
     extract_tarball,
 )
+from forensics.sandbox.github_server import Fault, serve_github
 
 
 @pytest.fixture

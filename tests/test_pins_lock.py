@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pins_support import FORK_PIN, NEW_SHA, OLD_A, fork_network, run_cli, snapshot
 
-from forensics.pins import find_uv
+from forensics.pinbump.lock import find_uv
 from forensics.sandbox.github_server import ArchiveHost, serve_github_archives
 
 UV = find_uv()

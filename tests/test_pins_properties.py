@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pins_support import NEW_SHA, OLD_A, OLD_B
 
-from forensics.pins import plan_bump
+from forensics.pinbump.plan import plan_bump
 
 HEX = re.compile(r"([0-9a-f]{7,40})")
 FORMS = (

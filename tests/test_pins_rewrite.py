@@ -26,7 +26,9 @@ from pins_support import (
     snapshot,
 )
 
-from forensics.pins import ManifestError, discover, plan_bump
+from forensics.pinbump.discover import discover
+from forensics.pinbump.patterns import ManifestError
+from forensics.pinbump.plan import plan_bump
 
 HEX = re.compile(r"([0-9a-f]{7,40})")
 
@@ -210,7 +212,7 @@ def _pinned_pyproject(where: Path) -> None:
     ],
 )
 def test_discovery_skips_environments_by_name_and_marker(tree, where: str) -> None:
-    """SPEC §3.4: no edit in site-packages, .venv/venv, .tox, .nox or a conda env, pyvenv.cfg or not."""
+    """docs/commands.md (pin-bump): no edit in site-packages, .venv/venv, .tox, .nox or a conda env, pyvenv.cfg or not."""
     if where.startswith("envs/"):
         (tree.root / "envs/train/conda-meta").mkdir(parents=True)
     _pinned_pyproject(tree.root / where)
@@ -288,17 +290,17 @@ def test_other_repository_pins_and_comments_stay_even_with_the_same_commit(tree)
     assert (
         f"# the fork carries the preemption fix; was https://github.com/exa-labs/flytekit/archive/{OLD_A}"
         in root
-    )  # noqa: E501
+    )
     assert f'last-audited = "{OLD_A}"' in root
     assert (
         f'upstream-thing = {{ git = "https://github.com/flyteorg/flytekit", rev = "{UPSTREAM}" }}'
         in root
-    )  # noqa: E501
+    )
     reqs = after["services/train/requirements.txt"]
     assert (
         f"# old: flytekitplugins-kfpytorch @ https://github.com/exa-labs/flytekit/archive/{OLD_SHORT}.tar.gz"
         in reqs
-    )  # noqa: E501
+    )
     assert "libs/legacy/requirements-dev.txt" not in after
 
 

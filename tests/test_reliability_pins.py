@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pins_support import CHANGED, NEW_SHA, _cli_env, build_tree, fork_network, run_cli, snapshot
 
-from forensics.pins import find_uv
+from forensics.pinbump.lock import find_uv
 from forensics.sandbox.github_server import Fault, serve_github, serve_github_archives
 
 
@@ -63,7 +63,7 @@ def test_ctrl_c_between_two_file_writes_puts_every_file_back(tree, monkeypatch) 
     real_replace = os.replace
     landed: list[str] = []
 
-    def replace_then_ctrl_c(src, dst, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+    def replace_then_ctrl_c(src, dst, *args, **kwargs):
         real_replace(src, dst, *args, **kwargs)
         if str(dst).startswith(str(tree.root)):
             landed.append(str(dst))

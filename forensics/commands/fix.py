@@ -22,16 +22,8 @@ from forensics.cli import (
 from forensics.commands.common import emit
 from forensics.errors import UsageError
 from forensics.formats.table import render_pairs, terminal_width
-from forensics.patch import (
-    PATCH_NAME,
-    ApplyResult,
-    CheckResult,
-    apply,
-    check_environment,
-    check_source,
-    load_patch,
-    parse_patch,
-)
+from forensics.plugin_fix.check import CheckResult, check_environment, check_source
+from forensics.plugin_fix.patch import PATCH_NAME, ApplyResult, apply, load_patch, parse_patch
 from forensics.progress import spinner
 
 fix_app = App(
@@ -180,7 +172,7 @@ def build_cmd(
     no_progress: NoProgressArg = False,
 ) -> None:
     """Build a fixed wheel of a release (version + elasticaudit.1) with pip; print path and sha256."""
-    from forensics.build import build
+    from forensics.plugin_fix.build import build
 
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     with spinner(f"building the fixed {version} with pip", enabled=not no_progress):

@@ -16,20 +16,12 @@ from rich.text import Text
 from forensics.cli import OutputFormat, app, check_output, default_output, output_option
 from forensics.errors import ElasticAuditError, UsageError
 from forensics.formats.table import Column, render_table, terminal_width
-from forensics.pins import (
-    DEFAULT_REPO,
-    BumpPlan,
-    FileSet,
-    LockRun,
-    apply_plan,
-    find_uv,
-    lock_projects,
-    normalize_repo,
-    normalize_sha,
-    plan_bump,
-)
+from forensics.fsutil import FileSet
+from forensics.pinbump.github import CommitVerification, GitHubClient
+from forensics.pinbump.lock import LockRun, find_uv, lock_projects
+from forensics.pinbump.patterns import DEFAULT_REPO, normalize_repo, normalize_sha
+from forensics.pinbump.plan import BumpPlan, apply_plan, plan_bump
 from forensics.progress import spinner
-from forensics.sources.github import CommitVerification, GitHubClient
 
 EXAMPLES = """\
 Examples:
@@ -82,9 +74,11 @@ def _git_toplevel() -> Path:
 def _require_fix(client: GitHubClient, sha: str) -> dict[str, str]:
     """Download the source at `sha` and refuse it unless the plugin carries the fix."""
     try:
-        from forensics.patch import check_source
+        from forensics.plugin_fix.check import check_source
     except ImportError as e:
-        raise UsageError(f"--require-fix is unavailable: forensics.patch missing ({e})") from None
+        raise UsageError(
+            f"--require-fix is unavailable: forensics.plugin_fix missing ({e})"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="elastic-audit-src-") as tmp:
         source = client.download_tarball(sha, Path(tmp))
         result = check_source(source)

@@ -2,21 +2,23 @@
 
 The bundled patch (`fix show`) is cut from flytekit master (= 1.16.31). Older releases differ
 around the handler (imports, the `ChildFailedError` branch, the test module) and in flytekit's
-API: exceptions take `timestamp=` and the entrypoint honours distributed error aggregation
-(`_F_DES`) only since flytekit 1.14.0 (flytekit #2797; FACTS §2.2, §2.3). So `fix apply` does
-not replay fixed context lines: it finds the handler with libcst (a concrete syntax tree, which
-keeps every other byte, comment and blank line as it is), checks it is exactly the known bug,
-and writes the fix the release's flytekit can run. On master the result is byte for byte the
-bundled patch (a test holds them equal).
+API: exceptions take `timestamp=` (flytekit/exceptions/base.py) and the entrypoint honours
+distributed error aggregation (`_F_DES`, flytekit/bin/entrypoint.py) only since flytekit 1.14.0
+(flytekit #2797; docs/upstream.md#the-fix-and-releases). So `fix apply` does not replay fixed
+context lines: it finds the handler with libcst (a concrete syntax tree, which keeps every other
+byte, comment and blank line as it is), checks it is exactly the known bug, and writes the fix the
+release's flytekit can run. On master the result is byte for byte the bundled patch (a test
+holds them equal).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 
 import libcst as cst
 import libcst.matchers as m
+
+from forensics.plugin_fix.layout import data_text
 
 TASK_CLASS = "PytorchElasticFunctionTask"
 HELPER = "_distributed_error_aggregation_enabled"
@@ -308,11 +310,7 @@ def rewrite_task(text: str, is_fixed: bool) -> TaskRewrite:
 
 
 def _tests_template(era: Era) -> str:
-    text = (
-        resources.files("forensics")
-        .joinpath("data", "kfpytorch_signal_tests.txt")
-        .read_text(encoding="utf-8")
-    )
+    text = data_text("kfpytorch_signal_tests.txt")
     if era.timestamp:
         return text
     # flytekit < 1.14: no per-pod error files, so every pod exits 128+signal; before 1.13 the

@@ -16,10 +16,13 @@ from packaging.version import InvalidVersion, Version
 
 from forensics.errors import UsageError
 from forensics.fsutil import write_atomic
-from forensics.patch import PLUGIN_DIST, apply, check_source
+from forensics.plugin_fix.check import check_source
+from forensics.plugin_fix.layout import PLUGIN_DIST
+from forensics.plugin_fix.patch import apply
 
 LOCAL_LABEL = "elasticaudit.1"
-# The handler came with flytekit PR #2064, first released in 1.10.3 (FACTS §1.1).
+# The handler came with flytekit PR #2064, first released in 1.10.3
+# (docs/upstream.md#the-bug-chain).
 FIRST_AFFECTED = Version("1.10.3")
 PIP_TIMEOUT_S = 900.0
 

@@ -117,7 +117,7 @@ def probe():
         return result
     result["plugin_file"] = os.path.abspath(plugin.__file__)
     try:
-        import torch.distributed.elastic.multiprocessing.api  # noqa: F401
+        import torch.distributed.elastic.multiprocessing.api
         import torch.distributed.launcher.api  # noqa: F401
     except ImportError as e:
         result["reason"] = f"torch elastic cannot be imported ({e}): install the [elastic] extra"
