@@ -33,7 +33,7 @@ from forensics.relaunch import executions_from_report
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.loki_logql import parse_log_query
 from forensics.sandbox.stack import sandbox
-from forensics.scan import ScanScope, task_selector
+from forensics.scan.scope import ScanScope, task_selector
 from forensics.timeutil import parse_window
 
 SHA = "c0ffee0123456789abcdef0123456789abcdef01"
@@ -531,7 +531,7 @@ def test_every_command_offers_exactly_the_formats_its_result_renders_in():
     from forensics.plugin_fix.build import BuildResult
     from forensics.plugin_fix.check import CheckResult
     from forensics.plugin_fix.patch import ApplyResult
-    from forensics.show import Timeline
+    from forensics.timeline import Timeline
 
     assert renderers(Report) == REPORT_FORMATS
     assert renderers(BumpResult) == PIN_BUMP_FORMATS

@@ -26,7 +26,7 @@ from forensics.formats import OutputFormat
 from forensics.guard.run import GuardOptions, guard_options
 
 if TYPE_CHECKING:
-    from forensics.scan import ScanScope
+    from forensics.scan.scope import ScanScope
 
 # -- -o/--output --------------------------------------------------------------------------------
 
@@ -218,7 +218,9 @@ class ScopeFlags:
     def scope(self, settings: Settings) -> ScanScope:
         """The scan's scope, refusing (exit 2) a --domain the configuration does not list."""
         check_domains(self.domain, settings)
-        from forensics.scan import ScanScope  # flytekit is heavy: not for `--help` or bad input
+        from forensics.scan.scope import (
+            ScanScope,
+        )  # flytekit is heavy: not for `--help` or bad input
 
         return ScanScope(tuple(self.project), tuple(self.domain))
 

@@ -29,7 +29,8 @@ from forensics.model import ExecutionRef
 from forensics.verbosity import setup_logging
 
 if TYPE_CHECKING:
-    from forensics.relaunch import Plan, Relauncher
+    from forensics.relaunch import Plan
+    from forensics.relaunch.relauncher import Relauncher
 
 EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 
@@ -167,13 +168,13 @@ def _targets(
 
 
 def _relauncher(settings: Settings, audit_log: str | None) -> Relauncher:
-    from forensics.relaunch import AuditLog, Relauncher, default_audit_log, recheck_of
-    from forensics.scan import scanner_for  # flytekit is heavy: not for `--help` or bad input
+    from forensics.relaunch import AuditLog, default_audit_log
+    from forensics.relaunch.relauncher import Relauncher
+    from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input
 
-    scanner = scanner_for(settings)
     audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
     # The scan's own evaluation of one execution: the same rules as `scan` (docs/verdicts.md).
-    return Relauncher(scanner.admin, lambda r: recheck_of(scanner.examine(r)), audit)
+    return Relauncher.over(Sources.from_settings(settings), audit)
 
 
 def _confirm_plans(plans: list[Plan]) -> None:

@@ -37,7 +37,7 @@ from forensics.timeutil import parse_window
 from forensics.verbosity import setup_logging
 
 if TYPE_CHECKING:  # flytekit is heavy; `--help` and `--version` must stay fast
-    from forensics.scan import ScanScope
+    from forensics.scan.scope import ScanScope
 
 EXAMPLES = """
 Examples:
@@ -127,12 +127,12 @@ def _scan_once(
 ) -> int:
     """One scan of `window`: the report on stdout (and in --report), the exit code to leave with."""
     from forensics.progress import Progress
-    from forensics.scan import scanner_for
+    from forensics.scan.run import scan
+    from forensics.sources import Sources
 
-    with Progress.for_terminal(no_progress) as progress:
-        scanner = scanner_for(settings, progress=progress)
-        result = scanner.run(window, scope)
-    report_failures(result.gaps, settings, source_endpoints(scanner))
+    with Progress.for_terminal(no_progress) as progress, Sources.from_settings(settings) as sources:
+        result = scan(sources, window, scope, progress=progress)
+    report_failures(result.gaps, settings, source_endpoints(sources))
     if report:
         write_atomically(report, render(result, OutputFormat.json))
     emit(render(result, fmt))

@@ -50,14 +50,14 @@ def show(
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     ref = parse_execution(execution, project=project, domain=domain)
     settings = sources.settings()
-    from forensics.scan import scanner_for  # flytekit is heavy: not for `--help` or bad input
-    from forensics.show import build_timeline
+    from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input
+    from forensics.timeline import build_timeline
 
-    scanner = scanner_for(settings)
-    try:
-        tl = build_timeline(scanner, ref)
-    except NotFoundError:
-        raise UsageError(f"execution {ref} not found in Flyte Admin") from None
-    report_failures(tl.gaps, settings, source_endpoints(scanner))
+    with Sources.from_settings(settings) as clients:
+        try:
+            tl = build_timeline(clients, ref)
+        except NotFoundError:
+            raise UsageError(f"execution {ref} not found in Flyte Admin") from None
+    report_failures(tl.gaps, settings, source_endpoints(clients))
     emit(render(tl, fmt))
     raise typer.Exit(0 if tl.complete else 3)

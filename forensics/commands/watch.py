@@ -38,7 +38,7 @@ from forensics.verbosity import setup_logging
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from forensics.scan import ScanScope
+    from forensics.scan.scope import ScanScope
 
 EXAMPLES = """
 Examples:

@@ -7,7 +7,7 @@ import json
 from forensics.formats import OutputFormat, Renderers
 from forensics.formats.table import Column, gap_line, prose, render_table, terminal_width
 from forensics.formats.text import checkpoint_summary, short_time
-from forensics.show import Timeline
+from forensics.timeline import Timeline
 
 SHOW_COLUMNS = (
     Column("time (UTC)"),
