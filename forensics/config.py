@@ -90,7 +90,7 @@ class FlyteSettings:
     namespace_template: str = "{project}-{domain}"
     domains: tuple[str, ...] = ("development", "staging", "production")
     # Whether `domains` came from the config file; if not, a scan takes each project's domains
-    # from Admin's ListProjects (SPEC §4.4) and `domains` is only the fallback.
+    # from Admin's ListProjects (docs/configuration.md) and `domains` is only the fallback.
     domains_configured: bool = False
     console_url: str | None = None
     timeout: float = 30.0  # gRPC deadline of one Admin call, seconds
@@ -168,7 +168,7 @@ def template_fields(template: str) -> list[str]:
 
 
 def _checkpoint_template(v: Any) -> str:
-    """A checkpoint URI template whose fields are all ones a finding can fill (SPEC §4.4)."""
+    """A checkpoint URI template whose fields are all ones a finding can fill (docs/configuration.md)."""
     s = _nonempty(v)
     for name in template_fields(s):
         head, dot, rest = name.partition(".")
@@ -442,7 +442,7 @@ def _env_file(value: str, var: str) -> None:
         )
 
 
-# -- where each address came from (SPEC §4 precedence), for the one line a failing source prints
+# -- where each address came from (docs/configuration.md precedence), for the one line a failing source prints
 
 
 def _loki_origin(
