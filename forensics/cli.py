@@ -1,16 +1,18 @@
-"""The command line: thin glue that parses flags, calls the library, renders, picks exit codes.
+"""The command line: the typer app, every command registered on it, errors to exit codes.
 
-Help style lives here, once, for every command (and every option added later): plain click help
-(no rich panels: they cut defaults with "…" and read `[loki]` as markup), flags without a value
-placeholder, placeholders that name the value (TIME, FILE, URL, N: explicit `metavar=`, else
-`METAVARS` by option name), defaults and epilogs never re-wrapped mid-word.
+Commands are plain functions in forensics/commands/ (they parse flags, call the library and
+hand the result to forensics.formats); this is the only module that knows the app. Help style
+lives here, once, for every command: plain click help (no rich panels: they cut defaults with
+"…" and read `[loki]` as markup), flags without a value placeholder, every other option and
+argument naming its value (`metavar=`: TIME, FILE, URL, N; one missing is an error, not a
+guess), defaults and epilogs never re-wrapped mid-word.
 """
 
 from __future__ import annotations
 
 import sys
 import textwrap
-from enum import Enum
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -20,29 +22,9 @@ import typer.core
 from typer import _click as click
 
 from forensics import TOOL
+from forensics.commands import demo, fix, pin_bump, relaunch, scan, show, watch
+from forensics.commands.options import with_flag_groups
 from forensics.errors import ElasticAuditError
-
-# Placeholder by parameter name, for options declared without `metavar=` (a safety net: new
-# options should name theirs). Keys are the Python parameter names.
-METAVARS = {
-    "since": "DURATION|TIME",
-    "until": "TIME",
-    "project": "PROJECT",
-    "domain": "DOMAIN",
-    "loki_url": "URL",
-    "flyte_config": "FILE",
-    "config": "FILE",
-    "checkpoint_input": "NAME",
-    "checkpoint_template": "TEMPLATE",
-    "report": "FILE",
-    "from_report": "FILE",
-    "audit_log": "FILE",
-    "workers": "N",
-    "root": "DIR",
-    "env_file": "FILE",
-    "execution": "EXECUTION",
-    "executions": "EXECUTION",
-}
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -77,32 +59,21 @@ class _HelpContext(typer.Context):
     formatter_class = _HelpFormatter
 
 
-def _name_placeholders(params: list[Any]) -> list[Any]:
-    """Give every value-taking parameter without a metavar one that names the value."""
+def _check_placeholders(params: list[Any]) -> list[Any]:
+    """Every value-taking parameter names its value; arguments read as click writes them."""
     for p in params:
         if getattr(p, "param_type_name", "") == "argument":
             _plain_argument(p)
-            continue
-        if p.metavar is not None or getattr(p, "is_flag", False) or getattr(p, "count", False):
-            continue
-        desc = getattr(p, "type_descriptor", None)
-        if desc is not None and desc.is_choice:
-            p.metavar = "|".join(str(getattr(c, "value", c)) for c in desc.choices)
-        elif p.name in METAVARS:
-            p.metavar = METAVARS[p.name]
-        elif desc is not None and desc.annotation is int:
-            p.metavar = "N"
-        elif desc is not None and desc.is_path:
-            p.metavar = "PATH"
-        else:
-            p.metavar = (p.name or "value").upper()
+        elif p.metavar is None and not (getattr(p, "is_flag", False) or getattr(p, "count", False)):
+            raise TypeError(f"option {'/'.join(p.opts)} takes a value but names none (metavar=)")
     return params
 
 
 def _plain_argument(p: Any) -> None:
     """`SHA` / `[EXECUTION]...` as click writes arguments, not `{SHA}` and `SHA <str>`."""
-    name = p.metavar or METAVARS.get(p.name or "", (p.name or "arg").upper())
-    p.metavar = name
+    if p.metavar is None:
+        raise TypeError(f"argument {p.name} names no value (metavar=)")
+    name = p.metavar
     many = "..." if p.nargs != 1 else ""
     usage = (name if p.required else f"[{name}]") + many
     p._usage_display_name = lambda: usage
@@ -116,7 +87,7 @@ class _HelpStyle:
     context_class = _HelpContext
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
-        return _name_placeholders(super().get_params(ctx))  # type: ignore[misc]
+        return _check_placeholders(super().get_params(ctx))  # type: ignore[misc]
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Examples are written as they are typed: indented, never re-wrapped."""
@@ -150,9 +121,9 @@ class App(typer.Typer):
         kwargs.setdefault("context_settings", {"help_option_names": ["-h", "--help"]})
         super().__init__(**kwargs)
 
-    def command(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("cls", HelpCommand)
-        return super().command(*args, **kwargs)
+    def add(self, name: str, command: Callable[..., Any], epilog: str) -> None:
+        """Register a command function under `name`, its flag groups shown as their options."""
+        self.command(name, cls=HelpCommand, epilog=epilog)(with_flag_groups(command))
 
 
 app = App(
@@ -163,62 +134,6 @@ app = App(
     ),
     no_args_is_help=True,
 )
-
-
-class OutputFormat(str, Enum):
-    """How a command prints its result on stdout."""
-
-    table = "table"
-    json = "json"
-    csv = "csv"
-    markdown = "markdown"
-    diff = "diff"
-
-
-# What each kind of command can print (`-o`); a command's help lists only its own.
-REPORT_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.csv, OutputFormat.markdown)
-TABLE_OR_JSON = (OutputFormat.table, OutputFormat.json)
-_DEFAULT_HELP = {
-    OutputFormat.table: "table (default on a terminal)",
-    OutputFormat.json: "json (default when piped)",
-}
-
-
-def output_option(*formats: OutputFormat, help: str | None = None) -> Any:
-    """The `-o/--output FORMAT` option offering exactly `formats` (parsing rejects the rest)."""
-    names = [f.value for f in formats]
-    described = [_DEFAULT_HELP.get(f, f.value) for f in formats]
-
-    def parse(value: str) -> str:
-        if value.lower() not in names:
-            raise typer.BadParameter(f"{value!r} is not one of {', '.join(names)}")
-        return value.lower()
-
-    return typer.Option(
-        None,
-        "-o",
-        "--output",
-        parser=parse,
-        metavar="|".join(names),
-        help=help or "Output: " + ", ".join(described) + ".",
-        show_default=False,
-    )
-
-
-def default_output(requested: OutputFormat | str | None) -> OutputFormat:
-    """`table` on a terminal, `json` when stdout is piped (scripts and jq want data)."""
-    if requested is not None:
-        return OutputFormat(str(getattr(requested, "value", requested)).lower())
-    return OutputFormat.table if sys.stdout.isatty() else OutputFormat.json
-
-
-def check_output(fmt: OutputFormat, allowed: tuple[OutputFormat, ...]) -> OutputFormat:
-    if fmt not in allowed:
-        from forensics.errors import UsageError
-
-        names = ", ".join(a.value for a in allowed)
-        raise UsageError(f"-o {fmt.value} is not available here (choose from: {names})")
-    return fmt
 
 
 def _version(value: bool) -> None:
@@ -236,22 +151,24 @@ def _root(
     """elastic-audit: incident forensics for Flyte and PyTorch Elastic."""
 
 
-def _register() -> None:
-    # Each command module adds itself to `app`; only commands that work are listed here.
-    from forensics.commands import (  # noqa: F401
-        demo,
-        fix,
-        pin_bump,
-        relaunch,
-        scan,
-        show,
-        watch,
-    )
+# The order here is the order `elastic-audit --help` lists the commands in (groups last).
+app.add("demo", demo.demo, demo.EXAMPLES)
+app.add("pin-bump", pin_bump.pin_bump, pin_bump.EXAMPLES)
+app.add("relaunch", relaunch.relaunch, relaunch.EXAMPLES)
+app.add("scan", scan.scan, scan.EXAMPLES)
+app.add("show", show.show, show.EXAMPLES)
+app.add("watch", watch.watch, watch.EXAMPLES)
+
+fix_app = App(name="fix", help=fix.HELP, no_args_is_help=True)
+fix_app.add("show", fix.show, fix.SHOW_EXAMPLES)
+fix_app.add("apply", fix.apply_cmd, fix.APPLY_EXAMPLES)
+fix_app.add("build", fix.build_cmd, fix.BUILD_EXAMPLES)
+fix_app.add("check", fix.check_cmd, fix.CHECK_EXAMPLES)
+app.add_typer(fix_app, name="fix")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: errors become one line on stderr and an exit code."""
-    _register()
     try:
         rc = app(args=argv, prog_name="elastic-audit", standalone_mode=False)
     except ElasticAuditError as e:

@@ -90,7 +90,7 @@ class FlyteSettings:
     namespace_template: str = "{project}-{domain}"
     domains: tuple[str, ...] = ("development", "staging", "production")
     # Whether `domains` came from the config file; if not, a scan takes each project's domains
-    # from Admin's ListProjects (SPEC §4.4) and `domains` is only the fallback.
+    # from Admin's ListProjects (docs/configuration.md) and `domains` is only the fallback.
     domains_configured: bool = False
     console_url: str | None = None
     timeout: float = 30.0  # gRPC deadline of one Admin call, seconds
@@ -168,7 +168,7 @@ def template_fields(template: str) -> list[str]:
 
 
 def _checkpoint_template(v: Any) -> str:
-    """A checkpoint URI template whose fields are all ones a finding can fill (SPEC §4.4)."""
+    """A checkpoint URI template whose fields are all ones a finding can fill (docs/configuration.md)."""
     s = _nonempty(v)
     for name in template_fields(s):
         head, dot, rest = name.partition(".")
@@ -351,7 +351,24 @@ def load_settings(
     path = find_config_file(config, env)
     file = read_config_file(path) if path else {}
     floki, fflyte, fck = file.get("loki", {}), file.get("flyte", {}), file.get("checkpoints", {})
+    loki = _loki_settings(loki_url, env, path, floki)
+    flyte = _flyte_settings(flyte_config, env, fflyte)
+    ck = _checkpoint_settings(checkpoint_input, checkpoint_template, fck)
+    n = workers if workers is not None else file.get("scan", {}).get("workers", Settings.workers)
+    if not 1 <= n <= 256:
+        raise ConfigError(f"--workers must be from 1 to 256, not {n}")
+    origins = {
+        "loki": _loki_origin(loki_url, env, path, floki),
+        "admin": _admin_origin(flyte_config, env, path, fflyte),
+        "s3": _s3_origin(env),
+    }
+    return Settings(
+        loki=loki, flyte=flyte, checkpoints=ck, workers=n, config_path=path, origins=origins
+    )
 
+
+def _loki_auth(env: Mapping[str, str]) -> tuple[Secret | None, str | None, Secret | None]:
+    """logcli's auth variables: a bearer token or basic auth, never both (bearer, user, password)."""
     bearer: Secret | None = None
     if env.get("LOKI_BEARER_TOKEN"):
         bearer = Secret(env["LOKI_BEARER_TOKEN"])
@@ -368,7 +385,13 @@ def load_settings(
         )
     if bool(username) != bool(password):
         raise ConfigError("basic auth needs both LOKI_USERNAME and LOKI_PASSWORD")
+    return bearer, username, password
 
+
+def _loki_settings(
+    loki_url: str | None, env: Mapping[str, str], path: Path | None, floki: dict[str, Any]
+) -> LokiSettings:
+    bearer, username, password = _loki_auth(env)
     url = loki_url or env.get("LOKI_ADDR") or floki.get("url") or LokiSettings.url
     check_http_url(url, "Loki URL")
     loki_fields = {k: v for k, v in floki.items() if k != "url"}
@@ -396,7 +419,12 @@ def load_settings(
             raise ConfigError(
                 f'{where} must be a LogQL stream selector such as {{namespace=~".+"}}'
             )
+    return loki
 
+
+def _flyte_settings(
+    flyte_config: str | None, env: Mapping[str, str], fflyte: dict[str, Any]
+) -> FlyteSettings:
     if not flyte_config and not fflyte.get("config"):
         # flytekit only warns about a missing FLYTECTL_CONFIG and falls back to its default
         # Admin (127.0.0.1:30080): a forensics run against the wrong Admin must not start.
@@ -412,25 +440,19 @@ def load_settings(
     )
     if flyte.config_file and not Path(flyte.config_file).is_file():
         raise ConfigError(f"Flyte config file {flyte.config_file}: not found")
+    return flyte
 
+
+def _checkpoint_settings(
+    checkpoint_input: str | None, checkpoint_template: str | None, fck: dict[str, Any]
+) -> CheckpointSettings:
     template = fck.get("template")
     if checkpoint_template is not None:
         try:
             template = _checkpoint_template(checkpoint_template)
         except ValueError as e:
             raise ConfigError(f"--checkpoint-template {e}") from None
-    ck = CheckpointSettings(input=checkpoint_input or fck.get("input"), template=template)
-    n = workers if workers is not None else file.get("scan", {}).get("workers", Settings.workers)
-    if not 1 <= n <= 256:
-        raise ConfigError(f"--workers must be from 1 to 256, not {n}")
-    origins = {
-        "loki": _loki_origin(loki_url, env, path, floki),
-        "admin": _admin_origin(flyte_config, env, path, fflyte),
-        "s3": _s3_origin(env),
-    }
-    return Settings(
-        loki=loki, flyte=flyte, checkpoints=ck, workers=n, config_path=path, origins=origins
-    )
+    return CheckpointSettings(input=checkpoint_input or fck.get("input"), template=template)
 
 
 def _env_file(value: str, var: str) -> None:
@@ -442,7 +464,7 @@ def _env_file(value: str, var: str) -> None:
         )
 
 
-# -- where each address came from (SPEC §4 precedence), for the one line a failing source prints
+# -- where each address came from (docs/configuration.md precedence), for the one line a failing source prints
 
 
 def _loki_origin(

@@ -1,60 +1,131 @@
-"""Pure decisions: evidence about one attempt → verdict (affected / suspected / cleared-because)."""
+"""Pure decisions: evidence about one attempt → verdict (affected / suspected / cleared-because).
+
+The rules and why they are so: docs/verdicts.md. Nothing here does I/O; the scan, `show`'s
+timeline and `relaunch`'s re-check all judge an attempt through `decide` and assemble a finding
+through `build_finding`.
+"""
 
 from __future__ import annotations
 
-import string
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from enum import Enum
+from typing import NoReturn
 
-from forensics.config import CheckpointSettings
+from forensics.config import Settings
 from forensics.model import (
     AttemptRecord,
+    Checkpoint,
     ExecutionRecord,
+    Finding,
     ObjectCheck,
-    PrefixListing,
     SignalHit,
     Window,
     rfc3339,
 )
+from forensics.sources.logql import selector
 
-# Why an examined attempt is not a finding (SPEC §5); each has its own counter in the summary.
-SIGNAL_OUTPUTS_WRITTEN = "signal-then-outputs-written"
-SIGNAL_FAILED_RETRIED = "signal-then-failed-and-retried"
-SIGNAL_EXECUTION_FAILED = "signal-then-execution-failed"
-SIGNAL_NOT_FLYTE_POD = "signal-not-a-flyte-task-pod"
-SIGNAL_NOT_FINISHED = "signal-attempt-not-finished"
-# Not a cleared class: a signalled attempt still running is listed in the report's `pending`
-# (SPEC §5), to be judged by a rescan once it ends.
-PENDING = "pending"
-SIGNAL_AFTER_SUCCESS = "signal-after-success"
-SIGNAL_OUTSIDE_SCOPE = "signal-outside-scope"
-OUTPUTS_WRITTEN = "outputs-written"
-# A success of a task whose interface declares outputs: propeller's ValidateOutput turns a missing
-# outputs.pb into "OutputsNotFound" (FACTS §1.3-1.4), so Flyte's own success proves it was written.
-OUTPUTS_DECLARED = "outputs-declared"
+
+def assert_never(value: NoReturn) -> NoReturn:
+    """A dispatch over an enum missed a member (typing.assert_never is Python 3.11+)."""
+    raise AssertionError(f"unhandled value: {value!r}")
+
+
+class _StrEnum(str, Enum):
+    """A str-valued enum whose members print as their value (enum.StrEnum is Python 3.11+)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Verdict(_StrEnum):
+    """What an examined attempt is: a finding (affected, suspected) or still to be judged."""
+
+    AFFECTED = "affected"
+    SUSPECTED = "suspected"
+    # Not a finding yet: a signalled attempt still running is listed in the report's `pending`
+    # (docs/verdicts.md), to be judged by a rescan once it ends.
+    PENDING = "pending"
+
+
+class Cleared(_StrEnum):
+    """Why an examined attempt is not a finding; each has its own counter in the summary."""
+
+    SIGNAL_OUTPUTS_WRITTEN = "signal-then-outputs-written"
+    SIGNAL_FAILED_RETRIED = "signal-then-failed-and-retried"
+    SIGNAL_EXECUTION_FAILED = "signal-then-execution-failed"
+    SIGNAL_NOT_FLYTE_POD = "signal-not-a-flyte-task-pod"
+    SIGNAL_AFTER_SUCCESS = "signal-after-success"
+    OUTPUTS_WRITTEN = "outputs-written"
+    # A success of a task whose interface declares outputs: propeller's ValidateOutput turns a
+    # missing outputs.pb into "OutputsNotFound" (flyteorg/flyte flytepropeller
+    # pkg/controller/nodes/task/handler.go), so Flyte's own success proves it was written.
+    OUTPUTS_DECLARED = "outputs-declared"
+
 
 FAILED_PHASES = frozenset({"FAILED", "RETRYABLE_FAILED", "ABORTED", "TIMED_OUT"})
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """The decision about one attempt: a finding's verdict, or the reason it was cleared."""
+class Decision:
+    """The decision about one attempt: a verdict or the reason it was cleared, and the
+    outputs.pb check it rests on (None: not read for this decision)."""
 
-    verdict: str | None  # "affected" | "suspected" | "pending" | None (cleared)
-    cleared: str | None = None
+    outcome: Verdict | Cleared
     note: str | None = None  # why a finding is weaker than it looks (e.g. outputs unknown)
+    outputs: ObjectCheck | None = None
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The verdict, or None when the attempt was cleared."""
+        return self.outcome if isinstance(self.outcome, Verdict) else None
+
+    @property
+    def cleared(self) -> Cleared | None:
+        """Why the attempt was cleared, or None when it has a verdict."""
+        return self.outcome if isinstance(self.outcome, Cleared) else None
+
+    @property
+    def is_finding(self) -> bool:
+        """Whether the attempt is a finding of the report (affected or suspected)."""
+        match self.outcome:
+            case Verdict.AFFECTED | Verdict.SUSPECTED:
+                return True
+            case Verdict.PENDING | Cleared():
+                return False
+            case _:
+                assert_never(self.outcome)
+
+
+def decide(
+    attempt: AttemptRecord,
+    execution: ExecutionRecord,
+    signal: SignalHit | None,
+    outputs: ObjectCheck | None,
+    *,
+    later_attempts: Sequence[AttemptRecord] = (),
+) -> Decision:
+    """The one decision about an attempt whose signal and outputs are known (scan, show and
+    relaunch all judge through it); a failed attempt's outputs are not read."""
+    if signal is not None:
+        outputs = outputs if attempt.phase == "SUCCEEDED" else None
+        d = classify_signalled(attempt, execution, signal, outputs, later_attempts=later_attempts)
+    else:
+        d = classify_unsignalled(attempt, outputs)
+    return replace(d, outputs=outputs)
 
 
 def earliest(hits: Iterable[SignalHit]) -> SignalHit | None:
-    """The earliest death-signal line among an attempt's pods (SPEC §5 `signal`)."""
+    """The earliest death-signal line among an attempt's pods (docs/report.md `signal`)."""
     return min(hits, key=lambda h: (h.at, h.pod), default=None)
 
 
-# FACTS §13: for a single-pod attempt (the container plugin) Admin's end is the container's
+# For a single-pod attempt (the container plugin) Admin's end is the container's
 # FinishedAt, which Kubernetes keeps in whole seconds, so a signal logged within the second before
 # the pod exited reads up to one second *after* that end. For a PyTorchJob propeller stamps the end
-# itself when it observes the job's success (`time.Now()`), with no such truncation.
+# itself when it observes the job's success (`time.Now()`), with no such truncation
+# (docs/upstream.md, "Shapes met in the field").
 WHOLE_SECOND = timedelta(seconds=1)
 
 
@@ -64,14 +135,14 @@ def end_precision(attempt: AttemptRecord) -> timedelta:
 
 
 def signal_precedes_end(attempt: AttemptRecord, signal: SignalHit) -> bool:
-    """SPEC §5: the signal came before the attempt's end, or within the end's precision."""
+    """The signal came before the attempt's end, or within the end's precision."""
     if attempt.ended_at is None:
         return True
     return signal.at <= attempt.ended_at + end_precision(attempt)
 
 
 def late_signal_note(attempt: AttemptRecord, signal: SignalHit) -> str:
-    """The note a finding keeps about a death signal that does not qualify (SPEC §6 `notes`)."""
+    """The note a finding keeps about a death signal that does not qualify (docs/report.md `evidence`)."""
     text = (
         f"{signal.signal} death signal at {rfc3339(signal.at)} in pod "
         f"{signal.namespace}/{signal.pod}"
@@ -89,49 +160,51 @@ def classify_signalled(
     outputs: ObjectCheck | None,
     *,
     later_attempts: Sequence[AttemptRecord] = (),
-) -> Verdict:
+) -> Decision:
     """An attempt one of whose pods logged a death signal.
 
-    The artefact decides, timing only grades (SPEC §5): a success without outputs.pb is always a
+    The artefact decides, timing only grades (docs/verdicts.md): a success without outputs.pb is always a
     finding — `affected` when the signal precedes the end (within its precision), else
     `suspected`; `signal-after-success` clears only a success whose outputs.pb exists.
     """
     if attempt.phase == "SUCCEEDED":
         if attempt.outputs_declared:
-            return Verdict(None, OUTPUTS_DECLARED)
+            return Decision(Cleared.OUTPUTS_DECLARED)
         if outputs is None or outputs.state == "unknown":
             return _unchecked(outputs)
         before = signal_precedes_end(attempt, signal)
         if outputs.state == "present":
-            return Verdict(None, SIGNAL_OUTPUTS_WRITTEN if before else SIGNAL_AFTER_SUCCESS)
-        return Verdict("affected") if before else Verdict("suspected")
+            return Decision(
+                Cleared.SIGNAL_OUTPUTS_WRITTEN if before else Cleared.SIGNAL_AFTER_SUCCESS
+            )
+        return Decision(Verdict.AFFECTED if before else Verdict.SUSPECTED)
     if attempt.phase in FAILED_PHASES:
         if any(a.ref.attempt > attempt.ref.attempt for a in later_attempts):
-            return Verdict(None, SIGNAL_FAILED_RETRIED)
-        return Verdict(None, SIGNAL_EXECUTION_FAILED)
-    return Verdict(PENDING)
+            return Decision(Cleared.SIGNAL_FAILED_RETRIED)
+        return Decision(Cleared.SIGNAL_EXECUTION_FAILED)
+    return Decision(Verdict.PENDING)
 
 
-def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck | None) -> Verdict:
+def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck | None) -> Decision:
     """An elastic attempt that ended SUCCEEDED in the window with no death-signal evidence."""
     if attempt.outputs_declared:
-        return Verdict(None, OUTPUTS_DECLARED)
+        return Decision(Cleared.OUTPUTS_DECLARED)
     if outputs is None or outputs.state == "unknown":
         return _unchecked(outputs)
     if outputs.state == "present":
-        return Verdict(None, OUTPUTS_WRITTEN)
-    return Verdict("suspected")
+        return Decision(Cleared.OUTPUTS_WRITTEN)
+    return Decision(Verdict.SUSPECTED)
 
 
-def _unchecked(outputs: ObjectCheck | None) -> Verdict:
-    """A success whose outputs.pb could not be read: never cleared, a weaker finding (SPEC §5)."""
+def _unchecked(outputs: ObjectCheck | None) -> Decision:
+    """A success whose outputs.pb could not be read: never cleared, a weaker finding."""
     reason = outputs.reason if outputs else "not checked"
-    return Verdict("suspected", note=f"outputs.pb could not be checked: {reason}")
+    return Decision(Verdict.SUSPECTED, note=f"outputs.pb could not be checked: {reason}")
 
 
 def needs_outputs_check(attempt: AttemptRecord) -> bool:
     """Whether only S3 can say if this attempt wrote outputs.pb: a success of a task that declares
-    no outputs (a declared-outputs success is proven by Flyte itself, `OUTPUTS_DECLARED`)."""
+    no outputs (a declared-outputs success is proven by Flyte itself, `Cleared.OUTPUTS_DECLARED`)."""
     return attempt.phase == "SUCCEEDED" and not attempt.outputs_declared
 
 
@@ -143,71 +216,6 @@ def sweep_candidate(attempt: AttemptRecord, window: Window) -> bool:
         and attempt.ended_at is not None
         and attempt.ended_at in window
     )
-
-
-class _Fields(dict):
-    """Template fields `inputs.X` / `labels.X` resolve through attribute access."""
-
-    def __getattr__(self, name: str) -> str:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-@dataclass(frozen=True)
-class CheckpointLocation:
-    """Where a finding's checkpoints should be, and which rule said so (or why unknown)."""
-
-    uri: str | None
-    source: str | None
-    reason: str | None = None
-
-
-def checkpoint_location(
-    settings: CheckpointSettings,
-    attempt: AttemptRecord,
-    execution: ExecutionRecord,
-    inputs: Mapping[str, str] | None,
-    *,
-    node_inputs: Mapping[str, str] | None = None,
-) -> CheckpointLocation:
-    """SPEC §4.4/§5: the input named by `input` — the attempt's own node inputs first, then the
-    execution's —, else `template` (`inputs.X` the same way), else Flyte's own."""
-    for where, found in (("node-input", node_inputs), ("input", inputs)):
-        if settings.input and found and found.get(settings.input):
-            return CheckpointLocation(as_prefix(found[settings.input]), f"{where}:{settings.input}")
-    if settings.template:
-        fields = {
-            "project": execution.ref.project,
-            "domain": execution.ref.domain,
-            "name": execution.ref.name,
-            "node_id": attempt.ref.node_id,
-            "inputs": _Fields({**(inputs or {}), **(node_inputs or {})}),
-            "labels": _Fields(execution.labels),
-        }
-        try:
-            uri = string.Formatter().vformat(settings.template, (), fields)
-        except (KeyError, AttributeError, IndexError, ValueError) as e:
-            return CheckpointLocation(
-                None, "template", f"checkpoint template field {e} is not known for this execution"
-            )
-        return CheckpointLocation(as_prefix(uri), "template")
-    if attempt.checkpoint_uri:
-        return CheckpointLocation(as_prefix(attempt.checkpoint_uri), "flyte-checkpoint")
-    return CheckpointLocation(None, None, "no checkpoint location known")
-
-
-def as_prefix(uri: str) -> str:
-    """A checkpoint location is listed as a prefix, with its trailing `/`."""
-    return uri if uri.endswith("/") else uri + "/"
-
-
-def written_after(listing: PrefixListing, signal: SignalHit | None) -> bool | None:
-    """Whether the newest checkpoint object is younger than the death signal."""
-    if signal is None or listing.latest is None:
-        return None
-    return listing.latest > signal.at
 
 
 def console_link(console_url: str | None, project: str, domain: str, name: str) -> str | None:
@@ -238,3 +246,76 @@ def explore_link(
         },
     }
     return f"{grafana_url.rstrip('/')}/explore?orgId=1&left={quote(json.dumps(left, separators=(',', ':')))}"
+
+
+def finding_links(
+    settings: Settings, execution: ExecutionRecord, signal: SignalHit | None
+) -> dict[str, str]:
+    """The console link to the execution and the Grafana link to the signalled pod's logs."""
+    links: dict[str, str] = {}
+    ref = execution.ref
+    flyte = console_link(settings.flyte.console_url, ref.project, ref.domain, ref.name)
+    if flyte:
+        links["flyte"] = flyte
+    if signal is not None:
+        loki = settings.loki
+        sel = selector(
+            [(loki.namespace_label, "=", signal.namespace), (loki.pod_label, "=", signal.pod)]
+        )
+        logs = explore_link(
+            loki.grafana_explore_url,
+            loki.grafana_datasource,
+            sel,
+            signal.at - timedelta(minutes=10),
+            signal.at + timedelta(minutes=5),
+        )
+        if logs:
+            links["logs"] = logs
+    return links
+
+
+def shape_notes(ex: ExecutionRecord, att: AttemptRecord) -> tuple[str, ...]:
+    """What a finding's shape means for the operator: a child execution, an array subtask."""
+    notes: tuple[str, ...] = ()
+    if att.array_node is not None:
+        notes += (f"subtask {att.array_index} of array (map) node {att.array_node}",)
+    if ex.parent is not None:
+        notes += (
+            f"child execution of {ex.parent.execution} (node {ex.parent.node_id}): relaunching "
+            "this child alone will not re-run the parent's later steps; relaunch the parent "
+            f"(elastic-audit relaunch --parent {ex.ref})",
+        )
+    return notes
+
+
+def build_finding(
+    decision: Decision,
+    ex: ExecutionRecord,
+    att: AttemptRecord,
+    signal: SignalHit | None,
+    checkpoint: Checkpoint,
+    links: dict[str, str],
+) -> Finding:
+    """The report's finding for an attempt decided affected or suspected (docs/report.md)."""
+    verdict = decision.verdict
+    assert verdict is not None and decision.is_finding
+    outputs = decision.outputs
+    notes = (decision.note,) if decision.note else ()
+    if signal is not None and verdict is not Verdict.AFFECTED:
+        # `signal` is null for `suspected` (docs/report.md); the hit is kept as a note.
+        notes += (late_signal_note(att, signal),)
+        signal = None
+    notes += shape_notes(ex, att)
+    written = None if outputs is None or outputs.state == "unknown" else outputs.state == "present"
+    return Finding(
+        attempt=att.ref,
+        verdict=verdict,
+        execution_phase=ex.phase,
+        signal=signal,
+        succeeded_at=att.ended_at,
+        outputs_written=written,
+        checkpoint=checkpoint,
+        links=links,
+        evidence=notes,
+        parent=ex.parent,
+    )

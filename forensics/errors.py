@@ -61,8 +61,9 @@ class NotFoundError(SourceError):
 class AlreadyRelaunched(SourceError):
     """Admin already holds the relaunch of `original`, named as requested: `existing`.
 
-    Raised instead of creating a second execution (SPEC §3.3, exactly once). `after_retry` says
-    the first attempt's response was lost and the execution found is that attempt's own work.
+    Raised instead of creating a second execution (exactly once: docs/commands.md, relaunch).
+    `after_retry` says the first attempt's response was lost and the execution found is that
+    attempt's own work.
     """
 
     def __init__(

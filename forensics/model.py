@@ -1,4 +1,8 @@
-"""The domain's plain data: frozen dataclasses passed between sources, detection and formats."""
+"""The domain's plain data: frozen dataclasses passed between sources, detection and formats.
+
+One module on purpose (a little over 400 lines): every type of the report and of its evidence
+reads in one place, each a few lines, as docs/report.md describes them.
+"""
 
 from __future__ import annotations
 
@@ -178,7 +182,7 @@ class AttemptRecord:
 
     @property
     def is_elastic(self) -> bool:
-        """SPEC §5: `pytorch`, or `python-task` with task_type_version 1 outside an array node."""
+        """`pytorch`, or `python-task` with task_type_version 1 outside an array node."""
         if self.task_type == "pytorch":
             return True
         return self.task_type == "python-task" and self.task_type_version == 1 and not self.is_array
@@ -210,7 +214,7 @@ class ExecutionRecord:
     reference_execution: ExecutionRef | None
     labels: Mapping[str, str] = field(default_factory=dict)
     # `spec.metadata.parent_node_execution` of a child execution (mode CHILD_WORKFLOW): relaunching
-    # the child alone does not re-run what the parent did after that node (SPEC §5).
+    # the child alone does not re-run what the parent did after that node (docs/verdicts.md).
     parent: ParentNode | None = None
     # spec.launch_plan: (project, domain, name, version) of the launch plan it ran.
     launch_plan: tuple[str, str, str, str] | None = None
@@ -280,7 +284,9 @@ class Finding:
     checkpoint: Checkpoint
     relaunched_as: ExecutionRef | None = None
     links: Mapping[str, str] = field(default_factory=dict)
-    evidence: tuple[str, ...] = ()  # SPEC §6 `notes`: why the finding is weaker, late signals
+    evidence: tuple[
+        str, ...
+    ] = ()  # docs/report.md `evidence`: why the finding is weaker, late signals
     parent: ParentNode | None = None  # the parent execution's node, for a child execution
 
     def as_dict(self) -> dict[str, object]:
@@ -303,7 +309,7 @@ class Finding:
 
 
 def signal_dict(hit: SignalHit) -> dict[str, object]:
-    """A death signal as the report shows it (SPEC §6 `signal`)."""
+    """A death signal as the report shows it (docs/report.md `signal`)."""
     return {
         "name": hit.signal,
         "number": hit.number,
@@ -315,7 +321,7 @@ def signal_dict(hit: SignalHit) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class Pending:
-    """A signalled attempt that has not finished yet (SPEC §5 `pending`): rescan once it ends."""
+    """A signalled attempt that has not finished yet (docs/report.md `pending`): rescan once it ends."""
 
     attempt: AttemptRef
     phase: str
@@ -334,7 +340,7 @@ class Pending:
 @dataclass(frozen=True)
 class Unresolved:
     """A signalled pod that is evidently Flyte's but resolves to no attempt: a configuration
-    problem (namespace template, domains) the report shows instead of clearing it (SPEC §5)."""
+    problem (namespace template, domains) the report shows instead of clearing it (docs/verdicts.md)."""
 
     signal: SignalHit
     reason: str
@@ -368,7 +374,7 @@ class Summary:
 
     `unparsed_lines` counts lines Loki matched as death signals that the parser could not read
     (an unknown shipper envelope, a stream without the configured pod label, ...), with the
-    earliest as `unparsed_example`: shown, never dropped silently (SPEC §5, §6).
+    earliest as `unparsed_example`: shown, never dropped silently (docs/report.md `summary`).
     """
 
     attempts_examined: int = 0
@@ -381,8 +387,10 @@ class Summary:
     unparsed_example: UnparsedLine | None = None
 
     def clear(self, reason: str) -> None:
+        """Count one attempt cleared for `reason` (a `detect.Cleared`, kept as its value)."""
+        key = str(reason)
         self.not_affected += 1
-        self.cleared[reason] = self.cleared.get(reason, 0) + 1
+        self.cleared[key] = self.cleared.get(key, 0) + 1
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -399,7 +407,7 @@ class Summary:
 
 @dataclass(frozen=True)
 class Report:
-    """The result of a scan (SPEC §6)."""
+    """The result of a scan (docs/report.md)."""
 
     tool: str
     window: Window

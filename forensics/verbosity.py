@@ -1,11 +1,11 @@
 """Logging for every command: stderr only, the tool's own story at -v, libraries' at -vv, no secret.
 
 Levels: no flag → the tool's warnings, libraries' errors; `-v` → what the tool decides (window,
-shards, candidates, calls per source), libraries' warnings; `-vv` → also
-the libraries' debug logs (botocore, urllib3, grpc, flytekit). botocore's debug log prints request
-headers — `x-amz-security-token` among them — and its canonical request, so every record, of
-any logger at any level, passes a filter that replaces each credential the process can see by
-`***` before it is formatted (SPEC §4: secrets are never printed, `--verbose` output included).
+shards, candidates, calls per source), libraries' warnings; `-vv` → also the libraries' debug
+logs (botocore, urllib3, grpc, flytekit). botocore's debug log prints request headers —
+`x-amz-security-token` among them — and its canonical request, so every record, of any logger
+at any level, passes a filter that replaces each credential the process can see by `***` before
+it is formatted (docs/configuration.md: secrets are never printed, `--verbose` output included).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     """Every credential value in the environment (and in the files it names), longest first."""
     env = os.environ if env is None else env
     values = [env[name] for name in SECRET_VARS if env.get(name)]
-    # Webhook URLs carry their secret in the path (SPEC §9): each one, whole.
+    # Webhook URLs carry their secret in the path (docs/deployment.md): each one, whole.
     for url in (env.get("ELASTIC_AUDIT_NOTIFY") or "").split():
         add_secret(url)
     for name in SECRET_FILE_VARS:

@@ -331,6 +331,21 @@ def test_help_names_values_shows_defaults_whole_and_only_each_commands_formats(t
     assert "Usage: elastic-audit pin-bump [OPTIONS] SHA\n" in helps["pin-bump"]
 
 
+def test_an_option_that_takes_a_value_but_names_none_is_an_error_not_a_guessed_placeholder():
+    # Placeholders were guessed from a table of parameter names (`--x` would have read `X`).
+    import typer
+
+    from forensics.cli import App
+
+    def command(x: str = typer.Option(None, "--x", help="A value.")) -> None:
+        """A command whose option names no value."""
+
+    app = App(name="t")
+    app.add("c", command, "")
+    with pytest.raises(TypeError, match="option --x takes a value but names none"):
+        app(["c", "--help"], standalone_mode=False)
+
+
 @pytest.mark.parametrize("args", [[], ["fix"]])
 def test_no_command_is_help_and_a_real_error_line(tmp_path, args):
     r = cli(*args, env=clean_env(tmp_path), cwd=tmp_path)

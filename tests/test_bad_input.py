@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import string
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -23,14 +24,15 @@ from forensics.config import Settings, read_config_file
 from forensics.errors import ElasticAuditError, UsageError
 from forensics.evidence.flyte_names import parse_pod_name
 from forensics.evidence.logs import parse_propeller_line, parse_signal
+from forensics.formats import render
 from forensics.identifiers import parse_execution
-from forensics.model import LogEntry
+from forensics.model import UTC, LogEntry, Report, Summary, Window
 from forensics.pinbump.patterns import ManifestError, PinPatterns
 from forensics.pinbump.pyproject import scan_pyproject
 from forensics.pinbump.requirements import scan_requirements
 from forensics.relaunch import executions_from_report
 from forensics.sandbox.loki_logql import parse_log_query
-from forensics.scan import ScanScope, task_selector
+from forensics.scan.scope import ScanScope, task_selector
 from forensics.timeutil import parse_window
 
 SHA = "c0ffee0123456789abcdef0123456789abcdef01"
@@ -497,6 +499,36 @@ OUTPUTS = [
 )
 def test_output_formats_a_command_does_not_have_are_refused(cli, args, fragment):
     cli(args, fragment)
+
+
+def _empty_report() -> Report:
+    window = Window(datetime(2026, 9, 4, tzinfo=UTC), datetime(2026, 9, 11, tzinfo=UTC))
+    return Report(tool="elastic-audit", window=window, gaps=(), summary=Summary(), findings=())
+
+
+@pytest.mark.parametrize("fmt", ["diff", "yaml", ""])
+def test_a_result_asked_for_in_a_format_nobody_renders_is_an_error_not_a_table(fmt):
+    # It was a table: any name but json, csv and markdown fell through to it.
+    with pytest.raises(ElasticAuditError, match=f"-o {fmt}: a Report is not rendered as"):
+        render(_empty_report(), fmt)
+    with pytest.raises(ElasticAuditError, match="offered: none"):
+        render(object(), "table")
+
+
+def test_every_command_offers_exactly_the_formats_its_result_renders_in():
+    from forensics.formats import PIN_BUMP_FORMATS, REPORT_FORMATS, TABLE_OR_JSON, renderers
+    from forensics.formats.fix import BundledPatch
+    from forensics.formats.pinbump import BumpResult
+    from forensics.formats.relaunch import RelaunchResults
+    from forensics.plugin_fix.build import BuildResult
+    from forensics.plugin_fix.check import CheckResult
+    from forensics.plugin_fix.patch import ApplyResult
+    from forensics.timeline import Timeline
+
+    assert renderers(Report) == REPORT_FORMATS
+    assert renderers(BumpResult) == PIN_BUMP_FORMATS
+    for kind in (Timeline, RelaunchResults, BundledPatch, ApplyResult, CheckResult, BuildResult):
+        assert renderers(kind) == TABLE_OR_JSON, kind
 
 
 # -- pin-bump ----------------------------------------------------------------------------------

@@ -73,10 +73,9 @@ def test_cronjob_runs_the_guard_scan_with_the_config_and_secret_references(tmp_p
     assert c["command"] == ["elastic-audit"] and c["args"][0] == "scan"
     assert any(a.startswith("--state=s3://") for a in c["args"])
     # every flag the CronJob passes is one `scan` accepts (through the real CLI's parser)
-    from forensics.cli import _register, app
-
-    _register()
     import typer.main
+
+    from forensics.cli import app
 
     command = typer.main.get_command(app).commands["scan"]
     ctx = command.make_context("scan", list(c["args"]), resilient_parsing=True)

@@ -4,15 +4,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from forensics.checkpoints import checkpoint_location
 from forensics.config import CheckpointSettings
 from forensics.detect import (
-    OUTPUTS_DECLARED,
-    OUTPUTS_WRITTEN,
-    SIGNAL_AFTER_SUCCESS,
-    SIGNAL_EXECUTION_FAILED,
-    SIGNAL_FAILED_RETRIED,
-    SIGNAL_OUTPUTS_WRITTEN,
-    checkpoint_location,
+    Cleared,
     classify_signalled,
     classify_unsignalled,
     earliest,
@@ -86,24 +81,27 @@ def test_preempted_attempt_without_outputs_is_affected():
 
 def test_signal_then_outputs_written_is_cleared():
     v = classify_signalled(attempt(), execution(), hit(), PRESENT)
-    assert v.verdict is None and v.cleared == SIGNAL_OUTPUTS_WRITTEN
+    assert v.verdict is None and v.cleared == Cleared.SIGNAL_OUTPUTS_WRITTEN
 
 
 def test_signalled_attempt_that_failed_and_was_retried_is_cleared():
     failed, retry = attempt("RETRYABLE_FAILED", 0), attempt("SUCCEEDED", 1)
     v = classify_signalled(failed, execution(), hit(), None, later_attempts=[failed, retry])
-    assert v.cleared == SIGNAL_FAILED_RETRIED
+    assert v.cleared == Cleared.SIGNAL_FAILED_RETRIED
 
 
 def test_sibling_signalled_after_genuine_failure_is_cleared():
     v = classify_signalled(attempt("FAILED"), execution("FAILED"), hit(), None)
-    assert v.verdict is None and v.cleared == SIGNAL_EXECUTION_FAILED
+    assert v.verdict is None and v.cleared == Cleared.SIGNAL_EXECUTION_FAILED
 
 
 def test_signal_after_success_clears_only_a_success_whose_outputs_exist():
     # SPEC §5: the artefact decides, timing only grades.
     late = attempt(ended=SIG_AT - timedelta(seconds=2))
-    assert classify_signalled(late, execution(), hit(), PRESENT).cleared == SIGNAL_AFTER_SUCCESS
+    assert (
+        classify_signalled(late, execution(), hit(), PRESENT).cleared
+        == Cleared.SIGNAL_AFTER_SUCCESS
+    )
     v = classify_signalled(late, execution(), hit(), MISSING)
     assert v.verdict == "suspected"
     assert "2s after the attempt's end" in late_signal_note(late, hit())
@@ -114,7 +112,10 @@ def test_a_signal_within_the_whole_second_of_a_single_pod_end_precedes_it():
     for after in (timedelta(milliseconds=400), timedelta(seconds=1)):
         a = attempt(ended=SIG_AT - after)
         assert classify_signalled(a, execution(), hit(), MISSING).verdict == "affected"
-        assert classify_signalled(a, execution(), hit(), PRESENT).cleared != SIGNAL_AFTER_SUCCESS
+        assert (
+            classify_signalled(a, execution(), hit(), PRESENT).cleared
+            != Cleared.SIGNAL_AFTER_SUCCESS
+        )
     # A PyTorchJob's end is stamped by propeller itself: no such slack.
     job = attempt(ended=SIG_AT - timedelta(milliseconds=400), ttype="pytorch")
     assert classify_signalled(job, execution(), hit(), MISSING).verdict == "suspected"
@@ -133,7 +134,7 @@ def test_outputs_that_could_not_be_checked_never_clear_a_signalled_attempt():
 
 def test_unsignalled_elastic_success_without_outputs_is_suspected():
     assert classify_unsignalled(attempt(), MISSING).verdict == "suspected"
-    assert classify_unsignalled(attempt(), PRESENT).cleared == OUTPUTS_WRITTEN
+    assert classify_unsignalled(attempt(), PRESENT).cleared == Cleared.OUTPUTS_WRITTEN
     assert (
         classify_unsignalled(attempt(), ObjectCheck("unknown", "throttled")).verdict == "suspected"
     )
@@ -189,11 +190,17 @@ def test_success_of_a_task_with_declared_outputs_is_cleared_whatever_s3_says_now
     # Flyte fails such a success without outputs.pb; a missing one was deleted afterwards.
     declared = attempt(declared=True)
     for outputs in (MISSING, PRESENT, None):
-        assert classify_signalled(declared, execution(), hit(), outputs).cleared == OUTPUTS_DECLARED
-        assert classify_unsignalled(declared, outputs).cleared == OUTPUTS_DECLARED
+        assert (
+            classify_signalled(declared, execution(), hit(), outputs).cleared
+            == Cleared.OUTPUTS_DECLARED
+        )
+        assert classify_unsignalled(declared, outputs).cleared == Cleared.OUTPUTS_DECLARED
     early = attempt(declared=True, ended=SIG_AT - timedelta(seconds=5))
-    assert classify_signalled(early, execution(), hit(), None).cleared == OUTPUTS_DECLARED
+    assert classify_signalled(early, execution(), hit(), None).cleared == Cleared.OUTPUTS_DECLARED
     failed = attempt(phase="FAILED", declared=True)
-    assert classify_signalled(failed, execution(), hit(), None).cleared == SIGNAL_EXECUTION_FAILED
+    assert (
+        classify_signalled(failed, execution(), hit(), None).cleared
+        == Cleared.SIGNAL_EXECUTION_FAILED
+    )
     assert needs_outputs_check(attempt()) and not needs_outputs_check(declared)
     assert not needs_outputs_check(failed) and not needs_outputs_check(attempt(phase="FAILED"))

@@ -30,7 +30,7 @@ from forensics.evidence.logs import (
 from forensics.model import LogEntry
 from forensics.sandbox.loki_logql import parse_log_query
 from forensics.sandbox.shippers import SHIPPERS, ship
-from forensics.scan import ScanScope, signal_query
+from forensics.scan.scope import ScanScope, signal_query
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LABELS = {"namespace": "proj-development", "pod": "abcdefghij0123456789-n0-0", "container": "c"}

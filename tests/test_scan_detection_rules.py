@@ -174,11 +174,15 @@ def test_a_hashed_pod_no_sweep_claimed_is_resolved_among_old_running_executions(
     # Admin client over the sandbox finds the hashed pod's execution although its updated_at
     # predates the signal by days.
     from forensics.config import load_settings
-    from forensics.scan import ScanScope, scanner_for
+    from forensics.scan.lookups import Lookups
+    from forensics.scan.resolve import Projects, resolve
+    from forensics.scan.scope import ScanScope
+    from forensics.sources import Sources
 
-    scanner = scanner_for(load_settings())
+    settings = load_settings()
+    sources = Sources.from_settings(settings)
     pod = generated_name([OLD_HASHED, "n0", 0])
-    found = scanner.resolve(NS, pod, _t(9, 3, 59, 50), ScanScope())
+    found = resolve(Lookups(sources), Projects(settings), NS, pod, _t(9, 3, 59, 50), ScanScope())
     assert not isinstance(found, str), found
     ex, att = found
     assert (ex.ref.name, att.ref.node_id, ex.phase) == (OLD_HASHED, "n0", "RUNNING")

@@ -222,7 +222,7 @@ def test_demo_and_fix_never_print_the_secrets_in_their_environment(tmp_path):
 @pytest.mark.parametrize("secret", [LOKI_TOKEN, FLYTE_SECRET])
 def test_reprs_of_configured_clients_hide_the_secret(tmp_path, monkeypatch, secret):
     from forensics.config import load_settings
-    from forensics.scan import build_sources
+    from forensics.sources import Sources
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LOKI_BEARER_TOKEN", LOKI_TOKEN)
@@ -230,7 +230,9 @@ def test_reprs_of_configured_clients_hide_the_secret(tmp_path, monkeypatch, secr
     monkeypatch.setenv("FLYTE_PLATFORM_URL", "127.0.0.1:9")
     monkeypatch.setenv("FLYTE_PLATFORM_INSECURE", "True")
     settings = load_settings(env=dict(os.environ))
-    objects = [settings, settings.loki, settings.flyte, *build_sources(settings)]
+    sources = Sources.from_settings(settings)
+    objects = [settings, settings.loki, settings.flyte, sources, sources.loki, sources.admin]
+    objects.append(sources.store)
     for obj in objects:
         assert secret not in repr(obj) and secret not in str(obj)
 

@@ -1,92 +1,16 @@
-"""Flags shared by scan, show and relaunch, and the helpers that turn them into objects."""
+"""What several commands do alike: refuse bad names and paths early, write data, explain failures."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-import typer
-
-from forensics.cli import REPORT_FORMATS, TABLE_OR_JSON, OutputFormat, output_option
-from forensics.config import Settings, load_settings
+from forensics.config import Settings
 from forensics.fsutil import write_atomic
-from forensics.verbosity import setup_logging
-
-ConfigOpt = typer.Option(
-    None,
-    "--config",
-    help="Config file (else $ELASTIC_AUDIT_CONFIG, ./elastic-audit.toml, "
-    "$XDG_CONFIG_HOME/elastic-audit/config.toml).",
-    show_default=False,
-)
-LokiUrlOpt = typer.Option(
-    None,
-    "--loki-url",
-    help="Loki base URL (else LOKI_ADDR, config [loki] url, http://localhost:3100).",
-    show_default=False,
-)
-FlyteConfigOpt = typer.Option(
-    None,
-    "--flyte-config",
-    help="flytectl/flytekit YAML (else FLYTECTL_CONFIG, ~/.flyte/config.yaml; FLYTE_PLATFORM_URL overrides).",
-    show_default=False,
-)
-CheckpointInputOpt = typer.Option(
-    None,
-    "--checkpoint-input",
-    help="Execution input holding the checkpoint URI.",
-    show_default=False,
-)
-CheckpointTemplateOpt = typer.Option(
-    None,
-    "--checkpoint-template",
-    help="Checkpoint URI template; fields: project, domain, name, node_id, inputs.X, labels.X.",
-    show_default=False,
-)
-WorkersOpt = typer.Option(
-    None,
-    "--workers",
-    min=1,
-    max=256,
-    help="Concurrent requests per source (default 8).",
-    show_default=False,
-)
-OutputOpt = output_option(*REPORT_FORMATS)  # scan, demo
-TableOrJsonOpt = output_option(*TABLE_OR_JSON)  # show, relaunch
-NoProgressOpt = typer.Option(
-    False,
-    "--no-progress",
-    help="No progress bar (there is none anyway when stderr is not a terminal).",
-)
-VerboseOpt = typer.Option(
-    0,
-    "-v",
-    "--verbose",
-    count=True,
-    show_default=False,
-    help="-v: the tool's decisions on stderr (window, shards, candidates, calls per source); "
-    "-vv: also the libraries' debug logs. Secrets are never logged.",
-)
-
-
-def settings_from_flags(
-    *,
-    config: str | None,
-    loki_url: str | None,
-    flyte_config: str | None,
-    checkpoint_input: str | None = None,
-    checkpoint_template: str | None = None,
-    workers: int | None = None,
-) -> Settings:
-    return load_settings(
-        config=config,
-        loki_url=loki_url,
-        flyte_config=flyte_config,
-        checkpoint_input=checkpoint_input,
-        checkpoint_template=checkpoint_template,
-        workers=workers,
-    )
+from forensics.model import Gap
 
 
 def check_scope_names(project: list[str], domain: list[str]) -> None:
@@ -142,12 +66,9 @@ def check_writable_file(path: str, flag: str) -> None:
 
 
 def emit(text: str) -> None:
-    """Data to stdout, nothing else."""
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    """Data to stdout, exactly as rendered, nothing else."""
+    sys.stdout.write(text)
     sys.stdout.flush()
-
-
-__all__ = ["OutputFormat", "setup_logging"]
 
 
 # -- one stderr line per failing source: what failed, the likely cause, where the address came from
@@ -179,10 +100,10 @@ def likely_cause(error: str) -> str:
     return next((c for words, c in _CAUSES if any(w in low for w in words)), "it failed at")
 
 
-def report_failures(gaps, settings: Settings, endpoints: dict[str, str]) -> None:  # noqa: ANN001
+def report_failures(gaps: Iterable[Gap], settings: Settings, endpoints: dict[str, str]) -> None:
     """For each source with a gap: one stderr line — count, first error, likely cause, and where
-    the address came from (flag, environment, config file or default; SPEC §4 precedence)."""
-    by_source: dict[str, list] = {}
+    the address came from (flag, environment, config file or default: docs/configuration.md)."""
+    by_source: dict[str, list[Gap]] = {}
     for g in gaps:
         by_source.setdefault(g.source, []).append(g)
     for source, failed in by_source.items():
@@ -197,7 +118,7 @@ def report_failures(gaps, settings: Settings, endpoints: dict[str, str]) -> None
     sys.stderr.flush()
 
 
-def source_endpoints(scanner) -> dict[str, str]:  # noqa: ANN001
+def source_endpoints(scanner: Any) -> dict[str, str]:
     """The address each of a scanner's sources talks to (never a credential)."""
     from forensics.sources.storage import _safe_endpoint
 

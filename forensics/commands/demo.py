@@ -12,14 +12,17 @@ from pathlib import Path
 
 import typer
 
-from forensics.cli import REPORT_FORMATS, app, check_output, default_output
-from forensics.commands.common import (
+from forensics.commands.common import check_writable_file, write_atomically
+from forensics.commands.options import (
     NoProgressOpt,
-    OutputOpt,
-    check_writable_file,
-    write_atomically,
+    check_output,
+    default_output,
+    flag_option,
+    output_option,
+    value_option,
 )
 from forensics.errors import UsageError
+from forensics.formats import REPORT_FORMATS
 
 EXAMPLES = """
 Examples:
@@ -52,22 +55,18 @@ def env_lines(env: dict[str, str]) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
 
 
-@app.command(epilog=EXAMPLES)
 def demo(
-    keep_running: bool = typer.Option(
-        False,
+    keep_running: bool = flag_option(
         "--keep-running",
         help="Keep the sandbox up after the scan and print the environment that points every "
         "command at it; wait until interrupted.",
     ),
-    env_file: str = typer.Option(
-        None,
+    env_file: str | None = value_option(
         "--env-file",
-        metavar="FILE",
-        help="With --keep-running: write that environment to FILE (`. FILE` to use it).",
-        show_default=False,
+        "FILE",
+        "With --keep-running: write that environment to FILE (`. FILE` to use it).",
     ),
-    output: str = OutputOpt,
+    output: str | None = output_option(*REPORT_FORMATS),
     no_progress: bool = NoProgressOpt,
 ) -> None:
     """Start Loki, Flyte Admin and S3 on loopback, seed the reference incident, run a real scan."""

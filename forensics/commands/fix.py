@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from forensics.cli import (
-    TABLE_OR_JSON,
-    App,
-    OutputFormat,
-    app,
-    check_output,
-    default_output,
-    output_option,
-)
 from forensics.commands.common import emit
+from forensics.commands.options import check_output, default_output, output_option
 from forensics.errors import UsageError
-from forensics.formats.table import render_pairs, terminal_width
-from forensics.plugin_fix.check import CheckResult, check_environment, check_source
-from forensics.plugin_fix.patch import PATCH_NAME, ApplyResult, apply, load_patch, parse_patch
+from forensics.formats import TABLE_OR_JSON, OutputFormat, render
+from forensics.formats.fix import BundledPatch
+from forensics.plugin_fix.check import check_environment, check_source
+from forensics.plugin_fix.patch import PATCH_NAME, apply, load_patch
 from forensics.progress import spinner
 
-fix_app = App(
-    name="fix",
-    help="The plugin fix: show the patch, apply it to a source tree, check an environment or "
-    "tree, build a fixed wheel.",
-    no_args_is_help=True,
+HELP = (
+    "The plugin fix: show the patch, apply it to a source tree, check an environment or "
+    "tree, build a fixed wheel."
 )
-app.add_typer(fix_app, name="fix")
 
 OutputOpt = output_option(*TABLE_OR_JSON)
 NoProgressArg = Annotated[
@@ -99,39 +86,16 @@ failed download or build.
 """
 
 
-def _print_rows(title: str, rows: list[tuple[str, str]]) -> None:
-    sys.stdout.write(render_pairs(title, rows, width=terminal_width()))
-    sys.stdout.flush()
-
-
-@fix_app.command("show", epilog=SHOW_EXAMPLES)
 def show(output: str | None = OutputOpt, no_progress: NoProgressArg = False) -> None:
     """Print the bundled patch (git format, against the flytekit repository layout).
 
     The patch itself is printed unless -o json is given, also into a pipe, so that
     `elastic-audit fix show | git apply` works.
     """
-    text = load_patch()
-    if output is None or default_output(output) is OutputFormat.table:
-        sys.stdout.write(text)
-        return
-    data = {
-        "name": PATCH_NAME,
-        "sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "files": [fp.path for fp in parse_patch(text)],
-        "patch": text,
-    }
-    emit(json.dumps(data, indent=2))
+    fmt = OutputFormat.table if output is None else default_output(output)
+    emit(render(BundledPatch(PATCH_NAME, load_patch()), fmt))
 
 
-def _render_apply(result: ApplyResult, fmt: OutputFormat) -> None:
-    if fmt == OutputFormat.json:
-        emit(json.dumps(result.to_dict(), indent=2))
-        return
-    _print_rows(f"fix apply: {result.status}", _render_apply_rows(result))
-
-
-@fix_app.command("apply", epilog=APPLY_EXAMPLES)
 def apply_cmd(
     directory: Annotated[
         Path,
@@ -150,11 +114,10 @@ def apply_cmd(
     """Fix the plugin in a source tree of any affected release; idempotent, all files or none."""
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     result = apply(directory, check_only=check)
-    _render_apply(result, fmt)
+    emit(render(result, fmt))
     raise typer.Exit(result.exit_code)
 
 
-@fix_app.command("build", epilog=BUILD_EXAMPLES)
 def build_cmd(
     version: Annotated[
         str,
@@ -177,38 +140,9 @@ def build_cmd(
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     with spinner(f"building the fixed {version} with pip", enabled=not no_progress):
         result = build(version, out)
-    if fmt == OutputFormat.json:
-        emit(json.dumps(result.to_dict(), indent=2))
-        return
-    rows = [("wheel", str(result.wheel)), ("sha256", result.sha256), ("version", result.version)]
-    rows += [("adapted", note) for note in result.adapted]
-    _print_rows(f"fix build: {result.release}", rows)
+    emit(render(result, fmt))
 
 
-def _render_apply_rows(result: ApplyResult) -> list[tuple[str, str]]:
-    rows = [
-        ("target", f"{result.target.root} ({result.target.description})"),
-        ("files", ", ".join(result.files)),
-        ("result", result.reason),
-    ]
-    return rows + [("adapted", note) for note in result.adapted]
-
-
-def _check_rows(result: CheckResult) -> list[tuple[str, str]]:
-    rows = [("status", result.status), ("reason", result.reason)]
-    extra: list[tuple[str, Any]] = [
-        ("python", result.python),
-        ("plugin", result.plugin_version),
-        ("flytekit", result.flytekit_version),
-        ("torch", result.torch_version),
-        ("file", result.path),
-    ]
-    rows += [(k, str(v)) for k, v in extra if v]
-    rows += [(f"  {s.name}", f"{s.outcome}: {s.detail}") for s in result.scenarios]
-    return rows
-
-
-@fix_app.command("check", epilog=CHECK_EXAMPLES)
 def check_cmd(
     python: Annotated[
         str | None,
@@ -244,8 +178,5 @@ def check_cmd(
     else:
         with spinner("probing the plugin in the target interpreter", enabled=not no_progress):
             result = check_environment(python)
-    if fmt == OutputFormat.json:
-        emit(json.dumps(result.to_dict(), indent=2))
-    else:
-        _print_rows(f"fix check ({result.mode})", _check_rows(result))
+    emit(render(result, fmt))
     raise typer.Exit(result.exit_code)

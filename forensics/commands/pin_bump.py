@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from forensics.cli import OutputFormat, app, check_output, default_output, output_option
+from forensics.commands.common import emit
+from forensics.commands.options import check_output, default_output, output_option
 from forensics.errors import ElasticAuditError, UsageError
-from forensics.formats.table import Column, render_table, terminal_width
-from forensics.fsutil import FileSet
+from forensics.formats import PIN_BUMP_FORMATS, OutputFormat, render
+from forensics.formats.pinbump import BumpResult, summary_text
 from forensics.pinbump.github import CommitVerification, GitHubClient
 from forensics.pinbump.lock import LockRun, find_uv, lock_projects
 from forensics.pinbump.patterns import DEFAULT_REPO, normalize_repo, normalize_sha
@@ -44,9 +42,6 @@ Environment: GITHUB_API_URL (default https://api.github.com), GITHUB_TOKEN.
 Exit codes: 0 done or nothing to change; 1 --check found stale pins;
 2 refused (bad SHA, unverified commit, unparseable file), nothing written.
 """
-
-
-PIN_BUMP_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.diff)
 
 
 class CommitRefused(ElasticAuditError):
@@ -90,126 +85,14 @@ def _require_fix(client: GitHubClient, sha: str) -> dict[str, str]:
     return {"status": status, "reason": reason}
 
 
-# --------------------------------------------------------------------------- rendering
-
-
-def _summary(
-    plan: BumpPlan,
-    mode: str,
-    verification: CommitVerification | None,
-    fix: dict[str, str] | None,
-    locked: list[LockRun],
-) -> dict[str, Any]:
-    return {
-        "repo": plan.repo,
-        "sha": plan.sha,
-        "root": str(plan.root),
-        "mode": mode,
-        "written": mode == "write" and bool(plan.changes),
-        "verified": None
-        if verification is None
-        else {"branch": verification.branch, "branches_checked": verification.branches_checked},
-        "fix": fix,
-        "pins_found": len(plan.pins),
-        "pins_stale": len(plan.stale_pins),
-        "files": [
-            {
-                "path": c.rel,
-                "pins": [
-                    {
-                        "line": p.line,
-                        "location": p.location,
-                        "package": p.package,
-                        "from": p.commit,
-                        "to": plan.sha,
-                    }
-                    for p in c.pins
-                ],
-            }
-            for c in plan.changes
-        ],
-        "from_commits": plan.from_commits,
-        "unselected": [
-            {"path": p.rel, "line": p.line, "package": p.package, "commit": p.commit}
-            for p in plan.unselected
-        ],
-        "stale_locks": [lock.relative_to(plan.root).as_posix() for lock in plan.stale_locks],
-        "locked": [run.directory.relative_to(plan.root).as_posix() or "." for run in locked],
-        "notices": [{"path": n.rel, "line": n.line, "message": n.message} for n in plan.notices],
-    }
-
-
-def _print_diff(diff: str) -> None:
-    if not diff:
-        return
-    if not sys.stdout.isatty():
-        sys.stdout.write(diff)
-        sys.stdout.flush()
-        return
-    console = Console(soft_wrap=True, highlight=False)
-    styles = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
-    for line in diff.splitlines():
-        style = next((s for prefix, s in styles if line.startswith(prefix)), "")
-        console.print(Text(line, style=style))
-
-
-PIN_COLUMNS = (Column("file"), Column("pins", align_right=True), Column("from commits", wrap=True))
-
-
-def _summary_text(summary: dict[str, Any]) -> str:
-    short = summary["sha"][:12]
-    verb = {"write": "moved", "dry-run": "would move", "check": "stale"}[summary["mode"]]
-    lines = [f"pin-bump {summary['repo']} → {short} ({summary['mode']})"]
-    rows = []
-    for f in summary["files"]:
-        commits: dict[str, int] = {}
-        for p in f["pins"]:
-            commits[p["from"][:12]] = commits.get(p["from"][:12], 0) + 1
-        rows.append(
-            (f["path"], str(len(f["pins"])), ", ".join(f"{c} ×{n}" for c, n in commits.items()))
-        )
-    if rows:
-        lines.append(render_table(PIN_COLUMNS, rows, width=terminal_width()).rstrip("\n"))
-    total = sum(summary["from_commits"].values())
-    if total:
-        parts = ", ".join(f"{c[:12]} ({n})" for c, n in summary["from_commits"].items())
-        lines.append(f"{total} pin(s) in {len(summary['files'])} file(s) {verb}, from: {parts}")
-    else:
-        lines.append(f"all {summary['pins_found']} pin(s) already at {short}; nothing to change")
-    state = {"write": "stale", "dry-run": "would go stale", "check": "would go stale"}
-    for lock in summary["stale_locks"]:
-        relocked = bool(summary["locked"]) and summary["mode"] == "write"
-        lines.append(f"uv.lock {'re-locked' if relocked else state[summary['mode']]}: {lock}")
-    return "\n".join(lines) + "\n"
-
-
-def _render(summary: dict[str, Any], fmt: OutputFormat, diff: str | None) -> None:
-    if fmt is OutputFormat.json:
-        if diff is not None:
-            summary = {**summary, "diff": diff}
-        typer.echo(json.dumps(summary, indent=2))
-        return
-    if fmt is OutputFormat.diff:
-        # Only the patch on stdout (`> bump.patch`, then `git apply bump.patch`); the summary
-        # is for the person, on stderr.
-        sys.stdout.write(diff or "")
-        sys.stdout.flush()
-        sys.stderr.write(_summary_text(summary))
-        return
-    if diff is not None:
-        _print_diff(diff)
-    sys.stdout.write(_summary_text(summary))
-
-
-# --------------------------------------------------------------------------- command
-
-
-@app.command("pin-bump", epilog=EXAMPLES)
 def pin_bump(
     sha: Annotated[str, typer.Argument(metavar="SHA", help="The fork's commit: 40 hex digits.")],
     root: Annotated[
         Path | None,
-        typer.Option(help="Tree to scan (default: git top level of the current directory)."),
+        typer.Option(
+            metavar="DIR",
+            help="Tree to scan (default: git top level of the current directory).",
+        ),
     ] = None,
     repo: Annotated[
         str, typer.Option(metavar="OWNER/NAME", help="Fork whose pins move.")
@@ -252,22 +135,49 @@ def pin_bump(
     flytekit and every plugin from the fork move together unless --package narrows it. Only
     the commit in each URL changes, byte for byte; all files are written or none.
     """
-    if dry_run and check:
-        raise UsageError("--dry-run and --check cannot be combined")
-    if lock and (dry_run or check):
-        raise UsageError(
-            "--lock writes uv.lock files; it cannot be combined with --dry-run/--check"
-        )
+    mode = _mode(dry_run, check, lock)
     sha = normalize_sha(sha)
     repo = normalize_repo(repo)
     fmt = check_output(default_output(output), PIN_BUMP_FORMATS)
     uv = find_uv() if lock else None
     if lock and uv is None:
         raise UsageError("--lock needs `uv` on PATH (pip install uv)")
-    mode = "check" if check else "dry-run" if dry_run else "write"
     tree = (root or _git_toplevel()).resolve()
 
-    plan = plan_bump(tree, sha, repo=repo, packages=package or ())
+    plan = _plan(tree, sha, repo, package or ())
+    verification, fix = _verify(plan, no_verify, require_fix, no_progress)
+    locked: list[LockRun] = []
+    if mode == "write" and plan.changes:
+        applied = apply_plan(plan)
+        if uv is not None and plan.stale_locks:
+            with spinner("uv lock", enabled=not no_progress):
+                locked = lock_projects(plan.stale_locks, applied, uv=uv)
+    result = BumpResult(plan, mode, verification, fix, tuple(locked))
+    emit(render(result, fmt))
+    if fmt is OutputFormat.diff:
+        sys.stderr.write(summary_text(result))  # for the person; stdout holds only the patch
+    if check:
+        # In check mode the files listed are the stale ones (nothing moves).
+        raise typer.Exit(1 if plan.stale_pins else 0)
+    if mode == "write" and plan.stale_locks and not locked:
+        stale = ", ".join(result.stale_locks)
+        _log(f"uv.lock now stale: {stale} (re-run with --lock, or run `uv lock` there)")
+    raise typer.Exit(0)
+
+
+def _mode(dry_run: bool, check: bool, lock: bool) -> str:
+    """`check`, `dry-run` or `write`, refusing flags that contradict each other."""
+    if dry_run and check:
+        raise UsageError("--dry-run and --check cannot be combined")
+    if lock and (dry_run or check):
+        raise UsageError(
+            "--lock writes uv.lock files; it cannot be combined with --dry-run/--check"
+        )
+    return "check" if check else "dry-run" if dry_run else "write"
+
+
+def _plan(tree: Path, sha: str, repo: str, packages: list[str] | tuple[str, ...]) -> BumpPlan:
+    plan = plan_bump(tree, sha, repo=repo, packages=packages)
     for notice in plan.notices:
         _log(f"note: {notice.rel}:{notice.line}: {notice.message}")
     if not plan.pins:
@@ -276,37 +186,28 @@ def pin_bump(
             f"no pin of {repo} under {tree}: nothing to bump (check --repo and --root; a pin "
             f"looks like `name @ https://github.com/{repo}/archive/<sha>.tar.gz`)"
         )
+    return plan
 
+
+def _verify(
+    plan: BumpPlan, no_verify: bool, require_fix: bool, no_progress: bool
+) -> tuple[CommitVerification | None, dict[str, str] | None]:
+    """Confirm the commit is on a branch of the fork, and (--require-fix) that it has the fix."""
+    sha, repo = plan.sha, plan.repo
     verification = None
     fix = None
-    if not no_verify or require_fix:
-        client = GitHubClient.from_env(repo)
-        try:
-            if not no_verify:
-                with spinner(f"verifying {sha[:12]} on {repo}", enabled=not no_progress):
-                    verification = client.verify_commit(sha)
-                _log(f"verified: {sha} is on branch {verification.branch!r} of {repo}")
-            if require_fix:
-                with spinner(f"checking the plugin source at {sha[:12]}", enabled=not no_progress):
-                    fix = _require_fix(client, sha)
-                _log(f"fix present at {sha}: {fix['reason']}")
-        finally:
-            client.close()
-
-    locked: list[LockRun] = []
-    if mode == "write" and plan.changes:
-        applied: FileSet = apply_plan(plan)
-        if lock and plan.stale_locks:
-            assert uv is not None
-            with spinner("uv lock", enabled=not no_progress):
-                locked = lock_projects(plan.stale_locks, applied, uv=uv)
-    summary = _summary(plan, mode, verification, fix, locked)
-    if check:
-        # In check mode the files listed are the stale ones (nothing moves).
-        _render(summary, fmt, plan.diff() if fmt is OutputFormat.diff else None)
-        raise typer.Exit(1 if plan.stale_pins else 0)
-    _render(summary, fmt, plan.diff() if dry_run or fmt is OutputFormat.diff else None)
-    if mode == "write" and plan.stale_locks and not locked:
-        stale = ", ".join(summary["stale_locks"])
-        _log(f"uv.lock now stale: {stale} (re-run with --lock, or run `uv lock` there)")
-    raise typer.Exit(0)
+    if no_verify and not require_fix:
+        return verification, fix
+    client = GitHubClient.from_env(repo)
+    try:
+        if not no_verify:
+            with spinner(f"verifying {sha[:12]} on {repo}", enabled=not no_progress):
+                verification = client.verify_commit(sha)
+            _log(f"verified: {sha} is on branch {verification.branch!r} of {repo}")
+        if require_fix:
+            with spinner(f"checking the plugin source at {sha[:12]}", enabled=not no_progress):
+                fix = _require_fix(client, sha)
+            _log(f"fix present at {sha}: {fix['reason']}")
+    finally:
+        client.close()
+    return verification, fix

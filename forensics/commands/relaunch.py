@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.cli import TABLE_OR_JSON, OutputFormat, app, check_output, default_output
-from forensics.commands.common import (
-    CheckpointInputOpt,
-    CheckpointTemplateOpt,
-    ConfigOpt,
-    FlyteConfigOpt,
-    LokiUrlOpt,
-    TableOrJsonOpt,
+from forensics.commands.common import emit
+from forensics.commands.options import (
+    SOURCE_FLAGS,
+    SourceFlags,
     VerboseOpt,
-    emit,
-    settings_from_flags,
-    setup_logging,
+    check_output,
+    default_output,
+    flag_option,
+    output_option,
+    value_option,
 )
+from forensics.config import Settings
 from forensics.errors import UsageError
-from forensics.formats.table import Column, render_table, terminal_width
+from forensics.formats import TABLE_OR_JSON, OutputFormat, render
 from forensics.identifiers import FORMS, parse_execution
+from forensics.model import ExecutionRef
+from forensics.verbosity import setup_logging
+
+if TYPE_CHECKING:
+    from forensics.relaunch import Plan
+    from forensics.relaunch.relauncher import Relauncher
 
 EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 
@@ -63,123 +69,71 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-RELAUNCH_COLUMNS = (
-    Column("execution"),
-    Column("status"),
-    Column("relaunched as"),
-    Column("reason", wrap=True),
-)
+def _say(lines: Iterable[str]) -> None:
+    for line in lines:
+        typer.echo(line, err=True)
 
 
-def _table(outcomes) -> str:  # noqa: ANN001
-    rows = [
-        (str(o.execution), o.status, o.relaunched_as.name if o.relaunched_as else "—", o.reason)
-        for o in outcomes
-    ]
-    return render_table(RELAUNCH_COLUMNS, rows, width=terminal_width())
-
-
-@app.command(epilog=EXAMPLES)
 def relaunch(
     executions: list[str] = typer.Argument(
-        None, help="Executions to relaunch (see forms below).", show_default=False
-    ),
-    from_report: str = typer.Option(
         None,
-        "--from-report",
-        help="A JSON report from `scan`: relaunch its affected and suspected findings.",
+        metavar="EXECUTION",
+        help="Executions to relaunch (see forms below).",
         show_default=False,
     ),
-    project: str = typer.Option(
-        None, "--project", help="Project of bare execution names.", show_default=False
+    from_report: str | None = value_option(
+        "--from-report",
+        "FILE",
+        "A JSON report from `scan`: relaunch its affected and suspected findings.",
     ),
-    domain: str = typer.Option(
-        None, "--domain", help="Domain of bare execution names.", show_default=False
-    ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the exact requests; change nothing."
-    ),
-    yes: bool = typer.Option(
-        False, "--yes", "-y", help="Do not ask for confirmation (for scripts)."
-    ),
-    force: bool = typer.Option(
-        False,
+    project: str | None = value_option("--project", "PROJECT", "Project of bare execution names."),
+    domain: str | None = value_option("--domain", "DOMAIN", "Domain of bare execution names."),
+    dry_run: bool = flag_option("--dry-run", help="Print the exact requests; change nothing."),
+    yes: bool = flag_option("--yes", "-y", help="Do not ask for confirmation (for scripts)."),
+    force: bool = flag_option(
         "--force",
         help="Relaunch even when the re-check says not affected, the original still runs, "
         "or it is a child execution.",
     ),
-    parent: bool = typer.Option(
-        False,
+    parent: bool = flag_option(
         "--parent",
         help="For a child execution, relaunch the top execution that launched it instead.",
     ),
-    to_version: str = typer.Option(
-        None,
+    to_version: str | None = value_option(
         "--to-version",
-        metavar="VERSION",
-        help="Relaunch on the same launch plan at VERSION (the fixed one), with the original's "
+        "VERSION",
+        "Relaunch on the same launch plan at VERSION (the fixed one), with the original's "
         "inputs, labels, annotations, security context and raw output prefix.",
-        show_default=False,
     ),
-    no_overwrite_cache: bool = typer.Option(
-        False,
+    no_overwrite_cache: bool = flag_option(
         "--no-overwrite-cache",
         help="Reuse cached node results instead of recomputing every cacheable node.",
     ),
-    audit_log: str = typer.Option(
-        None,
+    audit_log: str | None = value_option(
         "--audit-log",
-        help="Audit log, JSON lines (default $ELASTIC_AUDIT_AUDIT_LOG, else "
+        "FILE",
+        "Audit log, JSON lines (default $ELASTIC_AUDIT_AUDIT_LOG, else "
         "$XDG_STATE_HOME/elastic-audit/audit.jsonl).",
-        metavar="FILE",
-        show_default=False,
     ),
-    loki_url: str = LokiUrlOpt,
-    flyte_config: str = FlyteConfigOpt,
-    config: str = ConfigOpt,
-    checkpoint_input: str = CheckpointInputOpt,
-    checkpoint_template: str = CheckpointTemplateOpt,
-    output: str = TableOrJsonOpt,
+    sources: SourceFlags = SOURCE_FLAGS,
+    output: str | None = output_option(*TABLE_OR_JSON),
     verbose: int = VerboseOpt,
 ) -> None:
     """Relaunch affected executions exactly once, after saying what the relaunch will do."""
     setup_logging(verbose)
     fmt = check_output(default_output(output), TABLE_OR_JSON)
-    from forensics.relaunch import (
-        AuditLog,
-        Options,
-        Relauncher,
-        default_audit_log,
-        executions_from_report,
-        recheck_of,
-    )
+    from forensics.formats.relaunch import RelaunchResults, plan_lines, request_lines
+    from forensics.relaunch import Options, exit_code
 
     if to_version is not None and not to_version.strip():
         raise UsageError("--to-version: give the launch plan version to relaunch on")
-
-    refs = [parse_execution(e, project=project, domain=domain) for e in executions or []]
-    if from_report:
-        refs += [r for r in executions_from_report(from_report) if r not in refs]
-    if not refs:
-        raise UsageError("nothing to relaunch: name executions or give --from-report FILE")
+    refs = _targets(executions or [], from_report, project, domain)
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
     if not (yes or dry_run or interactive):
         raise UsageError(
             "no terminal to confirm on: pass --yes to relaunch, or --dry-run to preview"
         )
-    settings = settings_from_flags(
-        config=config,
-        loki_url=loki_url,
-        flyte_config=flyte_config,
-        checkpoint_input=checkpoint_input,
-        checkpoint_template=checkpoint_template,
-    )
-    from forensics.scan import scanner_for
-
-    scanner = scanner_for(settings)
-    audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
-    # The scan's own evaluation of one execution (SPEC §3.3: the same rules as `scan`).
-    relauncher = Relauncher(scanner.admin, lambda r: recheck_of(scanner.examine(r)), audit)
+    relauncher = _relauncher(sources.settings(), audit_log)
     options = Options(
         force=force,
         parent=parent,
@@ -187,39 +141,45 @@ def relaunch(
         overwrite_cache=not no_overwrite_cache,
     )
     plans = [relauncher.plan(r, options) for r in refs]
-
     # The plan on stderr before anything is done (-o json carries it in each result).
     if fmt is OutputFormat.table or not (dry_run or yes):
-        for p in plans:
-            state = (
-                p.failure
-                or (f"already relaunched as {p.existing}" if p.existing else None)
-                or p.refusal
-                or "will relaunch"
-            )
-            typer.echo(f"{p.execution}: {state}", err=True)
-            for line in p.lines():
-                typer.echo(f"  {line}", err=True)
+        _say(line for p in plans for line in plan_lines(p))
     if not dry_run and not yes:
-        todo = [p for p in plans if not (p.failure or p.refusal) and p.existing is None]
-        if todo and not _confirm(f"Relaunch {len(todo)} execution(s)?"):
-            typer.echo("elastic-audit: nothing relaunched", err=True)
-            raise typer.Exit(1)
+        _confirm_plans(plans)
     outcomes = [relauncher.execute(p, dry_run=dry_run) for p in plans]
     if dry_run and fmt is OutputFormat.table:
-        for p, o in zip(plans, outcomes, strict=True):
-            if o.status == "dry-run":
-                rpc = "CreateExecution" if p.create is not None else "RelaunchExecution"
-                typer.echo(f"{rpc} " + json.dumps(o.request, sort_keys=True), err=True)
-    if fmt is OutputFormat.json:
-        emit(
-            json.dumps(
-                [o.as_dict() | ({"request": o.request} if dry_run else {}) for o in outcomes],
-                indent=2,
-            )
-        )
-    else:
-        emit(_table(outcomes))
-    from forensics.relaunch import exit_code
-
+        _say(request_lines(plans, outcomes))
+    emit(render(RelaunchResults(tuple(outcomes), dry_run), fmt))
     raise typer.Exit(exit_code(outcomes))
+
+
+def _targets(
+    executions: list[str], from_report: str | None, project: str | None, domain: str | None
+) -> list[ExecutionRef]:
+    """The executions named, then --from-report's not already named; at least one."""
+    from forensics.relaunch import executions_from_report
+
+    refs = [parse_execution(e, project=project, domain=domain) for e in executions]
+    if from_report:
+        refs += [r for r in executions_from_report(from_report) if r not in refs]
+    if not refs:
+        raise UsageError("nothing to relaunch: name executions or give --from-report FILE")
+    return refs
+
+
+def _relauncher(settings: Settings, audit_log: str | None) -> Relauncher:
+    from forensics.relaunch import AuditLog, default_audit_log
+    from forensics.relaunch.relauncher import Relauncher
+    from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input
+
+    audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
+    # The scan's own evaluation of one execution: the same rules as `scan` (docs/verdicts.md).
+    return Relauncher.over(Sources.from_settings(settings), audit)
+
+
+def _confirm_plans(plans: list[Plan]) -> None:
+    """Ask before relaunching anything; a no (or no answer) exits 1 with nothing done."""
+    todo = [p for p in plans if not (p.failure or p.refusal) and p.existing is None]
+    if todo and not _confirm(f"Relaunch {len(todo)} execution(s)?"):
+        typer.echo("elastic-audit: nothing relaunched", err=True)
+        raise typer.Exit(1)

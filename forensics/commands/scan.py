@@ -2,42 +2,42 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from forensics.cli import REPORT_FORMATS, app, check_output, default_output
 from forensics.commands.common import (
-    CheckpointInputOpt,
-    CheckpointTemplateOpt,
-    ConfigOpt,
-    FlyteConfigOpt,
-    LokiUrlOpt,
-    NoProgressOpt,
-    OutputOpt,
-    VerboseOpt,
-    WorkersOpt,
-    check_domains,
-    check_scope_names,
     check_writable_file,
     emit,
     report_failures,
-    settings_from_flags,
-    setup_logging,
     source_endpoints,
     write_atomically,
 )
-from forensics.errors import UsageError
-from forensics.formats import render
-from forensics.guard.options import (
-    MetricsFileOpt,
-    NotifyFormatOpt,
-    NotifyOpt,
-    OverlapOpt,
-    PushgatewayOpt,
-    ResetStateOpt,
-    StateOpt,
+from forensics.commands.options import (
+    GUARD_FLAGS,
+    SCOPE_FLAGS,
+    SOURCE_FLAGS,
+    GuardFlags,
+    NoProgressOpt,
+    ScopeFlags,
+    SourceFlags,
+    VerboseOpt,
+    WorkersOpt,
+    check_output,
+    default_output,
+    flag_option,
+    output_option,
+    value_option,
 )
-from forensics.guard.run import guard_options
+from forensics.config import Settings
+from forensics.errors import UsageError
+from forensics.formats import REPORT_FORMATS, OutputFormat, render
+from forensics.model import Window
 from forensics.timeutil import parse_window
+from forensics.verbosity import setup_logging
+
+if TYPE_CHECKING:  # flytekit is heavy; `--help` and `--version` must stay fast
+    from forensics.scan.scope import ScanScope
 
 EXAMPLES = """
 Examples:
@@ -58,109 +58,90 @@ configuration error.
 """
 
 
-@app.command(epilog=EXAMPLES)
 def scan(
-    since: str = typer.Option(
-        None,
+    since: str | None = value_option(
         "--since",
-        help="Duration back from --until (90m, 36h, 7d, 2w) or a time (RFC 3339, or a date = midnight UTC); required unless --state holds an earlier run.",
-        show_default=False,
+        "DURATION|TIME",
+        "Duration back from --until (90m, 36h, 7d, 2w) or a time (RFC 3339, or a date = midnight UTC); required unless --state holds an earlier run.",
     ),
-    until: str = typer.Option(
-        None, "--until", help="End of the window, exclusive (default now).", show_default=False
+    until: str | None = value_option(
+        "--until", "TIME", "End of the window, exclusive (default now)."
     ),
-    project: list[str] = typer.Option([], "--project", help="Only this project (repeatable)."),
-    domain: list[str] = typer.Option([], "--domain", help="Only this domain (repeatable)."),
-    loki_url: str = LokiUrlOpt,
-    flyte_config: str = FlyteConfigOpt,
-    config: str = ConfigOpt,
-    checkpoint_input: str = CheckpointInputOpt,
-    checkpoint_template: str = CheckpointTemplateOpt,
-    output: str = OutputOpt,
-    report: str = typer.Option(
-        None,
-        "--report",
-        help="Also write the JSON report to FILE (atomically).",
-        show_default=False,
+    scope: ScopeFlags = SCOPE_FLAGS,
+    sources: SourceFlags = SOURCE_FLAGS,
+    output: str | None = output_option(*REPORT_FORMATS),
+    report: str | None = value_option(
+        "--report", "FILE", "Also write the JSON report to FILE (atomically)."
     ),
-    workers: int = WorkersOpt,
-    exit_zero: bool = typer.Option(
-        False,
-        "--exit-zero",
-        help="Exit 0 instead of 1 when findings exist (3 for incomplete stays).",
+    workers: int | None = WorkersOpt,
+    exit_zero: bool = flag_option(
+        "--exit-zero", help="Exit 0 instead of 1 when findings exist (3 for incomplete stays)."
     ),
     no_progress: bool = NoProgressOpt,
     verbose: int = VerboseOpt,
-    state: str = StateOpt,
-    overlap: str = OverlapOpt,
-    reset_state: bool = ResetStateOpt,
-    notify: list[str] = NotifyOpt,
-    notify_format: str = NotifyFormatOpt,
-    metrics_file: str = MetricsFileOpt,
-    pushgateway: str = PushgatewayOpt,
+    guard: GuardFlags = GUARD_FLAGS,
 ) -> None:
     """Find task attempts that got a death signal and still ended SUCCEEDED without outputs.pb."""
     setup_logging(verbose)
     fmt = check_output(default_output(output), REPORT_FORMATS)
-    guard = guard_options(
-        state=state,
-        overlap=overlap,
-        reset_state=reset_state,
-        notify=notify,
-        notify_format=notify_format,
-        metrics_file=metrics_file,
-        pushgateway=pushgateway,
-    )
-    if metrics_file is not None:
-        check_writable_file(metrics_file, "--metrics-file")
-    if not guard.active:
-        if since is None:
-            raise UsageError("--since is required (or --state with an earlier run's state)")
-        window = parse_window(since, until)
-    check_scope_names(project, domain)
+    options = guard.options()
+    window = None if options.active else _window(since, until)
+    scope.check_names()
     if report is not None:
         check_writable_file(report, "--report")  # before the scan, not after minutes of it
-    settings = settings_from_flags(
-        config=config,
-        loki_url=loki_url,
-        flyte_config=flyte_config,
-        checkpoint_input=checkpoint_input,
-        checkpoint_template=checkpoint_template,
-        workers=workers,
-    )
-    check_domains(domain, settings)
-
-    from forensics.progress import Progress
-    from forensics.scan import ScanScope, scanner_for
-
-    if guard.active:  # SPEC §9: the same scan, windowed by the state, then notify and metrics
+    settings = sources.settings(workers)
+    scan_scope = scope.scope(settings)
+    if options.active:  # the same scan, windowed by the state, then notify and metrics
         from forensics.guard import scan_command
 
         raise typer.Exit(
             scan_command(
                 settings,
-                ScanScope(tuple(project), tuple(domain)),
+                scan_scope,
                 since=since,
                 until=until,
-                options=guard,
+                options=options,
                 fmt=fmt.value,
                 report_path=report,
                 exit_zero=exit_zero,
                 no_progress=no_progress,
             )
         )
-    with Progress.for_terminal(no_progress) as progress:
-        scanner = scanner_for(settings, progress=progress)
-        result = scanner.run(window, ScanScope(tuple(project), tuple(domain)))
-    report_failures(result.gaps, settings, source_endpoints(scanner))
+    raise typer.Exit(_scan_once(settings, scan_scope, window, fmt, report, exit_zero, no_progress))
+
+
+def _window(since: str | None, until: str | None) -> Window:
+    if since is None:
+        raise UsageError("--since is required (or --state with an earlier run's state)")
+    return parse_window(since, until)
+
+
+def _scan_once(
+    settings: Settings,
+    scope: ScanScope,
+    window: Window,
+    fmt: OutputFormat,
+    report: str | None,
+    exit_zero: bool,
+    no_progress: bool,
+) -> int:
+    """One scan of `window`: the report on stdout (and in --report), the exit code to leave with."""
+    from forensics.progress import Progress
+    from forensics.scan.run import scan
+    from forensics.sources import Sources
+
+    with Progress.for_terminal(no_progress) as progress, Sources.from_settings(settings) as sources:
+        result = scan(sources, window, scope, progress=progress)
+    report_failures(result.gaps, settings, source_endpoints(sources))
     if report:
-        write_atomically(report, render(result, "json"))
-    emit(render(result, fmt.value))
+        write_atomically(report, render(result, OutputFormat.json))
+    emit(render(result, fmt))
     if not result.complete:
-        raise typer.Exit(3)
+        return 3
     # Signalled attempts still running (`pending`) and signalled Flyte pods that resolve to no
-    # attempt (`unresolved`, a configuration problem) are not "nothing found" (SPEC §5): they
-    # exit as findings do, so the operator rescans once they end, or fixes the configuration.
+    # attempt (`unresolved`, a configuration problem) are not "nothing found"
+    # (docs/exit-codes.md): they exit as findings do, so the operator rescans once they end,
+    # or fixes the configuration.
     if (result.findings or result.pending or result.unresolved) and not exit_zero:
-        raise typer.Exit(1)
-    raise typer.Exit(0)
+        return 1
+    return 0

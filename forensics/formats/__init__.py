@@ -1,56 +1,76 @@
-"""Renderers of a scan Report: one module per format, each `render(report) -> str`."""
+"""Every command's output: a registry from (result type, output format) to a renderer.
+
+A renderer takes one result (a scan Report, a Timeline, relaunch results, a pin-bump result,
+a fix result...) and returns the exact text for stdout. Commands never render: they hand their
+result to `render(result, fmt)`. A pair nobody registered is an error, never a silent table.
+Each module below registers its result types in `RENDERERS`; the format sets a command may
+offer (`-o`) are declared here, and tests/test_bad_input.py checks both agree.
+"""
 
 from __future__ import annotations
 
-from forensics.model import Report
+import importlib
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any
+
+from forensics.errors import UsageError
 
 
-def render(report: Report, fmt: str, *, width: int | None = None) -> str:
-    """The report as text in `fmt` (table, json, csv, markdown); a table fits `width` columns,
-    by default the terminal's (unbounded when stdout is piped)."""
-    if fmt == "json":
-        from forensics.formats import json as mod
-    elif fmt == "csv":
-        from forensics.formats import csv as mod
-    elif fmt == "markdown":
-        from forensics.formats import markdown as mod
-    else:
-        from forensics.formats import table
+class OutputFormat(str, Enum):
+    """How a command prints its result on stdout."""
 
-        return table.render(report, width=table.terminal_width() if width is None else width)
-    return mod.render(report)
+    table = "table"
+    json = "json"
+    csv = "csv"
+    markdown = "markdown"
+    diff = "diff"
 
 
-def short_time(t) -> str:  # noqa: ANN001
-    """`2026-09-10 19:45:22Z` — compact but unambiguous UTC for tables."""
-    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t is not None else "—"
+# What each kind of result can be printed as (`-o`); a command's help lists only its own.
+REPORT_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.csv, OutputFormat.markdown)
+TABLE_OR_JSON = (OutputFormat.table, OutputFormat.json)
+PIN_BUMP_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.diff)
+
+Renderer = Callable[[Any], str]
+Renderers = Mapping[type, Mapping[OutputFormat, Renderer]]
+
+# The modules that register renderers, cheapest to import first: a look-up loads them in this
+# order until one knows the result's type, so `fix` never imports the timeline's type (and with
+# it flytekit, seconds of start-up).
+_MODULES = ("report", "watch", "fix", "pinbump", "relaunch", "timeline")
+_registry: dict[type, Mapping[OutputFormat, Renderer]] = {}
+_loaded: list[str] = []
 
 
-def checkpoint_summary(ck) -> str:  # noqa: ANN001
-    """What a relaunch will find: `empty`, `present (12, newest …)`, `unknown: why`."""
-    if ck.state == "present":
-        return f"present ({ck.objects}, newest {short_time(ck.latest)})"
-    if ck.state == "unknown":
-        return f"unknown: {ck.reason}"
-    return ck.state
+class UnknownFormat(UsageError):
+    """A result asked for in a format nobody renders it in (exit 2, never a fallback)."""
 
 
-def coverage_line(report: Report) -> str:
-    s = report.summary
-    head = (
-        f"{s.affected} affected, {s.suspected} suspected, {s.not_affected} not affected "
-        f"of {s.attempts_examined} attempts examined"
-    )
-    if s.pending:
-        head += f"; {s.pending} pending (signalled, not finished yet: rescan once they end)"
-    if report.unresolved:
-        head += (
-            f"; {len(report.unresolved)} signalled Flyte pod(s) resolved to no attempt "
-            "(configuration problem)"
+def _renderers_of(kind: type) -> Mapping[OutputFormat, Renderer]:
+    for name in _MODULES:
+        if kind in _registry:
+            break
+        if name not in _loaded:
+            module = importlib.import_module(f"forensics.formats.{name}")
+            _registry.update(module.RENDERERS)
+            _loaded.append(name)
+    return _registry.get(kind, {})
+
+
+def renderers(kind: type) -> tuple[OutputFormat, ...]:
+    """The formats a result of type `kind` renders in, in the order its command offers them."""
+    return tuple(_renderers_of(kind))
+
+
+def render(result: object, fmt: OutputFormat | str) -> str:
+    """`result` as the exact text for stdout in `fmt`; UnknownFormat if nobody renders that pair."""
+    name = str(getattr(fmt, "value", fmt)).lower()
+    table = _renderers_of(type(result))
+    renderer = next((r for f, r in table.items() if f.value == name), None)
+    if renderer is None:
+        offered = ", ".join(f.value for f in table) or "none"
+        raise UnknownFormat(
+            f"-o {name}: a {type(result).__name__} is not rendered as {name} (offered: {offered})"
         )
-    if s.unparsed_lines:
-        # Read completely, yet some matched lines said nothing: their attempts may be missing.
-        head += f"; {s.unparsed_lines} matched death-signal line(s) could not be read"
-    if report.complete:
-        return head + "; coverage complete"
-    return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"
+    return renderer(result)

@@ -32,7 +32,8 @@ COLUMNS = [
 ]
 
 
-def render(report: Report, *, width: int = 100) -> str:
+def render(report: Report) -> str:
+    """One header row, then one row per finding."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(COLUMNS)

@@ -1,4 +1,4 @@
-"""The JSON report (SPEC §6)."""
+"""The JSON report (its schema: docs/report.md)."""
 
 from __future__ import annotations
 
@@ -7,5 +7,6 @@ import json
 from forensics.model import Report
 
 
-def render(report: Report, *, width: int = 100) -> str:
+def render(report: Report) -> str:
+    """The report as indented JSON, one trailing newline."""
     return json.dumps(report.as_dict(), indent=2) + "\n"

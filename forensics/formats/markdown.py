@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from forensics.formats import checkpoint_summary, coverage_line, short_time
-from forensics.model import Finding, Report
+from forensics.formats.text import checkpoint_summary, coverage_line, short_time
+from forensics.model import AttemptRef, Finding, Report, SignalHit
 
 
 def _cell(text: str) -> str:
@@ -45,10 +45,9 @@ def _timeline(f: Finding) -> list[str]:
     return lines
 
 
-def render(report: Report, *, width: int = 100) -> str:
+def _head(report: Report) -> list[str]:
     w = report.window
-    s = report.summary
-    out = [
+    return [
         "# Silently-green elastic attempts",
         "",
         f"- Window: {short_time(w.start)} → {short_time(w.end)} (end exclusive)",
@@ -57,109 +56,138 @@ def render(report: Report, *, width: int = 100) -> str:
         f"- Result: {coverage_line(report)}",
         "",
     ]
-    if report.gaps:
-        out += [
-            "## Gaps (parts of the window not read)",
-            "",
-            "| source | start | end | error |",
-            "|---|---|---|---|",
-        ]
-        for g in report.gaps:
-            out.append(
-                f"| {g.source} | {short_time(g.start)} | {short_time(g.end)} | {_cell(g.error)} |"
-            )
-        out.append("")
-    if report.unresolved:
-        out += [
-            "## Signalled Flyte pods that resolve to no attempt (configuration problem)",
-            "",
-            "| pod | signal (UTC) | why |",
-            "|---|---|---|",
-        ]
-        for u in report.unresolved:
-            out.append(
-                f"| `{u.signal.namespace}/{u.signal.pod}` | {u.signal.signal} "
-                f"{short_time(u.signal.at)} | {_cell(u.reason)} |"
-            )
-        out.append("")
-    if report.pending:
-        out += [
-            "## Pending (signalled, not finished yet: rescan once they end)",
-            "",
-            "| execution | node/attempt | phase | signal (UTC) |",
-            "|---|---|---|---|",
-        ]
-        for p in report.pending:
-            out.append(
-                f"| `{p.attempt.execution}` | {p.attempt.node_id}/{p.attempt.attempt} "
-                f"| {p.phase} | {p.signal.signal} {short_time(p.signal.at)} |"
-            )
-        out.append("")
-    out += [
-        "## Counts",
-        "",
-        "| class | attempts |",
-        "|---|---|",
-        f"| affected | {s.affected} |",
-        f"| suspected | {s.suspected} |",
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _section(title: str, header: tuple[str, ...], rows: list[tuple[object, ...]]) -> list[str]:
+    """A `## title` and a table under `header`, or nothing without rows."""
+    if not rows:
+        return []
+    rule = "|" + "---|" * len(header)
+    return [f"## {title}", "", _row(*header), rule, *(_row(*r) for r in rows), ""]
+
+
+def _gaps(report: Report) -> list[str]:
+    rows = [(g.source, short_time(g.start), short_time(g.end), _cell(g.error)) for g in report.gaps]
+    return _section(
+        "Gaps (parts of the window not read)", ("source", "start", "end", "error"), rows
+    )
+
+
+def _unresolved(report: Report) -> list[str]:
+    title = "Signalled Flyte pods that resolve to no attempt (configuration problem)"
+    rows = [
+        (f"`{u.signal.namespace}/{u.signal.pod}`", _signal(u.signal), _cell(u.reason))
+        for u in report.unresolved
     ]
-    for k, v in sorted(s.cleared.items()):
-        out.append(f"| cleared: {k} | {v} |")
-    out.append("")
-    if s.unparsed_lines:
-        ex = s.unparsed_example
-        out += [
-            "## Lines Loki matched that could not be read",
-            "",
-            f"{s.unparsed_lines} line(s) matched the death-signal filter but the parser could not "
-            "read them (an unknown log shipper envelope or line format, or a stream without the "
-            "configured namespace/pod labels): their attempts may be missing or only suspected.",
-            "",
-        ]
-        if ex is not None:
-            where = ", ".join(f"{k}={v}" for k, v in ex.labels) or "no labels"
-            out += [
-                f"Earliest, {short_time(ex.at)} ({_cell(where)}):",
-                "",
-                "```",
-                ex.line,
-                "```",
-                "",
-            ]
-    out += ["## Findings", ""]
-    if not report.findings:
-        out += ["None.", ""]
-    else:
-        out += [
-            "| verdict | execution | node/attempt | signal (UTC) | succeeded (UTC) | checkpoint |",
-            "|---|---|---|---|---|---|",
-        ]
-        for f in report.findings:
-            sig = f"{f.signal.signal} {short_time(f.signal.at)}" if f.signal else "—"
-            out.append(
-                f"| {f.verdict} | `{f.attempt.execution}` | {f.attempt.node_id}/{f.attempt.attempt} "
-                f"| {sig} | {short_time(f.succeeded_at)} | {_cell(checkpoint_summary(f.checkpoint))} |"
-            )
-        out.append("")
-        for f in report.findings:
-            out += [
-                f"### `{f.attempt.execution}` {f.attempt.node_id}/{f.attempt.attempt} "
-                f"({f.verdict})",
-                "",
-            ]
-            out += _timeline(f)
-            out.append("")
-        # A child execution is relaunched through its parent (`--parent`), so that the
-        # parent's later steps run again too.
-        todo = sorted(
-            {
-                f"--parent {f.attempt.execution}" if f.parent else str(f.attempt.execution)
-                for f in report.findings
-                if not f.relaunched_as
-            }
+    return _section(title, ("pod", "signal (UTC)", "why"), rows)
+
+
+def _pending(report: Report) -> list[str]:
+    title = "Pending (signalled, not finished yet: rescan once they end)"
+    rows = [
+        (f"`{p.attempt.execution}`", _attempt(p.attempt), p.phase, _signal(p.signal))
+        for p in report.pending
+    ]
+    return _section(title, ("execution", "node/attempt", "phase", "signal (UTC)"), rows)
+
+
+def _counts(report: Report) -> list[str]:
+    s = report.summary
+    rows: list[tuple[object, ...]] = [("affected", s.affected), ("suspected", s.suspected)]
+    rows += [(f"cleared: {k}", v) for k, v in sorted(s.cleared.items())]
+    return _section("Counts", ("class", "attempts"), rows)
+
+
+def _signal(sig: SignalHit) -> str:
+    return f"{sig.signal} {short_time(sig.at)}"
+
+
+def _attempt(ref: AttemptRef) -> str:
+    return f"{ref.node_id}/{ref.attempt}"
+
+
+def _unparsed(report: Report) -> list[str]:
+    s = report.summary
+    if not s.unparsed_lines:
+        return []
+    out = [
+        "## Lines Loki matched that could not be read",
+        "",
+        f"{s.unparsed_lines} line(s) matched the death-signal filter but the parser could not "
+        "read them (an unknown log shipper envelope or line format, or a stream without the "
+        "configured namespace/pod labels): their attempts may be missing or only suspected.",
+        "",
+    ]
+    ex = s.unparsed_example
+    if ex is not None:
+        where = ", ".join(f"{k}={v}" for k, v in ex.labels) or "no labels"
+        out += [f"Earliest, {short_time(ex.at)} ({_cell(where)}):", "", "```", ex.line, "```", ""]
+    return out
+
+
+def _finding_rows(report: Report) -> list[str]:
+    return [
+        _row(
+            f.verdict,
+            f"`{f.attempt.execution}`",
+            _attempt(f.attempt),
+            _signal(f.signal) if f.signal else "—",
+            short_time(f.succeeded_at),
+            _cell(checkpoint_summary(f.checkpoint)),
         )
-        if todo:
-            out += ["## Relaunch", "", "Review, then run:", "", "```sh"]
-            out += [f"elastic-audit relaunch {ref}" for ref in todo]
-            out += ["```", ""]
-    return "\n".join(out)
+        for f in report.findings
+    ]
+
+
+def _relaunch(report: Report) -> list[str]:
+    # A child execution is relaunched through its parent (`--parent`), so that the
+    # parent's later steps run again too.
+    todo = sorted(
+        {
+            f"--parent {f.attempt.execution}" if f.parent else str(f.attempt.execution)
+            for f in report.findings
+            if not f.relaunched_as
+        }
+    )
+    if not todo:
+        return []
+    return [
+        "## Relaunch",
+        "",
+        "Review, then run:",
+        "",
+        "```sh",
+        *(f"elastic-audit relaunch {ref}" for ref in todo),
+        "```",
+        "",
+    ]
+
+
+def _findings(report: Report) -> list[str]:
+    out = ["## Findings", ""]
+    if not report.findings:
+        return [*out, "None.", ""]
+    out += [
+        "| verdict | execution | node/attempt | signal (UTC) | succeeded (UTC) | checkpoint |",
+        "|---|---|---|---|---|---|",
+        *_finding_rows(report),
+        "",
+    ]
+    for f in report.findings:
+        out += [
+            f"### `{f.attempt.execution}` {f.attempt.node_id}/{f.attempt.attempt} ({f.verdict})",
+            "",
+        ]
+        out += _timeline(f)
+        out.append("")
+    return out + _relaunch(report)
+
+
+def render(report: Report) -> str:
+    """The report as Markdown: head, gaps, unresolved, pending, counts, unread lines, findings."""
+    sections = (_head, _gaps, _unresolved, _pending, _counts, _unparsed, _findings)
+    return "\n".join(line for section in sections for line in section(report))

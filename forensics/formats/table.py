@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from forensics.formats import coverage_line, short_time
+from forensics.formats.text import coverage_line, short_time
 from forensics.model import Checkpoint, Finding, Gap, Report
 
 GAP = "  "  # between columns

@@ -1,17 +1,23 @@
-"""Guard mode (SPEC §9): `scan` on a schedule with memory — state, notifications, metrics."""
+"""Guard mode (docs/deployment.md): `scan` on a schedule with memory — state, notifications, metrics."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from forensics.guard.run import GuardOptions, Outcome, Terminated, _Signals, guard_options, run_once
 
+if TYPE_CHECKING:
+    from forensics.config import Settings
+    from forensics.model import Report, Window
+    from forensics.scan.scope import ScanScope
+
 
 def scan_command(
-    settings: Any,
-    scope: Any,
+    settings: Settings,
+    scope: ScanScope,
     *,
     since: str | None,
     until: str | None,
@@ -22,7 +28,7 @@ def scan_command(
     no_progress: bool,
 ) -> int:
     """`scan` with guard flags: one run, the report printed (JSON findings carry `new`), and
-    the exit code of SPEC §7 (3 also when a notification could not be delivered)."""
+    the exit code of docs/exit-codes.md (3 also when a notification could not be delivered)."""
     signals = _Signals()
     try:
         with signals.installed():
@@ -49,15 +55,21 @@ def scan_command(
     return outcome.exit_code
 
 
-def _scanner(settings: Any, scope: Any, no_progress: bool) -> Any:
-    def scan(window: Any) -> Any:
+def _scanner(settings: Settings, scope: ScanScope, no_progress: bool) -> Callable[[Window], Report]:
+    """The ordinary scan of one window, with fresh sources each time (the guard's `scan`)."""
+
+    def scan_window(window: Window) -> Report:
         from forensics.progress import Progress
-        from forensics.scan import scanner_for
+        from forensics.scan.run import scan
+        from forensics.sources import Sources
 
-        with Progress.for_terminal(no_progress) as progress:
-            return scanner_for(settings, progress=progress).run(window, scope)
+        with (
+            Progress.for_terminal(no_progress) as progress,
+            Sources.from_settings(settings) as sources,
+        ):
+            return scan(sources, window, scope, progress=progress)
 
-    return scan
+    return scan_window
 
 
 def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None) -> None:
@@ -74,4 +86,4 @@ def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None) -> None:
     sys.stdout.flush()
 
 
-__all__ = ["GuardOptions", "guard_options", "run_once", "scan_command", "emit_outcome"]
+__all__ = ["GuardOptions", "emit_outcome", "guard_options", "run_once", "scan_command"]

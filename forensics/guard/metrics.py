@@ -1,4 +1,4 @@
-"""Prometheus metrics of a guard run (SPEC §9), written with the Prometheus client library.
+"""Prometheus metrics of a guard run (docs/deployment.md), written with the Prometheus client library.
 
 One collector built from the last run's report and the state's cumulative counters; the same
 registry feeds the textfile collector (`--metrics-file`, written atomically), the Pushgateway

@@ -55,7 +55,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class Message:
-    """What is new in this run, in the report's JSON shapes (SPEC §6), and the one-line summary."""
+    """What is new in this run, in the report's JSON shapes (docs/report.md), and the one-line summary."""
 
     summary: str
     window: dict[str, Any]
@@ -122,7 +122,7 @@ def _slack_finding(f: dict[str, Any]) -> str:
     ]
     if links.get("logs"):
         parts.append(_link(links["logs"], "logs"))
-    parent = f.get("parent")  # SPEC §6: a child execution names its parent (relaunch that)
+    parent = f.get("parent")  # docs/report.md: a child execution names its parent (relaunch that)
     if isinstance(parent, dict) and parent.get("execution"):
         parts.append(f"child of {_exec_name(parent)}")
     return " · ".join(parts)
@@ -176,7 +176,7 @@ def _redacted(urls: Sequence[str]) -> Iterator[None]:
 def session(retries: int = 3, backoff: float = 0.5) -> requests.Session:
     """A session whose POSTs are retried with exponential backoff on connection errors, 429 and
     5xx (Retry-After honoured). POST is not idempotent: a retry after a lost answer may deliver
-    twice — at least once is the contract (SPEC §9)."""
+    twice — at least once is the contract (docs/deployment.md)."""
     retry = Retry(
         total=retries,
         connect=retries,

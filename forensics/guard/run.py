@@ -1,6 +1,6 @@
-"""One guard run (SPEC §9): state → window → scan → what is new → notify → state → metrics.
+"""One guard run (docs/deployment.md): state → window → scan → what is new → notify → state → metrics.
 
-The scan itself is the ordinary one (`Scanner.run` → Report); this module only decides the
+The scan itself is the ordinary one (`scan.run.scan` → Report); this module only decides the
 window from the state and works on the report: findings and pending attempts keyed by
 execution/node/attempt, gaps by source and time.
 """
@@ -20,7 +20,17 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from forensics.config import Settings
-from forensics.errors import ConfigError, SourceError, UsageError
+from forensics.errors import SourceError, UsageError
+from forensics.guard.items import (
+    advance,
+    pending_items,
+    read_state,
+    settle_claims,
+    track_gaps,
+    track_items,
+    window_for,
+    write_final,
+)
 from forensics.guard.metrics import GuardCollector, Snapshot, push, registry_for, write_textfile
 from forensics.guard.notify import FORMATS, Delivery, Message, check_webhook, deliver, safe_url
 from forensics.guard.state import (
@@ -28,17 +38,12 @@ from forensics.guard.state import (
     StateConflict,
     StateStore,
     open_store,
-    parse_optional,
 )
 from forensics.model import UTC, Report, Window, rfc3339
-from forensics.timeutil import parse_duration, parse_time, parse_window
+from forensics.timeutil import parse_duration
 from forensics.verbosity import add_secret
 
 log = logging.getLogger("elastic-audit")
-
-# A claim (a run delivering a notification) younger than this keeps other runs from notifying
-# the same items; an older one is a run that died mid-delivery, and its items are sent again.
-CLAIM_LEASE = timedelta(minutes=10)
 
 
 class Terminated(BaseException):
@@ -151,90 +156,18 @@ class _Signals:
             raise Terminated()
 
 
-# -- keys and items -----------------------------------------------------------------------------
-
-
-def item_key(kind: str, item: dict[str, Any]) -> str:
-    e = item["execution"]
-    return f"{kind}:{e['project']}:{e['domain']}:{e['name']}/{item['node_id']}/{item['attempt']}"
-
-
-def pending_items(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The report's pending attempts in their SPEC §6 JSON shape: the report's own `pending`
-    list when it has one, else `report.pending` items (objects with `as_dict()`, or dicts);
-    empty when the report has none."""
-    listed = doc.get("pending")
-    items = listed if isinstance(listed, list) else getattr(report, "pending", ()) or ()
-    out = []
-    for p in items:
-        d = p.as_dict() if hasattr(p, "as_dict") else p
-        if isinstance(d, dict) and "execution" in d:
-            out.append(d)
-    return out
-
-
-def _overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    if a["source"] != b["source"]:
-        return False
-    a0, a1 = parse_optional(a["start"]), parse_optional(a["end"])
-    b0, b1 = parse_optional(b["start"]), parse_optional(b["end"])
-    lo = datetime.min.replace(tzinfo=UTC)
-    hi = datetime.max.replace(tzinfo=UTC)
-    return (a0 or lo) <= (b1 or hi) and (b0 or lo) <= (a1 or hi)
-
-
-def _clamped(gap: dict[str, Any], window: Window) -> dict[str, Any]:
-    """A gap within the window (Admin gaps span an execution's life, which may start earlier)."""
-    start = parse_optional(gap.get("start"))
-    end = parse_optional(gap.get("end"))
-    start = window.start if start is None else max(start, window.start)
-    end = window.end if end is None else min(max(end, start), window.end)
-    return {**gap, "start": rfc3339(start), "end": rfc3339(end)}
-
-
 # -- the run ------------------------------------------------------------------------------------
 
 
 @dataclass
 class Outcome:
-    """What one guard run did; `exit_code` follows SPEC §7 (3 also for a failed delivery)."""
+    """What one guard run did; `exit_code` follows docs/exit-codes.md (3 also for a failed delivery)."""
 
     report: Report
     report_doc: dict[str, Any]
     exit_code: int
     deliveries: list[Delivery] = field(default_factory=list)
     new_notified: int = 0
-
-
-def window_for(
-    state: GuardState | None,
-    since: str | None,
-    until: str | None,
-    overlap: timedelta,
-    now: datetime,
-    *,
-    location: str | None,
-) -> Window:
-    """`--since` when given; else from `scanned_until - overlap` or the earliest open gap."""
-    if since is not None:
-        return parse_window(since, until, now=now)
-    if state is None or state.scanned_until is None:
-        if location is None:
-            raise UsageError("--since is required (or --state with an earlier run's state)")
-        raise UsageError(
-            f"--since is required for the first run: state {location} does not exist yet"
-        )
-    end = parse_time(until, flag="--until") if until is not None else now
-    start = state.scanned_until - overlap
-    for g in state.open_gaps:
-        s = parse_optional(g["start"])
-        if s is not None:
-            start = min(start, s)
-    if start >= end:
-        raise UsageError(
-            f"--until ({rfc3339(end)}) is not after the state's window start ({rfc3339(start)})"
-        )
-    return Window(start, end)
 
 
 def run_once(
@@ -253,19 +186,8 @@ def run_once(
     sig = signals or _Signals()
     now = datetime.now(UTC)
     store: StateStore | None = open_store(options.state) if options.state else None
-    state: GuardState | None = None
-    token: str | None = None
-    if store is not None:
-        if options.reset_state:
-            _, token = store.read_raw()  # start over, but still only if nobody wrote meanwhile
-        else:
-            state, token = store.read()
     scope_doc = {"projects": sorted(scope.projects), "domains": sorted(scope.domains)}
-    if state is not None and state.scope != scope_doc:
-        raise ConfigError(
-            f"state {options.state} was written for {_scope_text(state.scope)}, this run scans "
-            f"{_scope_text(scope_doc)}; use one --state per scope (or --reset-state)"
-        )
+    state, token = read_state(store, options.reset_state, scope_doc)
     # watch: --since is only where the very first run starts
     first_since = since if not (watch and state is not None and state.scanned_until) else None
     window = window_for(state, first_since, until, options.overlap, now, location=options.state)
@@ -276,76 +198,87 @@ def run_once(
     finished = datetime.now(UTC)
 
     state = state or GuardState(scope=scope_doc)
-    run_id = uuid.uuid4().hex
-
+    run = _Run(store, state, token, uuid.uuid4().hex, finished, sig)
     doc = report.as_dict()
     findings_docs: list[dict[str, Any]] = doc["findings"]  # type: ignore[assignment]
     pending_docs = pending_items(report, doc)
     if pending_docs and "pending" not in doc:
         doc["pending"] = pending_docs
-    keep, to_notify = _track_items(state, findings_docs, pending_docs, run_id, finished)
-
-    # Gaps: a gap is new unless an open gap of the last run (same source, overlapping) was
-    # already notified; this run's gaps become the open gaps (its window covers the old ones).
-    gaps_now = [_clamped(g, window) for g in doc["gaps"]]  # type: ignore[union-attr]
-    new_gaps = []
-    for g in gaps_now:
-        old = [o for o in state.open_gaps if _overlaps(o, g)]
-        g["notified"] = any(o["notified"] for o in old)
-        if not g["notified"]:
-            new_gaps.append(g)
-    for g in gaps_now:
-        state.source_errors_total[g["source"]] = state.source_errors_total.get(g["source"], 0) + 1
-    # An explicit --since/--until window may not cover every open gap: what lies outside it
-    # stays open (and the progress mark never moves back).
-    state.open_gaps = gaps_now + _uncovered(state.open_gaps, window)
-    if state.scanned_until is None or window.end > state.scanned_until:
-        state.scanned_until = window.end
-    if report.complete:
-        state.last_complete_scan = finished
-    state.runs += 1
-    state.prune(finished, keep)
+    keep, to_notify = track_items(state, findings_docs, pending_docs, run.run_id, finished)
+    gaps_now, new_gaps = track_gaps(state, doc["gaps"], window)  # type: ignore[arg-type]
+    advance(state, window, report, finished, keep)
 
     outcome = Outcome(report, doc, _exit_code(report))
-    delivered = True
     if options.notify and (to_notify or new_gaps):
         message = _message(report, window, to_notify, new_gaps)
-        for k, _ in to_notify:  # claim them first: a concurrent run now leaves them alone
-            state.items[k]["claimed_by"] = run_id
-            state.items[k]["claimed_at"] = rfc3339(finished) or ""
-        if store is not None:
-            with sig.write_section():
-                token = store.write(state, token)
-        with sig.write_section():
-            outcome.deliveries = deliver(options.notify, message, options.notify_format)
-            delivered = all(d.error is None for d in outcome.deliveries)
-            for d in outcome.deliveries:
-                if d.error is None:
-                    said = message.summary.removeprefix("elastic-audit: ")
-                    print(f"elastic-audit: notified {d.target}: {said}", file=sys.stderr)
-                else:
-                    print(
-                        f"elastic-audit: error: notify {d.target}: {d.error}; "
-                        "the items stay unnotified and the next run sends them again",
-                        file=sys.stderr,
-                    )
-            _settle_claims(state, run_id, delivered, finished, new_gaps)
-            if store is not None:
-                token = _write_final(store, state, token, run_id, delivered, finished)
-        if delivered:
-            outcome.new_notified = len(to_notify)
-        else:
-            outcome.exit_code = 3
+        _notify(run, options, message, to_notify, new_gaps, outcome)
     elif store is not None:
         if not options.notify:  # reported on stdout: that is this run's notification
-            _settle_claims(state, run_id, True, finished, new_gaps, keys=[k for k, _ in to_notify])
+            settle_claims(
+                state, run.run_id, True, finished, new_gaps, keys=[k for k, _ in to_notify]
+            )
         with sig.write_section():
-            store.write(state, token)
+            store.write(state, run.token)
 
     snap = _snapshot(state, report, findings_docs, len(pending_docs), len(gaps_now), duration)
     if not _publish(snap, options, collector):
         outcome.exit_code = 3
     return outcome
+
+
+@dataclass
+class _Run:
+    """The state this run writes, with its version token, and who and when it is."""
+
+    store: StateStore | None
+    state: GuardState
+    token: str | None
+    run_id: str
+    finished: datetime
+    signals: _Signals
+
+
+def _notify(
+    run: _Run,
+    options: GuardOptions,
+    message: Message,
+    to_notify: list[tuple[str, dict[str, Any]]],
+    new_gaps: list[dict[str, Any]],
+    outcome: Outcome,
+) -> None:
+    """Claim the items, deliver, then record the delivery (at least once: a failed one leaves
+    the items unnotified for the next run, exit 3)."""
+    state, store, sig = run.state, run.store, run.signals
+    for k, _ in to_notify:  # claim them first: a concurrent run now leaves them alone
+        state.items[k]["claimed_by"] = run.run_id
+        state.items[k]["claimed_at"] = rfc3339(run.finished) or ""
+    if store is not None:
+        with sig.write_section():
+            run.token = store.write(state, run.token)
+    with sig.write_section():
+        outcome.deliveries = deliver(options.notify, message, options.notify_format)
+        delivered = all(d.error is None for d in outcome.deliveries)
+        for d in outcome.deliveries:
+            _say_delivery(d, message)
+        settle_claims(state, run.run_id, delivered, run.finished, new_gaps)
+        if store is not None:
+            run.token = write_final(store, state, run.token, run.run_id, delivered, run.finished)
+    if delivered:
+        outcome.new_notified = len(to_notify)
+    else:
+        outcome.exit_code = 3
+
+
+def _say_delivery(d: Delivery, message: Message) -> None:
+    if d.error is None:
+        said = message.summary.removeprefix("elastic-audit: ")
+        print(f"elastic-audit: notified {d.target}: {said}", file=sys.stderr)
+    else:
+        print(
+            f"elastic-audit: error: notify {d.target}: {d.error}; "
+            "the items stay unnotified and the next run sends them again",
+            file=sys.stderr,
+        )
 
 
 def _snapshot(
@@ -390,133 +323,8 @@ def _publish(snap: Snapshot, options: GuardOptions, collector: GuardCollector | 
     return True
 
 
-def _track_items(
-    state: GuardState,
-    findings: list[dict[str, Any]],
-    pending: list[dict[str, Any]],
-    run_id: str,
-    now: datetime,
-) -> tuple[set[str], list[tuple[str, dict[str, Any]]]]:
-    """Record this run's findings and pending attempts in the state (first seen, counters,
-    `new` on each finding); return the keys reported and the items to notify."""
-    before = set(state.items)
-    keep: set[str] = set()
-    to_notify: list[tuple[str, dict[str, Any]]] = []
-    for kind, docs in (("finding", findings), ("pending", pending)):
-        for item in docs:
-            k = item_key(kind, item)
-            keep.add(k)
-            entry = state.items.get(k)
-            if entry is None:
-                verdict = str(item.get("verdict", "pending"))
-                entry = {
-                    "kind": kind,
-                    "verdict": verdict,
-                    "first_seen": rfc3339(now) or "",
-                    "notified": "",
-                }
-                state.items[k] = entry
-                if kind == "finding":
-                    state.new_findings_total[verdict] = state.new_findings_total.get(verdict, 0) + 1
-            if kind == "finding":
-                item["new"] = k not in before
-                entry["verdict"] = str(item.get("verdict"))  # suspected may become affected
-            if not entry["notified"]:
-                entry["doc"] = item
-                if not _claimed_by_other(entry, run_id, now):
-                    to_notify.append((k, item))
-    # Items an earlier run could not deliver that this window no longer reaches: sent again
-    # from the state (at least once, SPEC §9).
-    for k, entry in state.items.items():
-        if k not in keep and not entry["notified"] and "doc" in entry:
-            if not _claimed_by_other(entry, run_id, now):
-                to_notify.append((k, entry["doc"]))
-    return keep, to_notify
-
-
-def _uncovered(gaps: list[dict[str, Any]], window: Window) -> list[dict[str, Any]]:
-    """The parts of `gaps` outside `window`."""
-    out = []
-    for g in gaps:
-        start, end = parse_optional(g["start"]), parse_optional(g["end"])
-        if start is not None and start < window.start:
-            cut = window.start if end is None else min(end, window.start)
-            out.append({**g, "end": rfc3339(cut)})
-        if end is not None and end > window.end:
-            cut = window.end if start is None else max(start, window.end)
-            out.append({**g, "start": rfc3339(cut)})
-    return out
-
-
-def _scope_text(scope: dict[str, list[str]]) -> str:
-    p = ",".join(scope["projects"]) or "every project"
-    d = ",".join(scope["domains"]) or "the configured domains"
-    return f"{p} / {d}"
-
-
-def _claimed_by_other(entry: dict[str, str], run_id: str, now: datetime) -> bool:
-    by, at = entry.get("claimed_by"), parse_optional(entry.get("claimed_at"))
-    return bool(by) and by != run_id and at is not None and now - at < CLAIM_LEASE
-
-
-def _settle_claims(
-    state: GuardState,
-    run_id: str,
-    delivered: bool,
-    now: datetime,
-    new_gaps: list[dict[str, Any]],
-    keys: list[str] | None = None,
-) -> None:
-    """Mark this run's claimed items notified (or release them), and its new gaps."""
-    for k, entry in state.items.items():
-        mine = entry.get("claimed_by") == run_id or (keys is not None and k in keys)
-        if not mine:
-            continue
-        entry.pop("claimed_by", None)
-        entry.pop("claimed_at", None)
-        if delivered:
-            entry["notified"] = rfc3339(now) or ""
-            entry.pop("doc", None)
-    if delivered:
-        for g in new_gaps:
-            g["notified"] = True
-
-
-def _write_final(
-    store: StateStore,
-    state: GuardState,
-    token: str | None,
-    run_id: str,
-    delivered: bool,
-    now: datetime,
-) -> str | None:
-    """Write the settled state; if another run wrote since the claim, apply only this run's
-    delivery outcome to what it wrote (a few tries), never its whole state over theirs."""
-    try:
-        return store.write(state, token)
-    except StateConflict:
-        pass
-    mine = {k for k, v in state.items.items() if v.get("notified") == rfc3339(now) and delivered}
-    for _ in range(5):
-        theirs, token = store.read()
-        if theirs is None:
-            break
-        for k, entry in theirs.items.items():
-            if entry.get("claimed_by") == run_id or k in mine:
-                entry.pop("claimed_by", None)
-                entry.pop("claimed_at", None)
-                if delivered:
-                    entry["notified"] = rfc3339(now) or ""
-                    entry.pop("doc", None)
-        try:
-            return store.write(theirs, token)
-        except StateConflict:
-            continue
-    raise StateConflict(f"state {store.location}: could not record the delivery after 5 tries")
-
-
 def _exit_code(report: Report) -> int:
-    """SPEC §7 as `scan` applies it: pending attempts and unresolved Flyte pods exit 1 too."""
+    """docs/exit-codes.md as `scan` applies it: pending attempts and unresolved Flyte pods exit 1 too."""
     if not report.complete:
         return 3
     unresolved = getattr(report, "unresolved", ())

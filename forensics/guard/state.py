@@ -128,7 +128,7 @@ class GuardState:
             raise bad(f"malformed ({e.__class__.__name__}: {e})") from None
 
     def prune(self, now: datetime, keep: set[str]) -> None:
-        """Forget items first seen more than RETENTION ago (SPEC §9: pruned after 90 days),
+        """Forget items first seen more than RETENTION ago (docs/deployment.md: pruned after 90 days),
         except those this run still reports."""
         horizon = now - RETENTION
         self.items = {

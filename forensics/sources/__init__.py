@@ -1,0 +1,55 @@
+"""The evidence sources — Loki, Flyte Admin, S3 — built once from the settings, closed together."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from forensics.config import Settings
+
+if TYPE_CHECKING:  # flytekit and boto3 are heavy: imported when the clients are built
+    from forensics.sources.admin import AdminClient
+    from forensics.sources.loki import LokiClient
+    from forensics.sources.storage import ObjectStore
+
+
+@dataclass
+class Sources:
+    """The three clients every evidence-reading command uses (scan, show, relaunch, watch).
+
+    Each is configured by its own tool's conventions (docs/configuration.md): Loki like logcli,
+    Admin like pyflyte, S3 like boto3; `settings.workers` bounds each one's concurrency. Use it
+    as a context manager: the Loki session and the Admin channel are closed on the way out.
+    """
+
+    settings: Settings
+    loki: LokiClient
+    admin: AdminClient
+    store: ObjectStore
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Sources:
+        """The production clients for `settings`."""
+        from forensics.sources.admin import AdminClient
+        from forensics.sources.loki import LokiClient
+        from forensics.sources.storage import ObjectStore
+        from forensics.verbosity import adopt_flytekit
+
+        adopt_flytekit()  # flytekit is imported by now; its warnings must not reach stdout
+        loki = LokiClient(settings.loki, workers=settings.workers)
+        admin = AdminClient.from_settings(settings.flyte)
+        store = ObjectStore.default(workers=settings.workers)
+        return cls(settings, loki, admin, store)
+
+    def close(self) -> None:
+        """Close the clients that hold connections (idempotent)."""
+        try:
+            self.loki.close()
+        finally:
+            self.admin.close()
+
+    def __enter__(self) -> Sources:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -40,6 +40,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError
 
 from forensics import __version__
+from forensics.concurrency import Emit, stream
 from forensics.config import LokiSettings
 from forensics.errors import ConfigError, LokiQueryError, SourceError
 from forensics.model import LogEntry, Window, from_ns, rfc3339, to_ns
@@ -675,85 +676,40 @@ class LokiClient:
         shards = window.split(size)
         if not shards:
             return
-        todo: queue.SimpleQueue[Window] = queue.SimpleQueue()
-        for w in shards:
-            todo.put(w)
-        out: queue.Queue[object] = queue.Queue(maxsize=2 * self.workers)
         stop = threading.Event()
-        done = object()
 
-        def put(item: object) -> bool:
-            while not stop.is_set():
-                try:
-                    out.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def work() -> None:
-            _cancel.event = stop
+        def read(w: Window, emit: Emit) -> None:
+            _cancel.event = stop  # a backoff sleep ends when the scan is closed
+            counts = _ShardCounts()
+            failed: list[tuple[Window, str]] = []
             try:
-                while not stop.is_set():
-                    try:
-                        w = todo.get_nowait()
-                    except queue.Empty:
-                        break
-                    counts = _ShardCounts()
-                    failed: list[tuple[Window, str]] = []
-                    try:
-                        pages = self._read_shard(
-                            query, w, counts, lambda part, cause, f=failed: f.append((part, cause))
-                        )
-                        for page in pages:
-                            if not put(page):
-                                return
-                    except (LokiQueryError, LokiAuthError) as e:
-                        put(_Fatal(e))
-                        return
-                    except SourceError as e:
-                        failed = [(w, e.cause)]  # the whole shard, whatever was read of it
-                    error = failed[0][1] if failed else None
-                    outcome = ShardOutcome(
-                        w, error, counts.requests, counts.entries, failed=tuple(failed)
-                    )
-                    if not put(outcome):
+                pages = self._read_shard(
+                    query, w, counts, lambda part, cause, f=failed: f.append((part, cause))
+                )
+                for page in pages:
+                    if not emit(page):
                         return
             except _Cancelled:
                 return
-            except BaseException as e:  # a bug must surface in the caller, not vanish in a thread
-                put(_Fatal(e))
-                return
-            finally:
-                put(done)
+            except (LokiQueryError, LokiAuthError):
+                raise  # every shard would fail alike: the scan stops
+            except SourceError as e:
+                failed = [(w, e.cause)]  # the whole shard, whatever was read of it
+            error = failed[0][1] if failed else None
+            emit(ShardOutcome(w, error, counts.requests, counts.entries, failed=tuple(failed)))
 
-        threads = [
-            threading.Thread(target=work, name=f"loki-shard-{i}", daemon=True)
-            for i in range(min(self.workers, len(shards)))
-        ]
-        for t in threads:
-            t.start()
+        items = stream(
+            "loki-shard",
+            [partial(read, w) for w in shards],
+            self.workers,
+            stop=stop,
+            buffer=2 * self.workers,
+        )
         try:
-            finished = 0
-            while finished < len(threads):
-                try:
-                    item = out.get(timeout=0.2)
-                except queue.Empty:
-                    continue
-                if item is done:
-                    finished += 1
-                elif isinstance(item, list):
+            for item in items:
+                if isinstance(item, list):
                     yield from item
-                elif isinstance(item, _Fatal):
-                    raise item.error
                 else:
-                    yield item  # type: ignore[misc]
+                    yield item
         finally:
-            stop.set()
-            for t in threads:
-                t.join(timeout=0.05)
-
-
-@dataclass(frozen=True)
-class _Fatal:
-    error: BaseException
+            items.close()  # stops the workers when the caller stops early

@@ -1,0 +1,294 @@
+"""Options several commands share, declared once, and the `-o/--output` option.
+
+The source flags (scan, show, relaunch, watch), the scope flags and the guard flags (scan,
+watch) are flag groups: a command takes a group as ONE parameter whose default is the group, e.g.
+`sources: SourceFlags = SOURCE_FLAGS`; `with_flag_groups` (applied by cli.py when it registers
+the command) shows typer the group's options in that parameter's place and hands the command
+one object holding their values. Every option names its value (`metavar=`); flags take none.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import typing
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from forensics.commands.common import check_domains, check_scope_names, check_writable_file
+from forensics.config import Settings, load_settings
+from forensics.errors import UsageError
+from forensics.formats import OutputFormat
+from forensics.guard.run import GuardOptions, guard_options
+
+if TYPE_CHECKING:
+    from forensics.scan.scope import ScanScope
+
+# -- -o/--output --------------------------------------------------------------------------------
+
+_DEFAULT_HELP = {
+    OutputFormat.table: "table (default on a terminal)",
+    OutputFormat.json: "json (default when piped)",
+}
+
+
+def output_option(*formats: OutputFormat, help: str | None = None) -> Any:
+    """The `-o/--output FORMAT` option offering exactly `formats` (parsing rejects the rest)."""
+    names = [f.value for f in formats]
+    described = [_DEFAULT_HELP.get(f, f.value) for f in formats]
+
+    def parse(value: str) -> str:
+        if value.lower() not in names:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(names)}")
+        return value.lower()
+
+    return typer.Option(
+        None,
+        "-o",
+        "--output",
+        parser=parse,
+        metavar="|".join(names),
+        help=help or "Output: " + ", ".join(described) + ".",
+        show_default=False,
+    )
+
+
+def default_output(requested: OutputFormat | str | None) -> OutputFormat:
+    """`table` on a terminal, `json` when stdout is piped (scripts and jq want data)."""
+    if requested is not None:
+        return OutputFormat(str(getattr(requested, "value", requested)).lower())
+    return OutputFormat.table if sys.stdout.isatty() else OutputFormat.json
+
+
+def check_output(fmt: OutputFormat, allowed: tuple[OutputFormat, ...]) -> OutputFormat:
+    """`fmt` if the command offers it; a usage error (exit 2) naming the choices otherwise."""
+    if fmt not in allowed:
+        names = ", ".join(a.value for a in allowed)
+        raise UsageError(f"-o {fmt.value} is not available here (choose from: {names})")
+    return fmt
+
+
+# -- one option style ----------------------------------------------------------------------------
+
+
+def value_option(flag: str, metavar: str, help: str, **kwargs: Any) -> Any:
+    """An option that takes a value named `metavar`; unset (None) unless given, no default shown."""
+    return typer.Option(None, flag, metavar=metavar, help=help, show_default=False, **kwargs)
+
+
+def flag_option(*names: str, help: str) -> Any:
+    """A plain on/off flag: no value, off unless given."""
+    return typer.Option(False, *names, help=help)
+
+
+# -- single options shared by several commands -----------------------------------------------
+
+WorkersOpt = value_option(
+    "--workers", "N", "Concurrent requests per source (default 8).", min=1, max=256
+)
+NoProgressOpt = flag_option(
+    "--no-progress", help="No progress bar (there is none anyway when stderr is not a terminal)."
+)
+VerboseOpt = typer.Option(
+    0,
+    "-v",
+    "--verbose",
+    count=True,
+    show_default=False,
+    help="-v: the tool's decisions on stderr (window, shards, candidates, calls per source); "
+    "-vv: also the libraries' debug logs. Secrets are never logged.",
+)
+
+
+# -- flag groups --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FlagGroup:
+    """Options declared once that a command receives as one object, `build(**values)`."""
+
+    build: Callable[..., Any]
+    options: tuple[tuple[str, Any, Any], ...]  # (parameter name, type, typer.Option)
+
+    def parameters(self) -> list[inspect.Parameter]:
+        """The group's options as the parameters typer reads."""
+        kind = inspect.Parameter.KEYWORD_ONLY
+        return [inspect.Parameter(n, kind, default=o, annotation=t) for n, t, o in self.options]
+
+    def collect(self, values: dict[str, Any]) -> Any:
+        """Take the group's options out of `values` and build the group's object from them."""
+        return self.build(**{name: values.pop(name) for name, _, _ in self.options})
+
+
+def with_flag_groups(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command` as typer sees it: each FlagGroup parameter replaced, in place, by its options."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    groups: dict[str, FlagGroup] = {}
+    params: list[inspect.Parameter] = []
+    for p in inspect.signature(command).parameters.values():
+        if isinstance(p.default, FlagGroup):
+            groups[p.name] = p.default
+            params += p.default.parameters()
+        else:
+            # keyword-only like the group's: typer passes every parameter by name
+            kind = inspect.Parameter.KEYWORD_ONLY
+            params.append(p.replace(kind=kind, annotation=hints.get(p.name, p.annotation)))
+    if not groups:
+        return command
+
+    @functools.wraps(command)
+    def run(**values: Any) -> Any:
+        for name, group in groups.items():
+            values[name] = group.collect(values)
+        return command(**values)
+
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    return run
+
+
+def _group(build: type, **options: Any) -> FlagGroup:
+    """A group of `build`'s fields, each with its typer.Option (in the order given)."""
+    types = typing.get_type_hints(build)
+    missing = {f.name for f in fields(build)} - set(options)
+    if missing:
+        raise TypeError(f"{build.__name__}: no option declared for {sorted(missing)}")
+    return FlagGroup(build, tuple((n, types[n], o) for n, o in options.items()))
+
+
+@dataclass(frozen=True)
+class SourceFlags:
+    """Where the sources are and how checkpoints are found: `--config`, `--loki-url`, ..."""
+
+    loki_url: str | None
+    flyte_config: str | None
+    config: str | None
+    checkpoint_input: str | None
+    checkpoint_template: str | None
+
+    def settings(self, workers: int | None = None) -> Settings:
+        """The settings these flags select (flag > environment > config file > default)."""
+        return load_settings(**asdict(self), workers=workers)
+
+
+SOURCE_FLAGS = _group(
+    SourceFlags,
+    loki_url=value_option(
+        "--loki-url",
+        "URL",
+        "Loki base URL (else LOKI_ADDR, config [loki] url, http://localhost:3100).",
+    ),
+    flyte_config=value_option(
+        "--flyte-config",
+        "FILE",
+        "flytectl/flytekit YAML (else FLYTECTL_CONFIG, ~/.flyte/config.yaml; FLYTE_PLATFORM_URL overrides).",
+    ),
+    config=value_option(
+        "--config",
+        "FILE",
+        "Config file (else $ELASTIC_AUDIT_CONFIG, ./elastic-audit.toml, "
+        "$XDG_CONFIG_HOME/elastic-audit/config.toml).",
+    ),
+    checkpoint_input=value_option(
+        "--checkpoint-input", "NAME", "Execution input holding the checkpoint URI."
+    ),
+    checkpoint_template=value_option(
+        "--checkpoint-template",
+        "TEMPLATE",
+        "Checkpoint URI template; fields: project, domain, name, node_id, inputs.X, labels.X.",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class ScopeFlags:
+    """Which projects and domains a scan reads (`--project`, `--domain`; all when none)."""
+
+    project: list[str]
+    domain: list[str]
+
+    def check_names(self) -> None:
+        """Refuse (exit 2) a name Flyte could not have, before any config loads."""
+        check_scope_names(self.project, self.domain)
+
+    def scope(self, settings: Settings) -> ScanScope:
+        """The scan's scope, refusing (exit 2) a --domain the configuration does not list."""
+        check_domains(self.domain, settings)
+        from forensics.scan.scope import (
+            ScanScope,
+        )  # flytekit is heavy: not for `--help` or bad input
+
+        return ScanScope(tuple(self.project), tuple(self.domain))
+
+
+SCOPE_FLAGS = _group(
+    ScopeFlags,
+    project=typer.Option(
+        [], "--project", metavar="PROJECT", help="Only this project (repeatable)."
+    ),
+    domain=typer.Option([], "--domain", metavar="DOMAIN", help="Only this domain (repeatable)."),
+)
+
+
+@dataclass(frozen=True)
+class GuardFlags:
+    """The guard flags as given: `--state`, `--overlap`, `--notify`, `--metrics-file`, ..."""
+
+    state: str | None
+    overlap: str
+    reset_state: bool
+    notify: list[str]
+    notify_format: str
+    metrics_file: str | None
+    pushgateway: str | None
+
+    def options(self) -> GuardOptions:
+        """The checked GuardOptions (exit 2 before any scan; secrets never echoed)."""
+        checked = guard_options(**asdict(self))
+        if self.metrics_file is not None:
+            check_writable_file(self.metrics_file, "--metrics-file")
+        return checked
+
+
+GUARD_FLAGS = _group(
+    GuardFlags,
+    state=value_option(
+        "--state",
+        "FILE|s3://BUCKET/KEY",
+        "Guard mode: remember scanned windows, open gaps and notified findings here; without --since the window continues from it.",
+    ),
+    overlap=typer.Option(
+        "2h",
+        "--overlap",
+        metavar="DURATION",
+        help="Rescan this much before the state's last window end (late logs, attempts finishing after their signal).",
+    ),
+    reset_state=flag_option(
+        "--reset-state", help="Start the state over (needs --since), on purpose."
+    ),
+    notify=typer.Option(
+        [],
+        "--notify",
+        metavar="URL",
+        envvar="ELASTIC_AUDIT_NOTIFY",
+        help="POST new findings, pending attempts and gaps here once per run (repeatable; else ELASTIC_AUDIT_NOTIFY, URLs separated by spaces, so the secret stays off the command line; only scheme and host are ever printed).",
+        show_default=False,
+    ),
+    notify_format=typer.Option(
+        "json", "--notify-format", metavar="json|slack", help="Webhook payload: json or slack."
+    ),
+    metrics_file=value_option(
+        "--metrics-file",
+        "PATH",
+        "Write Prometheus metrics here atomically (node-exporter textfile collector).",
+    ),
+    pushgateway=value_option(
+        "--pushgateway",
+        "URL",
+        "Push the same metrics to this Prometheus Pushgateway (job elastic-audit).",
+    ),
+)

@@ -1,0 +1,67 @@
+"""What `relaunch` did, or would do, per execution: a table or JSON, and its plan on stderr."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from forensics.formats import OutputFormat, Renderers
+from forensics.formats.table import Column, render_table, terminal_width
+from forensics.relaunch import Outcome, Plan
+
+
+@dataclass(frozen=True)
+class RelaunchResults:
+    """The outcome per execution, in the order asked; a dry run's carry the exact request."""
+
+    outcomes: tuple[Outcome, ...]
+    dry_run: bool
+
+
+RELAUNCH_COLUMNS = (
+    Column("execution"),
+    Column("status"),
+    Column("relaunched as"),
+    Column("reason", wrap=True),
+)
+
+
+def _table(results: RelaunchResults) -> str:
+    rows = [
+        (str(o.execution), o.status, o.relaunched_as.name if o.relaunched_as else "—", o.reason)
+        for o in results.outcomes
+    ]
+    return render_table(RELAUNCH_COLUMNS, rows, width=terminal_width())
+
+
+def _json(results: RelaunchResults) -> str:
+    request = results.dry_run
+    rows = [o.as_dict() | ({"request": o.request} if request else {}) for o in results.outcomes]
+    return json.dumps(rows, indent=2) + "\n"
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """The plan for one execution as said on stderr before anything is done."""
+    state = (
+        plan.failure
+        or (f"already relaunched as {plan.existing}" if plan.existing else None)
+        or plan.refusal
+        or "will relaunch"
+    )
+    return [f"{plan.execution}: {state}", *(f"  {line}" for line in plan.lines())]
+
+
+def request_lines(plans: Sequence[Plan], outcomes: Sequence[Outcome]) -> list[str]:
+    """A dry run's exact requests, one line each: the RPC and its JSON body."""
+    lines = []
+    for p, o in zip(plans, outcomes, strict=True):
+        if o.status == "dry-run":
+            rpc = "CreateExecution" if p.create is not None else "RelaunchExecution"
+            lines.append(f"{rpc} " + json.dumps(o.request, sort_keys=True))
+    return lines
+
+
+RENDERERS: Renderers = {
+    RelaunchResults: {OutputFormat.table: _table, OutputFormat.json: _json},
+}

@@ -1,0 +1,43 @@
+"""Small text pieces several renderers share: times, checkpoint states, the coverage line."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from forensics.model import Checkpoint, Report
+
+
+def short_time(t: datetime | None) -> str:
+    """`2026-09-10 19:45:22Z` — compact but unambiguous UTC for tables."""
+    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t is not None else "—"
+
+
+def checkpoint_summary(ck: Checkpoint) -> str:
+    """What a relaunch will find: `empty`, `present (12, newest …)`, `unknown: why`."""
+    if ck.state == "present":
+        return f"present ({ck.objects}, newest {short_time(ck.latest)})"
+    if ck.state == "unknown":
+        return f"unknown: {ck.reason}"
+    return ck.state
+
+
+def coverage_line(report: Report) -> str:
+    """The report's counts in one sentence, ending in whether its coverage is complete."""
+    s = report.summary
+    head = (
+        f"{s.affected} affected, {s.suspected} suspected, {s.not_affected} not affected "
+        f"of {s.attempts_examined} attempts examined"
+    )
+    if s.pending:
+        head += f"; {s.pending} pending (signalled, not finished yet: rescan once they end)"
+    if report.unresolved:
+        head += (
+            f"; {len(report.unresolved)} signalled Flyte pod(s) resolved to no attempt "
+            "(configuration problem)"
+        )
+    if s.unparsed_lines:
+        # Read completely, yet some matched lines said nothing: their attempts may be missing.
+        head += f"; {s.unparsed_lines} matched death-signal line(s) could not be read"
+    if report.complete:
+        return head + "; coverage complete"
+    return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"

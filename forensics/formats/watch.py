@@ -1,0 +1,33 @@
+"""`watch`'s one line per guard run on stdout: when, the window, the counts, the exit code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from forensics.formats import OutputFormat, Renderers
+from forensics.guard.run import Outcome
+
+
+@dataclass(frozen=True)
+class WatchRun:
+    """The `number`th run of a watch, finished at `at` (local time) with `outcome`."""
+
+    number: int
+    at: datetime
+    outcome: Outcome
+
+
+def _line(run: WatchRun) -> str:
+    r = run.outcome.report
+    new = sum(1 for f in run.outcome.report_doc["findings"] if f.get("new"))
+    w = r.window.as_dict()
+    return (
+        f"{run.at.isoformat(timespec='seconds')} run {run.number}: "
+        f"{w['start']} – {w['end']}: {r.summary.affected} affected, {r.summary.suspected} "
+        f"suspected ({new} new), {len(r.gaps)} gap(s), "
+        f"{'complete' if r.complete else 'INCOMPLETE'}, exit {run.outcome.exit_code}\n"
+    )
+
+
+RENDERERS: Renderers = {WatchRun: {OutputFormat.table: _line}}

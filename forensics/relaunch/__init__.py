@@ -1,0 +1,225 @@
+"""The one mutating path: re-check, confirm, relaunch exactly once, and audit every action.
+
+Exactly-once rests on the server, not on a local file: every relaunch of execution X is created
+under one deterministic name derived from X, so a second call — a rerun, a retry after a lost
+response, a second operator — gets Admin's ALREADY_EXISTS and reports the first relaunch.
+
+This module holds what the command and its callers name: the deterministic name, the plan and
+outcome of one relaunch, the operator's options, the audit log and the report input;
+`relauncher` plans and performs, `recheck` judges an execution by the scan's rules, `assess`
+reads the bug and cache facts a plan shows (docs/commands.md, "relaunch EXECUTION...").
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import getpass
+import hashlib
+import json
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from forensics import TOOL
+from forensics.errors import UsageError
+from forensics.identifiers import parse_execution
+from forensics.model import UTC, ExecutionRef, ParentNode, rfc3339
+
+STATUSES = ("relaunched", "already-relaunched", "dry-run", "refused", "failed")
+
+
+def relaunch_name(ref: ExecutionRef) -> str:
+    """The one name every relaunch of `ref` gets: 20 chars like Flyte's, `^[a-z][a-z0-9]*$`."""
+    digest = hashlib.sha256(str(ref).encode()).digest()
+    return "r" + base64.b32encode(digest).decode().lower().rstrip("=")[:19]
+
+
+def relaunch_request(ref: ExecutionRef, *, overwrite_cache: bool = True) -> dict[str, object]:
+    """The exact ExecutionRelaunchRequest sent (as data, for --dry-run and the audit log)."""
+    return {"id": ref.as_dict(), "name": relaunch_name(ref), "overwrite_cache": overwrite_cache}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a relaunch of one execution would do, after the live re-check."""
+
+    execution: ExecutionRef
+    verdict: str  # from the re-check: affected / suspected / not-affected / not-examined / ...
+    checkpoint: str  # what the relaunch will find in the checkpoint location
+    existing: ExecutionRef | None  # a relaunch that exists already (and is not dead)
+    refusal: str | None  # why it must not be relaunched (None: go)
+    failure: str | None = None  # Admin could not answer what a safe decision needs
+    target: ExecutionRef | None = None  # what is relaunched (the top parent, a dead relaunch)
+    phase: str | None = None
+    parent: ParentNode | None = None
+    bug: str = ""  # whether the task it re-runs still carries the bug (what can be known)
+    cache: str = ""  # what overwrite_cache will recompute
+    chain: tuple[str, ...] = ()  # earlier relaunches that ended silently green too
+    existing_state: str = ""  # the existing relaunch's phase and re-check
+    request: dict[str, object] | None = None  # the exact request, as data
+    create: Any = None  # the CreateExecution request (--to-version), sent as built
+
+    def details(self) -> dict[str, object]:
+        """The plan as data (-o json, the audit log)."""
+        return {
+            "verdict": self.verdict,
+            "phase": self.phase,
+            "parent": self.parent.as_dict() if self.parent else None,
+            "target": self.target.as_dict() if self.target else None,
+            "chain": list(self.chain),
+            "existing": self.existing_state or None,
+            "bug": self.bug,
+            "cache": self.cache,
+            "checkpoint": self.checkpoint,
+        }
+
+    def lines(self) -> list[str]:
+        """The plan for a person: one line per fact (confirmation prompt, --dry-run)."""
+        out = [f"verdict: {self.verdict}" + (f"; {self.checkpoint}" if self.checkpoint else "")]
+        if self.phase:
+            out.append(f"phase: {self.phase}")
+        if self.parent:
+            out.append(f"parent: {self.parent.execution} node {self.parent.node_id}")
+        out += [f"died silently green too: {c}" for c in self.chain]
+        if self.existing is not None:
+            out.append(f"existing relaunch: {self.existing} ({self.existing_state})")
+        if self.target and self.target != self.execution:
+            out.append(f"relaunches: {self.target}")
+        if self.bug:
+            out.append(f"bug: {self.bug}")
+        if self.cache:
+            out.append(f"cache: {self.cache}")
+        return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result for one execution (docs/report.md, `relaunch -o json`)."""
+
+    execution: ExecutionRef
+    status: str
+    relaunched_as: ExecutionRef | None
+    reason: str
+    request: dict[str, object] | None = None
+    after_retry: bool = False  # Admin's first answer was lost; the retry found the execution
+    plan: dict[str, object] | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "execution": self.execution.as_dict(),
+            "status": self.status,
+            "relaunched_as": self.relaunched_as.as_dict() if self.relaunched_as else None,
+            "reason": self.reason,
+            "plan": self.plan,
+        }
+
+
+def default_audit_log(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if env.get("ELASTIC_AUDIT_AUDIT_LOG"):  # set by `demo --keep-running`: the sandbox's own log
+        return Path(env["ELASTIC_AUDIT_AUDIT_LOG"])
+    state = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "elastic-audit" / "audit.jsonl"
+
+
+class AuditLog:
+    """Append-only JSON lines; one `write(2)` per record under an exclusive lock, so concurrent
+    operators never interleave or truncate each other's lines."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, outcome: Outcome, *, dry_run: bool = False) -> None:
+        record = {
+            "time": rfc3339(datetime.now(UTC)),
+            "user": _user(),
+            "host": socket.gethostname(),
+            "tool": TOOL,
+            "action": outcome.status,
+            "original": outcome.execution.as_dict(),
+            "new_execution": outcome.relaunched_as.as_dict() if outcome.relaunched_as else None,
+            "request": outcome.request,
+            "result": outcome.reason,
+            "dry_run": dry_run,
+            "after_retry": outcome.after_retry,
+            "plan": outcome.plan,
+        }
+        data = (json.dumps(record, sort_keys=True) + "\n").encode()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+def executions_from_report(path: str) -> list[ExecutionRef]:
+    """The executions of a scan report's affected and suspected findings (deduplicated, in order)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--from-report {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--from-report {path}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--from-report {path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("schema_version") != 1
+        or not isinstance(doc.get("findings"), list)
+    ):
+        raise UsageError(
+            f"--from-report {path}: not an elastic-audit scan report (schema_version 1 with findings)"
+        )
+    refs: list[ExecutionRef] = []
+    for i, f in enumerate(doc["findings"]):
+        try:
+            if f["verdict"] not in ("affected", "suspected"):
+                continue
+            e = f["execution"]
+            parts = [e["project"], e["domain"], e["name"]]
+        except (KeyError, TypeError):
+            raise UsageError(f"--from-report {path}: finding {i} has no execution") from None
+        if not all(isinstance(p, str) and ":" not in p for p in parts):
+            raise UsageError(f"--from-report {path}: finding {i}: execution {parts!r} is not valid")
+        try:
+            # The same rules as an execution typed on the command line: a report is input too.
+            ref = parse_execution(":".join(parts))
+        except UsageError as err:
+            raise UsageError(f"--from-report {path}: finding {i}: {err}") from None
+        if ref not in refs:
+            refs.append(ref)
+    return refs
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the operator asked for."""
+
+    force: bool = False
+    parent: bool = False
+    to_version: str | None = None
+    overwrite_cache: bool = True
+
+
+def exit_code(outcomes: Iterable[Outcome]) -> int:
+    statuses = {o.status for o in outcomes}
+    if "failed" in statuses:
+        return 3
+    if "refused" in statuses:
+        return 1
+    return 0

@@ -1,0 +1,122 @@
+"""One execution judged by the scan's own rules: what `show` and `relaunch`'s re-check read."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from forensics.detect import Decision, earliest, sweep_candidate
+from forensics.evidence.flyte_names import namespace_for
+from forensics.evidence.logs import SIGNAL_LINE_REGEX
+from forensics.model import (
+    UTC,
+    AttemptRecord,
+    AttemptRef,
+    Checkpoint,
+    ExecutionRecord,
+    ExecutionRef,
+    Gap,
+    ObjectCheck,
+    SignalHit,
+    Window,
+)
+from forensics.scan.lookups import Lookups
+from forensics.scan.resolve import owner_of
+from forensics.scan.run import Candidate
+from forensics.scan.scope import pod_query
+from forensics.scan.signals import SignalLines
+from forensics.sources import Sources
+from forensics.sources.loki import ShardOutcome
+
+
+@dataclass(frozen=True)
+class Examined:
+    """One attempt of an examined execution: the scan's decision (None: not examined)."""
+
+    attempt: AttemptRecord
+    decision: Decision | None
+    signal: SignalHit | None
+    outputs: ObjectCheck | None
+    checkpoint: Checkpoint | None
+
+
+@dataclass
+class Examination:
+    """One execution judged by the scan's rules: its attempts, the window read, and gaps."""
+
+    execution: ExecutionRecord
+    window: Window
+    attempts: list[Examined] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    unparsed: int = 0  # lines the signal filter matched that the parser could not read
+
+
+def life_window(ex: ExecutionRecord, now: datetime) -> Window:
+    """The execution's whole life: from its creation to Admin's end of it plus ten minutes for
+    late sibling signals, or, while it still runs, to now (flyteadmin moves `updated_at` only on
+    workflow-level events, so a running execution's says nothing about its attempts)."""
+    start = (ex.created_at or now) - timedelta(minutes=5)
+    end = now + timedelta(minutes=1)
+    if not ex.running and ex.updated_at is not None:
+        end = min(ex.updated_at + timedelta(minutes=10), end)
+    return Window(start, max(end, start + timedelta(minutes=1)))
+
+
+def examine(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None) -> Examination:
+    """Every attempt of one execution, decided by the scan's own rules (`detect.decide`).
+
+    Signals are read over the execution's whole life (`life_window`). Every signalled attempt
+    and every elastic success is examined, as the scan's sweep does over a window covering the
+    execution. NotFoundError when Admin does not know `ref`.
+    """
+    now = now or datetime.now(UTC)
+    lookups = Lookups(sources)
+    ex = sources.admin.get_execution(ref)
+    attempts = lookups.attempts(ref)
+    result = Examination(ex, life_window(ex, now))
+    hits = _signals(sources, ex, attempts, result)
+    for a in attempts:
+        later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
+        c = Candidate(ex, a, earliest(hits.get(a.ref, [])), later)
+        # show lists outputs.pb for every success, declared outputs included (the verdict
+        # does not read it for those: Flyte proved them).
+        c.outputs = lookups.outputs(a) if a.phase == "SUCCEEDED" else None
+        if c.signal is None and not sweep_candidate(a, result.window):
+            result.attempts.append(Examined(a, None, None, c.outputs, None))
+            continue
+        decision = c.decide()
+        ck = lookups.checkpoint(ex, a, c.signal) if decision.is_finding else None
+        result.attempts.append(Examined(a, decision, c.signal, c.outputs, ck))
+    return result
+
+
+def _signals(
+    sources: Sources, ex: ExecutionRecord, attempts: list[AttemptRecord], result: Examination
+) -> dict[AttemptRef, list[SignalHit]]:
+    """The death signals of the attempts' pods over the examination's window, per attempt."""
+    settings = sources.settings
+    ref = ex.ref
+    owners: dict[str, dict[str, AttemptRecord]] = defaultdict(dict)
+    for a in attempts:
+        ns = a.namespace or namespace_for(
+            ref.project, ref.domain, settings.flyte.namespace_template
+        )
+        owners[ns].update({pod: a for pod in a.pods if pod not in owners[ns]})
+
+    def on_shard(item: ShardOutcome) -> None:
+        if item.error is not None:
+            result.gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+
+    lines = SignalLines(sources.loki, settings.loki)
+    hits: dict[AttemptRef, list[SignalHit]] = defaultdict(list)
+    for ns, owned in sorted(owners.items()):
+        if not owned:
+            continue
+        query = pod_query(settings, ns, set(owned), SIGNAL_LINE_REGEX)
+        for hit in lines.read(query, result.window, on_shard):
+            a = owner_of(owned, hit.pod)
+            if a is not None:
+                hits[a.ref].append(hit)
+    result.unparsed = lines.unparsed
+    return hits

@@ -1,0 +1,103 @@
+"""The Admin and S3 reads a scan (or one examination) makes about known attempts, cached."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+from forensics.checkpoints import (
+    checkpoint_from,
+    checkpoint_location,
+    needs_execution_inputs,
+    needs_inputs,
+)
+from forensics.errors import NotFoundError, SourceError
+from forensics.model import (
+    AttemptRecord,
+    Checkpoint,
+    ExecutionRecord,
+    ExecutionRef,
+    ObjectCheck,
+    SignalHit,
+)
+from forensics.sources import Sources
+
+
+class Lookups:
+    """Cached reads through `sources`: an execution, its attempts and inputs are read once.
+
+    Thread-safe; `slots` bounds the Admin calls in flight, whichever thread makes them, to
+    `settings.workers` (the scan's lanes take a slot per call too).
+    """
+
+    def __init__(self, sources: Sources) -> None:
+        self.sources = sources
+        self.slots = threading.BoundedSemaphore(sources.settings.workers)
+        self._lock = threading.Lock()
+        self._executions: dict[ExecutionRef, ExecutionRecord | None] = {}
+        self._attempts: dict[ExecutionRef, list[AttemptRecord]] = {}
+        self._inputs: dict[ExecutionRef, dict[str, str]] = {}
+        self._ref_locks: dict[ExecutionRef, threading.Lock] = defaultdict(threading.Lock)
+
+    def execution(self, ref: ExecutionRef) -> ExecutionRecord | None:
+        """GetExecution once per execution (None: Admin does not know it)."""
+        with self._ref_locks[ref]:
+            if ref not in self._executions:
+                try:
+                    self._executions[ref] = self.sources.admin.get_execution(ref)
+                except NotFoundError:
+                    self._executions[ref] = None
+            return self._executions[ref]
+
+    def remember(self, ex: ExecutionRecord) -> None:
+        """An execution a listing returned: no GetExecution needed for it later."""
+        with self._lock:
+            self._executions.setdefault(ex.ref, ex)
+
+    def attempts(self, ref: ExecutionRef) -> list[AttemptRecord]:
+        """The execution's task attempts, listed once."""
+        with self._ref_locks[ref]:
+            if ref not in self._attempts:
+                self._attempts[ref] = self.sources.admin.list_attempts(ref)
+            return self._attempts[ref]
+
+    def execution_inputs(self, ref: ExecutionRef) -> dict[str, str]:
+        """GetExecutionData once per execution, whatever the number of its findings."""
+        # The Admin slot before the execution's lock, the order `resolve` takes them in.
+        with self.slots, self._ref_locks[ref]:
+            if ref not in self._inputs:
+                self._inputs[ref] = self.sources.admin.get_inputs(ref)
+            return self._inputs[ref]
+
+    def outputs(self, att: AttemptRecord) -> ObjectCheck:
+        """Whether the attempt's outputs.pb exists (unknown, with why, when Admin has no location)."""
+        if att.outputs_unknown:
+            return ObjectCheck("unknown", att.outputs_unknown)
+        if not att.output_dir:
+            return ObjectCheck("unknown", "Admin records no output location for this attempt")
+        return self.sources.store.outputs_check(att.output_dir)
+
+    def checkpoint(
+        self, ex: ExecutionRecord, att: AttemptRecord, signal: SignalHit | None
+    ) -> Checkpoint:
+        """Locate the attempt's checkpoint and list it (never `empty` for an error)."""
+        inputs = node_inputs = None
+        ck = self.sources.settings.checkpoints
+        if needs_inputs(ck):
+            # The attempt's own node inputs first (a @dynamic sweep or a map passes each trial
+            # its own prefix), then the execution's; the latter only when still needed.
+            try:
+                with self.slots:
+                    node_inputs = self.sources.admin.get_node_inputs(
+                        att.ref, array_node=att.array_node, array_index=att.array_index
+                    )
+            except SourceError as e:
+                return Checkpoint(None, "unknown", reason=f"node inputs: {e.cause}")
+            if needs_execution_inputs(ck, node_inputs):
+                try:
+                    inputs = self.execution_inputs(ex.ref)
+                except SourceError as e:
+                    return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
+        loc = checkpoint_location(ck, att, ex, inputs, node_inputs=node_inputs)
+        listing = self.sources.store.list_prefix(loc.uri) if loc.uri is not None else None
+        return checkpoint_from(loc, listing, signal)

@@ -1,0 +1,405 @@
+"""One scan run: window → Loki shards → candidates → Admin + S3 → verdicts → Report.
+
+The run is one pipeline: the Loki shards, the Admin sweep and the S3 checks run at the same
+time, each source at most `settings.workers` requests at once. One ListProjects gives each
+project's domains; executions stream from two disjoint listings per project and domain (see
+`sweep.listings`); each costs one ListNodeExecutions and one ListTaskExecutions per task node,
+and each elastic success of a task that declares no outputs one outputs.pb check. Death signals
+are joined to the swept attempts by pod name, so a signalled attempt costs no extra Admin call;
+only signalled pods that no swept execution claims are looked up one by one (`resolve`). Memory
+holds what is in flight, the signalled pods and the findings: it grows with candidates, not with
+log lines.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+
+from forensics.concurrency import Lane, guarded, join
+from forensics.detect import (
+    Cleared,
+    Decision,
+    assert_never,
+    build_finding,
+    decide,
+    earliest,
+    finding_links,
+    needs_outputs_check,
+    sweep_candidate,
+)
+from forensics.errors import SourceError
+from forensics.model import (
+    AttemptRecord,
+    AttemptRef,
+    ExecutionRecord,
+    ExecutionRef,
+    Finding,
+    Gap,
+    ObjectCheck,
+    Report,
+    SignalHit,
+    Window,
+    rfc3339,
+)
+from forensics.progress import Progress
+from forensics.scan import sweep
+from forensics.scan.join import PodIndex, PodKey
+from forensics.scan.lookups import Lookups
+from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
+from forensics.scan.scope import ScanScope, signal_query
+from forensics.scan.signals import (
+    SignalLines,
+    earliest_per_pod,
+    log_shard,
+    log_unparsed,
+    log_window,
+)
+from forensics.scan.tally import Tally
+from forensics.sources import Sources
+from forensics.sources.loki import ShardOutcome
+
+log = logging.getLogger("elastic-audit")
+
+
+@dataclass(eq=False, slots=True)
+class Candidate:
+    """One attempt whose verdict is being decided: it waits for its outputs.pb check (if it needs
+    one) and for the signals to be final (Loki read, pods matched), then it is concluded once."""
+
+    ex: ExecutionRecord
+    att: AttemptRecord
+    signal: SignalHit | None = None
+    later: Sequence[AttemptRecord] = ()  # the attempts of the same node (retried or not)
+    outputs: ObjectCheck | None = None
+    checked: bool = False  # outputs known (or not needed)
+    final: bool = False  # signal known
+    done: bool = False
+
+    def decide(self) -> Decision:
+        """The verdict, once the signal and the outputs are known."""
+        return decide(self.att, self.ex, self.signal, self.outputs, later_attempts=self.later)
+
+
+def scan(
+    sources: Sources, window: Window, scope: ScanScope, *, progress: Progress | None = None
+) -> Report:
+    """Scan `window` within `scope` (docs/commands.md, "scan"): findings, summary and gaps."""
+    return ScanRun(sources, window, scope, progress=progress).run()
+
+
+class ScanRun:
+    """One scan of one window: it owns the window, the scope, the lanes, the candidates, the
+    findings and the gaps, and is run once."""
+
+    def __init__(
+        self,
+        sources: Sources,
+        window: Window,
+        scope: ScanScope = ScanScope(),
+        *,
+        progress: Progress | None = None,
+    ) -> None:
+        self.sources = sources
+        self.settings = sources.settings
+        self.window = window
+        self.scope = scope
+        self.progress = progress or Progress.null()
+        self.lookups = Lookups(sources)
+        self.projects = Projects(sources.settings)
+        self.tally = Tally()  # what the run finds: counts, findings, pending, gaps
+        self._lock = threading.Lock()  # the candidates' states, the swept and parked executions
+        self._swept: dict[tuple[str, str], set[str]] = {}
+        # Signals: the index that joins them to attempts, and whether it is final.
+        self._pods = PodIndex()
+        self._signals_final = False
+        self._parked: list[tuple[ExecutionRecord, list[AttemptRecord], list[Candidate]]] = []
+        # The lanes: one per source, stopped together by the first error or the run's end.
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+        workers = sources.settings.workers
+        self._admin_lane = Lane("admin", workers, self._stop, self._errors)
+        self._s3_lane = Lane("s3", workers, self._stop, self._errors)
+
+    def run(self) -> Report:
+        """Scan the window: findings, summary and gaps (docs/report.md)."""
+        try:
+            return self._run()
+        finally:
+            self._stop.set()  # whatever happened, no thread goes on working for this run
+            self._admin_lane.close()
+            self._s3_lane.close()
+
+    def _run(self) -> Report:
+        window = self.window
+        # One ListProjects first: the Loki query, the namespace mapping and the sweep all need
+        # each project's domains (and a scope naming an unknown one stops here, exit 2).
+        self.projects.load(self.sources.admin, self.scope, self.lookups.slots)
+        if self.projects.error is not None:
+            self.tally.add_gap(
+                Gap("admin", window.start, window.end, f"listing projects: {self.projects.error}")
+            )
+        self._read_everything()
+        self._resolve_unclaimed()
+        self._s3_lane.drain()
+        report = self.tally.report(window, self._relaunched)
+        self._log_calls(report.gaps)
+        return report
+
+    def _relaunched(self, findings: list[Finding]) -> list[Finding]:
+        return sweep.with_relaunches(
+            findings,
+            self.tally.finding_executions,
+            self.sources.admin,
+            self.lookups.slots,
+            self._admin_lane,
+            self.tally.add_gap,
+        )
+
+    def _read_everything(self) -> None:
+        """Loki and the Admin sweep at once; every swept execution matched, its checks queued."""
+        loki = threading.Thread(
+            target=guarded,
+            args=(self._loki_phase, self._stop, self._errors),
+            name="loki",
+            daemon=True,
+        )
+        loki.start()
+        self.progress.start("sweep", "Sweeping Admin executions", None)
+        todo = sweep.listings(self.projects, self.scope, self.window)
+        listers = [
+            threading.Thread(
+                target=guarded, args=(job, self._stop, self._errors), name=f"list-{i}", daemon=True
+            )
+            for i, job in enumerate(sweep.listers(todo, self.settings.workers, self._list_one))
+        ]
+        for t in listers:
+            t.start()
+        for t in listers:
+            join(t, self._errors)
+        join(loki, self._errors)  # signals are final from here on
+        self._admin_lane.drain()  # every swept execution matched and its checks queued
+        self.progress.finish("sweep")
+
+    def _log_calls(self, gaps: Sequence[Gap]) -> None:
+        lk, admin, store = self.settings.loki, self.sources.admin, self.sources.store
+        log.info(
+            "calls: Loki %d shard(s), Flyte Admin %d (%s), S3 %d (%s); %d gap(s)",
+            len(self.window.split(min(lk.shard, lk.max_query_length))),
+            admin.calls_total,
+            admin.endpoint,
+            store.call_count,
+            store.endpoint,
+            len(gaps),
+        )
+
+    # -- Loki, then the join index ---------------------------------------------------------------
+    def _signals(self) -> tuple[dict[PodKey, SignalHit], SignalLines]:
+        """The earliest death-signal hit per (namespace, pod); the Loki gaps are recorded."""
+        lk = self.settings.loki
+        query = signal_query(self.settings, self.scope, self.projects.scope_domains(self.scope))
+        shards = log_window(self.window, lk, query)
+        self.progress.start("loki", "Reading Loki shards", shards)
+        lines = SignalLines(self.sources.loki, lk)
+        gaps: list[Gap] = []
+        read = lines.read(query, self.window, partial(self._shard_read, gaps), stop=self._stop)
+        hits = earliest_per_pod(read, self.window)
+        self.progress.finish("loki")
+        self.tally.add_gaps(gaps)
+        return hits, lines
+
+    def _shard_read(self, gaps: list[Gap], item: ShardOutcome) -> None:
+        log_shard(item)
+        gaps.extend(Gap("loki", part.start, part.end, error) for part, error in item.failures)
+        self.progress.advance("loki")
+
+    def _loki_phase(self) -> None:
+        hits, lines = self._signals()
+        log_unparsed(lines)
+        self.tally.unparsed(lines.unparsed, lines.unparsed_example)
+        signalled: list[tuple[str, str, SignalHit]] = []
+        not_flyte = 0
+        for (ns, _pod), hit in hits.items():
+            pd = self.projects.project_domain(ns)
+            if pd is None:
+                not_flyte += self._not_a_project(ns, hit)
+            elif self.scope.covers(*pd):
+                signalled.append((*pd, hit))
+        self._pods.fill(signalled)
+        self.tally.clear(Cleared.SIGNAL_NOT_FLYTE_POD, not_flyte)
+        with self._lock:
+            self._signals_final = True
+            parked, self._parked = self._parked, []
+        for ex, attempts, candidates in parked:
+            self._settle(ex, attempts, candidates)
+
+    def _not_a_project(self, ns: str, hit: SignalHit) -> int:
+        """A signalled namespace no project and domain maps to: 1 when it is no Flyte pod at all;
+        a known project's namespace with an unknown domain part is shown as `unresolved`."""
+        project = self.projects.known_project_of(ns)
+        if project is None:
+            return 1
+        if not self.scope.projects or project in self.scope.projects:
+            domains_of = self.projects.domains_of
+            domains = ", ".join(domains_of[project]) if domains_of else ""
+            self.tally.unresolve(
+                hit,
+                f"namespace {ns} names project {project} but none of its domains "
+                f"({domains}): check [flyte] namespace_template and domains",
+            )
+        return 0
+
+    # -- the Admin sweep -------------------------------------------------------------------------
+    def _list_one(self, project: str, domain: str, filters: str) -> None:
+        error = sweep.list_executions(
+            self.sources.admin,
+            self.lookups.slots,
+            project,
+            domain,
+            filters,
+            lambda ex: self._admin_lane.submit(partial(self._sweep_execution, ex)),
+        )
+        if error is not None:
+            w = self.window
+            self.tally.add_gap(Gap("admin", w.start, w.end, f"{project}/{domain}: {error}"))
+
+    def _sweep_execution(self, ex: ExecutionRecord) -> None:
+        try:
+            with self.lookups.slots:
+                attempts = self.sources.admin.list_attempts(ex.ref)
+        except SourceError as e:
+            self.tally.add_gap(Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}"))
+            return
+        finally:
+            self.progress.advance("sweep")
+        candidates = [Candidate(ex, a) for a in attempts if sweep_candidate(a, self.window)]
+        # Whether signalled or not, an elastic success needs its outputs.pb checked now, unless
+        # its task declares outputs (Flyte then proved them before accepting the success).
+        for c in candidates:
+            if needs_outputs_check(c.att):
+                self._s3_lane.submit(partial(self._check_outputs, c))
+            else:
+                c.checked = True  # not yet shared with any other thread
+        with self._lock:
+            self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
+            if not self._signals_final:
+                self._parked.append((ex, attempts, candidates))
+                return
+        self._settle(ex, attempts, candidates)
+
+    def _was_swept(self, ref: ExecutionRef) -> bool:
+        with self._lock:
+            return ref.name in self._swept.get((ref.project, ref.domain), ())
+
+    def _settle(
+        self, ex: ExecutionRecord, attempts: list[AttemptRecord], candidates: list[Candidate]
+    ) -> None:
+        """Signals are final: join them to this execution's attempts and release its candidates."""
+        hits = self._pods.match(ex, attempts)
+        by_ref = {c.att.ref: c for c in candidates}
+        for att in attempts:
+            signal = hits.get(att.ref)
+            c = by_ref.get(att.ref)
+            if signal is not None:
+                later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
+                if c is None:
+                    self._signalled(Candidate(ex, att, signal, later))
+                    continue
+                c.later = later
+            if c is not None:
+                self._release(c, signal)
+
+    # -- signalled pods that no swept execution claimed: one by one --------------------------------
+    def _resolve_unclaimed(self) -> None:
+        """Look up each signalled pod no swept execution claimed (a hashed name, a failed
+        listing, a pod that is no Flyte task's), then decide the attempts found."""
+        unmatched = self._pods.unclaimed()
+        late: dict[AttemptRef, tuple[ExecutionRecord, AttemptRecord, list[SignalHit]]] = {}
+        for key in unmatched:
+            self._admin_lane.submit(partial(self._resolve_one, key, late))
+        self._admin_lane.drain()
+        for ex, att, hits in late.values():
+            later = [a for a in self.lookups.attempts(ex.ref) if a.ref.node_id == att.ref.node_id]
+            self._signalled(Candidate(ex, att, earliest(hits), later))
+
+    def _resolve_one(
+        self,
+        key: PodKey,
+        late: dict[AttemptRef, tuple[ExecutionRecord, AttemptRecord, list[SignalHit]]],
+    ) -> None:
+        ns, pod = key
+        hit = self._pods.hit(key)
+        try:
+            with self.lookups.slots:
+                result = resolve(
+                    self.lookups, self.projects, ns, pod, hit.at, self.scope, swept=self._was_swept
+                )
+        except SourceError as e:
+            # The second around the signal: a window a rescan can cover (a point could not).
+            end = hit.at + timedelta(seconds=1)
+            self.tally.add_gap(Gap("admin", hit.at, end, f"pod {ns}/{pod}: {e.cause}"))
+            return
+        match result:
+            case Unowned(reason=reason):
+                self.tally.unresolve(hit, reason)
+            case OutOfScope():
+                pass
+            case Cleared():
+                self.tally.clear(result)
+            case (ex, att):
+                with self._lock:
+                    # A PyTorchJob's pods collapse into one attempt.
+                    late.setdefault(att.ref, (ex, att, []))[2].append(hit)
+            case _:
+                assert_never(result)
+
+    # -- candidates: outputs.pb, then the verdict ----------------------------------------------
+    def _signalled(self, c: Candidate) -> None:
+        """A signalled attempt the sweep did not check: outputs.pb if only S3 knows, then decide."""
+        c.final = True
+        if needs_outputs_check(c.att):
+            self._s3_lane.submit(partial(self._check_outputs, c))
+        else:
+            c.checked = c.done = True
+            self._conclude(c)  # failed, unfinished or outputs declared: decided without S3
+
+    def _release(self, c: Candidate, signal: SignalHit | None) -> None:
+        with self._lock:
+            c.signal, c.final = signal, True
+            ready = c.checked and not c.done
+            c.done = c.done or ready
+        if ready:
+            self._s3_lane.submit(partial(self._conclude, c))  # a finding lists its checkpoint
+
+    def _check_outputs(self, c: Candidate) -> None:
+        outputs = self.lookups.outputs(c.att)
+        with self._lock:
+            c.outputs, c.checked = outputs, True
+            ready = c.final and not c.done
+            c.done = c.done or ready
+        if ready:
+            self._conclude(c)
+
+    def _conclude(self, c: Candidate) -> None:
+        decision = c.decide()
+        ex, att, signal, outputs = c.ex, c.att, c.signal, decision.outputs
+        log.info(
+            "%s %s/%s (%s, signal %s, outputs.pb %s): %s",
+            ex.ref,
+            att.ref.node_id,
+            att.ref.attempt,
+            att.phase,
+            rfc3339(signal.at) if signal else "none",
+            outputs.state if outputs else "not checked",
+            decision.verdict or f"cleared: {decision.cleared}",
+        )
+        finding = None
+        if decision.is_finding:
+            checkpoint = self.lookups.checkpoint(ex, att, signal)
+            links = finding_links(self.settings, ex, signal)
+            finding = build_finding(decision, ex, att, signal, checkpoint, links)
+        self.tally.record(decision, ex, att, signal, finding)

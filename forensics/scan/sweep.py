@@ -1,0 +1,127 @@
+"""The Admin sweep: the executions whose attempts may have ended in the window, listed in pages,
+and the relaunches that exist already of the executions found."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from functools import partial
+
+from forensics.concurrency import Lane
+from forensics.errors import SourceError
+from forensics.model import ExecutionRecord, ExecutionRef, Finding, Gap, Window
+from forensics.scan.resolve import Projects
+from forensics.scan.scope import ScanScope
+from forensics.sources.admin import AdminClient
+from forensics.sources.admin_filters import attempts_may_end_during
+
+Listing = tuple[str, str, str]  # project, domain, ListExecutions filters
+
+
+def listings(projects: Projects, scope: ScanScope, window: Window) -> list[Listing]:
+    """Two disjoint listings per project and domain in scope: the executions that changed in
+    the window, and those still running with an older `updated_at` (flyteadmin moves it only on
+    workflow-level events, docs/upstream.md): every attempt that ended in the window is in one of them."""
+    if projects.domains_of is None:
+        return []  # ListProjects failed: the gap is recorded
+    domains_of = projects.domains_of
+    names = list(scope.projects) or sorted(domains_of)
+    pairs = [
+        (p, d) for p in names for d in domains_of[p] if not scope.domains or d in scope.domains
+    ]
+    return [
+        (project, domain, filters)
+        for project, domain in pairs
+        for filters in attempts_may_end_during(window.start, window.end)
+    ]
+
+
+def listers(
+    todo: list[Listing], workers: int, list_one: Callable[[str, str, str], None]
+) -> list[Callable[[], None]]:
+    """One job per lister thread; they share the listings. Listing is one page per hundred
+    executions: a few listers keep every worker busy."""
+    pending: queue.SimpleQueue[Listing] = queue.SimpleQueue()
+    for listing in todo:
+        pending.put(listing)
+
+    def lister() -> None:
+        while True:
+            try:
+                project, domain, filters = pending.get_nowait()
+            except queue.Empty:
+                return
+            list_one(project, domain, filters)
+
+    pairs = len(dict.fromkeys((p, d) for p, d, _ in todo))
+    return [lister] * max(1, min(pairs, (workers + 3) // 4))
+
+
+def list_executions(
+    admin: AdminClient,
+    slots: threading.BoundedSemaphore,
+    project: str,
+    domain: str,
+    filters: str,
+    on_execution: Callable[[ExecutionRecord], None],
+) -> str | None:
+    """Hand every execution of one listing to `on_execution`, each page read holding an Admin
+    slot; the error that ended the listing early, or None."""
+    executions = admin.list_executions(project, domain, filters=filters)
+    while True:
+        try:
+            with slots:
+                ex = next(executions, None)
+        except SourceError as e:
+            return e.cause
+        if ex is None:
+            return None
+        on_execution(ex)
+
+
+def with_relaunches(
+    findings: list[Finding],
+    executions: Mapping[ExecutionRef, ExecutionRecord],
+    admin: AdminClient,
+    slots: threading.BoundedSemaphore,
+    lane: Lane,
+    add_gap: Callable[[Gap], None],
+) -> list[Finding]:
+    """The findings with `relaunched_as` filled from existing RELAUNCH executions: one listing
+    per project and domain with findings, since its earliest finding's execution was created."""
+    scopes: dict[tuple[str, str], datetime] = {}
+    for f in findings:
+        ex = executions.get(f.attempt.execution)
+        since = ex.created_at if ex and ex.created_at else f.succeeded_at
+        key = (f.attempt.execution.project, f.attempt.execution.domain)
+        if since is not None and (key not in scopes or since < scopes[key]):
+            scopes[key] = since
+    relaunches: dict[ExecutionRef, ExecutionRef] = {}
+    lock = threading.Lock()
+
+    def lookup(project: str, domain: str, since: datetime) -> None:
+        try:
+            with slots:
+                found = admin.relaunches_of(project, domain, since)
+        except SourceError as e:
+            # relaunched_as would read "not relaunched" for what is merely unknown.
+            add_gap(
+                Gap(
+                    "admin",
+                    since,
+                    None,
+                    f"existing relaunches in {project}/{domain} "
+                    f"could not be listed, relaunched_as may be missing: {e.cause}",
+                )
+            )
+            return
+        with lock:
+            relaunches.update(found)
+
+    for (project, domain), since in sorted(scopes.items()):
+        lane.submit(partial(lookup, project, domain, since))
+    lane.drain()
+    return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
