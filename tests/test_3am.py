@@ -21,12 +21,9 @@ import time
 from pathlib import Path
 
 import pytest
-from scan_support import WINDOW
+from support.cli import CLI, run_process
+from support.scan import WINDOW
 
-from forensics.sandbox.incident import reference_scenario
-from forensics.sandbox.stack import sandbox
-
-CLI = [sys.executable, "-m", "forensics"]
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 LONG = "gs1:production:nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"
 CONFIG = """
@@ -54,21 +51,7 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def cli(
     *args: str, env: dict[str, str], cwd: Path, timeout: float = 180
 ) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(reference_scenario()) as b:
-        yield b
+    return run_process(*args, env=env, cwd=cwd, timeout=timeout)
 
 
 @pytest.fixture

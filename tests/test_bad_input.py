@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pins_support import OLD_A, build_tree, snapshot
-from scan_support import CONFIG, WINDOW, run
+from support.cli import run, use_sandbox
+from support.pins import OLD_A, build_tree, snapshot
+from support.scan import CONFIG, WINDOW
 
 from forensics.config import Settings, read_config_file
 from forensics.errors import ElasticAuditError, UsageError
@@ -30,9 +31,7 @@ from forensics.pinbump.patterns import ManifestError, PinPatterns
 from forensics.pinbump.pyproject import scan_pyproject
 from forensics.pinbump.requirements import scan_requirements
 from forensics.relaunch import executions_from_report
-from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.loki_logql import parse_log_query
-from forensics.sandbox.stack import sandbox
 from forensics.scan.scope import ScanScope, task_selector
 from forensics.timeutil import parse_window
 
@@ -41,17 +40,10 @@ SHA = "c0ffee0123456789abcdef0123456789abcdef01"
 METACHARACTERS = ['"', "}", "{", "|", "\\", "`", "+", ",", "(", ")", ";", "=~", "\n", "*", "$"]
 
 
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(reference_scenario()) as b:
-        yield b
-
-
 @pytest.fixture
 def cli(box, tmp_path, monkeypatch, capsys):
     """Run the CLI in a clean directory; check it sent nothing and wrote nothing."""
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     work = tmp_path / "work"
     work.mkdir()

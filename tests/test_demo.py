@@ -8,15 +8,14 @@ import signal
 import subprocess
 import sys
 
-from forensics.sandbox.incident import EXPECTED_FINDINGS, REFERENCE_CHECKPOINT
+import pytest
+from support.cli import CLI, run, run_process
 
-CLI = [sys.executable, "-m", "forensics"]
+from forensics.sandbox.incident import EXPECTED_FINDINGS, REFERENCE_CHECKPOINT
 
 
 def test_demo_reports_the_reference_incident_affected_with_an_empty_checkpoint():
-    r = subprocess.run(
-        [*CLI, "demo", "-o", "json", "--no-progress"], capture_output=True, text=True, timeout=300
-    )
+    r = run_process("demo", "-o", "json", "--no-progress", timeout=300)
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     ref = next(f for f in report["findings"] if f["execution"]["name"] == "azvg5f9v9974m78fvlf7")
@@ -26,6 +25,20 @@ def test_demo_reports_the_reference_incident_affected_with_an_empty_checkpoint()
     )
     assert len(report["findings"]) == len(EXPECTED_FINDINGS) and report["complete"] is True
     assert "+ elastic-audit scan --since 2026-09-04T00:00:00Z" in r.stderr  # the real scan it ran
+
+
+@pytest.mark.parametrize("missing", [("moto", "cheroot"), ("flask_cors",)])
+def test_demo_without_the_demo_extra_names_the_install_command(missing, monkeypatch, capsys):
+    # As in a plain `pip install elastic-audit`: the extra's modules cannot be imported (a None
+    # in sys.modules is how Python marks a module absent). test_install.py does it for real.
+    for name in missing:
+        monkeypatch.setitem(sys.modules, name, None)
+    code, out, err = run(["demo", "-o", "json"], capsys)
+    assert code == 2 and out == ""
+    assert err == (
+        f"elastic-audit: error: demo needs the demo extra ({', '.join(missing)} not installed): "
+        "pip install 'elastic-audit[demo]'\n"
+    )  # one line, before any server starts
 
 
 def test_keep_running_prints_an_environment_other_commands_use():

@@ -18,11 +18,11 @@ import promql_parser
 import pytest
 import yaml
 from flyteidl.admin import launch_plan_pb2, task_pb2
-from guard_support import HTTPRecorder
 from prometheus_client.parser import text_string_to_metric_families
-from scan_support import CONFIG
+from support.cli import exit_code
+from support.guard import HTTPRecorder
+from support.scan import CONFIG
 
-from forensics.cli import main
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
@@ -102,17 +102,14 @@ def test_cronjob_runs_the_guard_scan_with_the_config_and_secret_references(tmp_p
 
 def guard_metrics_text(tmp_path: Path) -> str:
     """Metrics from a real guard run against the sandbox."""
-    from forensics.cli import main
-
     with sandbox(reference_scenario()) as box, box.apply_env():
         cfg = tmp_path / "cfg.toml"
         cfg.write_text(CONFIG)
         prom = tmp_path / "m.prom"
-        with pytest.raises(SystemExit):
-            main(
-                ["scan", "--config", str(cfg), "--since", "2026-09-04", "--until", "2026-09-11"]
-                + ["-o", "json", "--no-progress", "--metrics-file", str(prom)]
-            )
+        exit_code(
+            ["scan", "--config", str(cfg), "--since", "2026-09-04", "--until", "2026-09-11"]
+            + ["-o", "json", "--no-progress", "--metrics-file", str(prom)]
+        )
         return prom.read_text()
 
 
@@ -192,8 +189,7 @@ def test_the_flyte_workflow_runs_the_guard_scan_locally(tmp_path, monkeypatch, c
             assert len(hook.posts()) == 1
             # Everything a plain scan of the same window finds is notified, once.
             capsys.readouterr()
-            with pytest.raises(SystemExit):
-                main(["scan", "--since", "2026-09-04", "--config", str(cfg), "-o", "json"])
+            exit_code(["scan", "--since", "2026-09-04", "--config", str(cfg), "-o", "json"])
             plain = json.loads(capsys.readouterr().out)
             assert plain["findings"]
             assert len(hook.posts()[0]["new_findings"]) == len(plain["findings"])

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fix_support import (
+from support.fix import (
     cache_dir,
     cli_json,
     download_sdist,
@@ -24,8 +24,6 @@ from fix_support import (
 
 from forensics.plugin_fix.layout import TASK_PY
 from forensics.plugin_fix.patch import apply
-
-pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fix_support import (
+from support.fix import (
     PLUGIN_VERSION,
     cli_json,
     installed_task_py,
@@ -20,8 +20,6 @@ from fix_support import (
 from forensics.plugin_fix.check import analyze_task_source, check_source, source_has_fix
 from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
 from forensics.plugin_fix.patch import apply
-
-pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
 STOCK = installed_task_py().read_text()
 HANDLER = (

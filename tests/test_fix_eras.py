@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fix_support import (
+from support.fix import (
     TEST_FILE,
     cache_dir,
     cli_json,

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from fix_support import (
+from support.cli import run
+from support.fix import (
     FIX_DIR_PATCH,
     PLUGIN_VERSION,
     REPO,
@@ -27,8 +28,6 @@ from fix_support import (
 from forensics.plugin_fix.check import check_source
 from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
 from forensics.plugin_fix.patch import apply, load_patch, parse_patch
-
-pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
 
 
 def test_bundled_patch_is_the_one_in_fix_dir() -> None:
@@ -209,8 +208,6 @@ def test_an_interrupt_between_the_two_file_replacements_puts_both_files_back(
     # Injection (in-process, at the OS boundary): the first os.replace into the tree lands
     # (task.py is fixed), then Ctrl-C (or a SIGTERM handler's SystemExit) arrives before the
     # second file is replaced. Half a fix must never stay on disk.
-    from forensics.cli import main
-
     before = _tree_state(sdist_tree)
     real_replace = os.replace
     landed: list[Path] = []
@@ -223,12 +220,10 @@ def test_an_interrupt_between_the_two_file_replacements_puts_both_files_back(
                 raise interrupt()
 
     monkeypatch.setattr(os, "replace", replace_then_interrupt)
-    with pytest.raises(SystemExit) as exited:
-        main(["fix", "apply", str(sdist_tree)])
+    got, _, err = run(["fix", "apply", str(sdist_tree)], capsys)
     monkeypatch.undo()
-    _, err = capsys.readouterr()
     assert landed[0] == sdist_tree / TASK_PY  # the fix had really landed in task.py
-    assert exited.value.code == code, err
+    assert got == code, err
     assert "Traceback" not in err
     assert code != 130 or "interrupted" in err
     assert _tree_state(sdist_tree) == before  # bytes, modes, mtimes; no temporary file left

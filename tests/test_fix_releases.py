@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fix_support import (
+from support.fix import (
     TEST_FILE,
     cache_dir,
     cli_json,

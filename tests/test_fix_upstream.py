@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fix_support import (
+from support.fix import (
     PLUGIN_VERSION,
     TEST_FILE,
     cli_json,
@@ -35,14 +35,13 @@ from fix_support import (
 from forensics.plugin_fix.check import check_source
 from forensics.plugin_fix.patch import apply, load_patch
 
-pytest_plugins = ["fix_fixtures"]  # fixtures: kfpytorch_sdist, sdist_tree
-
 pytestmark = pytest.mark.slow
 
 SUITE_TIMEOUT_S = 900
-RECORDER = Path(__file__).with_name("fix_import_recorder.py")
-LAUNCHER_HOOK = Path(__file__).with_name("fix_launcher_hook.py")
-ENTRYPOINT_TASK = Path(__file__).with_name("fix_entrypoint_task.py")
+SUPPORT = Path(__file__).parent / "support"  # files copied into the suite's and task's runs
+RECORDER = SUPPORT / "fix_import_recorder.py"
+LAUNCHER_HOOK = SUPPORT / "fix_launcher_hook.py"
+ENTRYPOINT_TASK = SUPPORT / "fix_entrypoint_task.py"
 
 
 def _new_test_names() -> set[str]:

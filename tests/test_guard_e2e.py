@@ -12,8 +12,9 @@ from pathlib import Path
 import grpc
 import jsonschema
 import pytest
-from guard_support import SECRET_PATH, HTTPRecorder, add_incident
-from scan_support import CONFIG, key, run
+from support.cli import run, use_sandbox
+from support.guard import SECRET_PATH, add_incident
+from support.scan import CONFIG, key
 
 from forensics.model import UTC, rfc3339
 from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
@@ -31,16 +32,8 @@ def box():
 
 
 @pytest.fixture
-def hook():
-    r = HTTPRecorder()
-    yield r
-    r.close()
-
-
-@pytest.fixture
 def env(box, tmp_path, monkeypatch):
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     monkeypatch.delenv("ELASTIC_AUDIT_NOTIFY", raising=False)
     (tmp_path / "elastic-audit.toml").write_text(GUARD_CONFIG)
     monkeypatch.chdir(tmp_path)

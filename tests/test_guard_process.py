@@ -15,9 +15,10 @@ from pathlib import Path
 import boto3
 import pytest
 import requests
-from guard_support import HTTPRecorder, add_incident
 from prometheus_client.parser import text_string_to_metric_families
-from scan_support import CONFIG, run
+from support.cli import run, use_sandbox
+from support.guard import HTTPRecorder, add_incident
+from support.scan import CONFIG
 
 from forensics.guard.state import GuardState, S3StateStore, StateConflict
 from forensics.model import UTC
@@ -34,16 +35,8 @@ def box():
 
 
 @pytest.fixture
-def hook():
-    r = HTTPRecorder()
-    yield r
-    r.close()
-
-
-@pytest.fixture
 def env(box, tmp_path, monkeypatch):
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     (tmp_path / "elastic-audit.toml").write_text(CONFIG)
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -2,8 +2,10 @@
 
 These tests build virtual environments from scratch and install the package from PyPI, so they
 need the network and take minutes (see README, "Tests"). On Python 3.10 and 3.12 (the ends of the
-supported range) they install and run the demo end to end, then the pure unit tests; on the running
-interpreter they time pip's resolution alone. An absent interpreter is a loud skip with the reason.
+supported range) they install the package plainly (no moto, no cheroot; every command's help runs
+and `demo` names the `demo` extra), add the extra and run the demo end to end, then the pure unit
+tests; on the running interpreter they time pip's resolution alone. An absent interpreter is a
+loud skip with the reason.
 """
 
 from __future__ import annotations
@@ -38,6 +40,21 @@ UNIT_TESTS = [
 ]
 # Those that format their lines with real torch need the test extra's multi-GB torch: not here.
 UNIT_TESTS_WITHOUT_TORCH = "not torch_ and not flytekit_plugin_line"
+
+# The `demo` extra's distributions (pyproject.toml): a plain install has none of them.
+DEMO_EXTRA = ["moto", "cheroot"]
+PRESENT_DISTRIBUTIONS = """
+import sys
+from importlib.metadata import PackageNotFoundError, distribution
+for name in sys.argv[1:]:
+    try:
+        distribution(name)
+        print(name)
+    except PackageNotFoundError:
+        pass
+"""
+# What a plain install must run (their --help loads each command's modules).
+PLAIN_COMMANDS = ["scan", "show", "relaunch", "pin-bump", "fix", "fix apply", "watch"]
 
 pytestmark = [pytest.mark.install, pytest.mark.timeout(1200)]
 
@@ -110,15 +127,18 @@ def source_copy(tmp: Path) -> Path:
     return src
 
 
-def run(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> subprocess.CompletedProcess:
+def user_cmd(
+    cmd: list[str], *, cwd: Path, timeout: float, what: str, expect: int = 0
+) -> subprocess.CompletedProcess:
+    """`cmd` (pip, the venv's console script...) as a user's shell runs it; exits `expect`."""
     try:
         r = subprocess.run(
             cmd, cwd=cwd, env=user_env(), capture_output=True, text=True, timeout=timeout
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{what}: did not finish in {timeout:.0f} s: {' '.join(cmd)}")
-    assert r.returncode == 0, (
-        f"{what} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
+    assert r.returncode == expect, (
+        f"{what} exited {r.returncode}, not {expect}:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
     )
     return r
 
@@ -126,9 +146,11 @@ def run(cmd: list[str], *, cwd: Path, timeout: float, what: str) -> subprocess.C
 def fresh_venv(python: str, tmp: Path) -> Path:
     """A new virtual environment with the current pip from PyPI; returns its python."""
     venv = tmp / "venv"
-    run([python, "-m", "venv", str(venv)], cwd=tmp, timeout=300, what="venv")
+    user_cmd([python, "-m", "venv", str(venv)], cwd=tmp, timeout=300, what="venv")
     py = venv / "bin" / "python"
-    run([str(py), "-m", "pip", "install", "-q", "-U", "pip"], cwd=tmp, timeout=300, what="pip -U")
+    user_cmd(
+        [str(py), "-m", "pip", "install", "-q", "-U", "pip"], cwd=tmp, timeout=300, what="pip -U"
+    )
     return py
 
 
@@ -138,17 +160,30 @@ def test_pip_install_without_constraints_runs_the_demo(version, tmp_path):
     py = fresh_venv(python, tmp_path)
     src = source_copy(tmp_path)
     started = time.monotonic()
-    # `[demo]` names the extra the demo servers may move to; today it is a no-op warning.
-    run(
-        [str(py), "-m", "pip", "install", "-q", f"{src}[demo]"],
+    user_cmd(
+        [str(py), "-m", "pip", "install", "-q", str(src)],
         cwd=tmp_path,
         timeout=INSTALL_BUDGET_S,
         what=f"pip install . on Python {version}",
     )
     install_s = time.monotonic() - started
-    run([str(py), "-m", "pip", "check"], cwd=tmp_path, timeout=120, what="pip check")
+    user_cmd([str(py), "-m", "pip", "check"], cwd=tmp_path, timeout=120, what="pip check")
+    started = time.monotonic()
+    check_plain_install(py, tmp_path)
+    plain_s = time.monotonic() - started
 
-    where = run(
+    # Then the extra, as a user adds it to the same environment, for the demo.
+    started = time.monotonic()
+    user_cmd(
+        [str(py), "-m", "pip", "install", "-q", f"{src}[demo]"],
+        cwd=tmp_path,
+        timeout=INSTALL_BUDGET_S,
+        what=f"pip install '.[demo]' on Python {version}",
+    )
+    extra_s = time.monotonic() - started
+    user_cmd([str(py), "-m", "pip", "check"], cwd=tmp_path, timeout=120, what="pip check [demo]")
+
+    where = user_cmd(
         [str(py), "-c", "import forensics; print(forensics.__file__)"],
         cwd=tmp_path,
         timeout=60,
@@ -157,7 +192,7 @@ def test_pip_install_without_constraints_runs_the_demo(version, tmp_path):
     assert Path(where.stdout.strip()).is_relative_to(tmp_path / "venv"), where.stdout
 
     # The console script, as a user runs it: the whole scan against the loopback sandbox.
-    demo = run(
+    demo = user_cmd(
         [str(py.parent / "elastic-audit"), "demo", "-o", "json", "--no-progress"],
         cwd=tmp_path,
         timeout=600,
@@ -171,13 +206,13 @@ def test_pip_install_without_constraints_runs_the_demo(version, tmp_path):
     assert ref["checkpoint"]["state"] == "empty"
 
     # The pure parts' own tests, run against the installed package on this Python.
-    run(
+    user_cmd(
         [str(py), "-m", "pip", "install", "-q", "pytest", "pytest-timeout"],
         cwd=tmp_path,
         timeout=300,
         what="pip install pytest",
     )
-    run(
+    user_cmd(
         [
             str(py),
             "-m",
@@ -193,7 +228,30 @@ def test_pip_install_without_constraints_runs_the_demo(version, tmp_path):
         timeout=600,
         what=f"unit tests on Python {version}",
     )
-    print(f"Python {version}: pip install . took {install_s:.0f} s")
+    print(
+        f"Python {version}: pip install . took {install_s:.0f} s, its checks {plain_s:.0f} s, "
+        f"adding [demo] {extra_s:.0f} s"
+    )
+
+
+def check_plain_install(py: Path, tmp: Path) -> None:
+    """Without the `demo` extra: no moto or cheroot, every command but demo works, and demo says
+    how to get the extra."""
+    present = user_cmd(
+        [str(py), "-c", PRESENT_DISTRIBUTIONS, *DEMO_EXTRA], cwd=tmp, timeout=60, what="dists"
+    )
+    assert present.stdout.split() == [], f"a plain install has {present.stdout}"
+    script = str(py.parent / "elastic-audit")
+    for command in PLAIN_COMMANDS:
+        helped = user_cmd(
+            [script, *command.split(), "--help"], cwd=tmp, timeout=120, what=f"{command} --help"
+        )
+        assert helped.stdout.startswith("Usage: elastic-audit " + command), helped.stdout
+    demo = user_cmd([script, "demo"], cwd=tmp, timeout=120, what="demo without [demo]", expect=2)
+    assert demo.stdout == ""
+    (line,) = demo.stderr.splitlines()  # one line, no traceback
+    assert line.startswith("elastic-audit: error: demo needs the demo extra (moto, "), line
+    assert line.endswith("cheroot not installed): pip install 'elastic-audit[demo]'"), line
 
 
 def test_pip_resolves_without_constraints_on_this_python(tmp_path):
@@ -202,7 +260,7 @@ def test_pip_resolves_without_constraints_on_this_python(tmp_path):
     py = fresh_venv(getattr(sys, "_base_executable", sys.executable), tmp_path)
     src = source_copy(tmp_path)
     started = time.monotonic()
-    run(
+    user_cmd(
         [str(py), "-m", "pip", "install", "-q", "--dry-run", "--report", "report.json", str(src)],
         cwd=tmp_path,
         timeout=RESOLVE_BUDGET_S,

@@ -10,7 +10,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from pins_support import (
+from support.github_server import Fault, serve_github
+from support.pins import (
     CHANGED,
     GOLDEN,
     IMPOSTER,
@@ -31,7 +32,6 @@ from forensics.pinbump.github import (
     UnverifiedCommitError,
     extract_tarball,
 )
-from forensics.sandbox.github_server import Fault, serve_github
 
 
 @pytest.fixture

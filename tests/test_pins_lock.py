@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pins_support import FORK_PIN, NEW_SHA, OLD_A, fork_network, run_cli, snapshot
+from support.github_server import ArchiveHost, serve_github_archives
+from support.pins import FORK_PIN, NEW_SHA, OLD_A, fork_network, run_cli, snapshot
 
 from forensics.pinbump.lock import find_uv
-from forensics.sandbox.github_server import ArchiveHost, serve_github_archives
 
 UV = find_uv()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pins_support import NEW_SHA, OLD_A, OLD_B
+from support.pins import NEW_SHA, OLD_A, OLD_B
 
 from forensics.pinbump.plan import plan_bump
 

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pins_support import (
+from support.pins import (
     CHANGED,
     FORK_PIN,
     GOLDEN,

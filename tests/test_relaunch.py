@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from scan_support import CONFIG, WINDOW, run
+from support.cli import run, use_sandbox
+from support.scan import CONFIG, WINDOW
 
 from forensics.model import ExecutionRef
 from forensics.relaunch import AuditLog, Outcome, relaunch_name
@@ -26,8 +27,7 @@ MUTATING = ("RelaunchExecution", "RecoverExecution", "CreateExecution", "Termina
 @pytest.fixture
 def box(tmp_path, monkeypatch):
     with sandbox(reference_scenario()) as b:
-        for k, v in b.env.items():
-            monkeypatch.setenv(k, v)
+        use_sandbox(b, monkeypatch)
         (tmp_path / "elastic-audit.toml").write_text(CONFIG)
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from scan_support import CONFIG, run
+from support.cli import run, use_sandbox
+from support.scan import CONFIG
 
 from forensics.model import ExecutionRef
 from forensics.relaunch import relaunch_name
@@ -51,8 +52,7 @@ def make_box(tmp_path, monkeypatch):
         cm = sandbox(scenario)
         b = cm.__enter__()
         boxes.append(cm)
-        for k, v in b.env.items():
-            monkeypatch.setenv(k, v)
+        use_sandbox(b, monkeypatch)
         (tmp_path / "elastic-audit.toml").write_text(CONFIG)
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

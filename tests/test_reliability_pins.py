@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from pins_support import CHANGED, NEW_SHA, _cli_env, build_tree, fork_network, run_cli, snapshot
+from support.github_server import Fault, serve_github, serve_github_archives
+from support.pins import CHANGED, NEW_SHA, _cli_env, build_tree, fork_network, run_cli, snapshot
 
 from forensics.pinbump.lock import find_uv
-from forensics.sandbox.github_server import Fault, serve_github, serve_github_archives
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from scan_support import run
+from support.cli import run, use_sandbox
 
 from forensics.model import ExecutionRef
 from forensics.relaunch import relaunch_name
@@ -51,8 +51,7 @@ input = "checkpoint_dir"
 @pytest.fixture
 def box(tmp_path, monkeypatch):
     with sandbox(reference_scenario()) as b:
-        for k, v in b.env.items():
-            monkeypatch.setenv(k, v)
+        use_sandbox(b, monkeypatch)
         (tmp_path / "elastic-audit.toml").write_text(CONFIG.format(retries=2))
         monkeypatch.chdir(tmp_path)
         monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

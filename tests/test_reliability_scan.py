@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 
 import grpc
 import pytest
-from scan_support import WINDOW, key, run
+from support.cli import exit_code, run, use_sandbox
+from support.scan import WINDOW, key
 
 from forensics.model import UTC, Window, to_ns
 from forensics.sandbox.admin_server import AdminFaults
@@ -125,8 +126,7 @@ def _reset(b) -> None:
 @pytest.fixture
 def env(box, tmp_path, monkeypatch):
     _reset(box)
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")  # boto3's standard setting: 2 retries
     cfg = tmp_path / "elastic-audit.toml"
     cfg.write_text(FAST_CONFIG)
@@ -147,8 +147,6 @@ def baseline(box, tmp_path_factory):
     """The fault-free run, through the same config: what every recovered run must equal."""
     import os
 
-    from forensics.cli import main
-
     _reset(box)
     home = tmp_path_factory.mktemp("baseline")
     (home / "elastic-audit.toml").write_text(FAST_CONFIG)
@@ -157,13 +155,12 @@ def baseline(box, tmp_path_factory):
     try:
         os.environ.update(box.env)
         os.chdir(home)
-        with pytest.raises(SystemExit) as e:
-            main(["scan", *WINDOW, "-o", "json", "--no-progress", "--report", str(report)])
+        code = exit_code(["scan", *WINDOW, "-o", "json", "--no-progress", "--report", str(report)])
     finally:
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
-    assert e.value.code == 1
+    assert code == 1
     doc = json.loads(report.read_text())
     assert doc["complete"] is True
     assert {key(f): f["verdict"] for f in doc["findings"]} == EXPECTED_FINDINGS

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-from scan_support import WINDOW, run, sandbox_fixtures
+from support.cli import run
+from support.scan import WINDOW, sandbox_fixtures
 
 from forensics.sandbox.incident import ScenarioBuilder, _try
 

@@ -18,14 +18,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import jsonschema
-import pytest
-from scan_support import WINDOW, point_at, run, scan_json
+from support.cli import run
+from support.scan import WINDOW, sandbox_fixtures, scan_json
 
 from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
-from forensics.sandbox.stack import sandbox
 
 SCHEMA = json.loads((Path(__file__).parent / "report.schema.json").read_text())
 NS = "gs1-production"
@@ -92,15 +91,7 @@ def _scenario():
 # fmt: on
 
 
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(_scenario()) as b:
-        yield b
-
-
-@pytest.fixture
-def env(box, tmp_path, monkeypatch):
-    point_at(box, tmp_path, monkeypatch)
+box, env = sandbox_fixtures(_scenario)
 
 
 def by_name(report: dict) -> dict[str, dict]:

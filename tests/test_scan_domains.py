@@ -10,12 +10,11 @@ from datetime import datetime
 from pathlib import Path
 
 import jsonschema
-import pytest
-from scan_support import WINDOW, key, point_at, run, scan_json
+from support.cli import run
+from support.scan import WINDOW, key, sandbox_fixtures, scan_json
 
 from forensics.model import UTC
 from forensics.sandbox.incident import ScenarioBuilder, _try
-from forensics.sandbox.stack import sandbox
 
 SCHEMA = json.loads((Path(__file__).parent / "report.schema.json").read_text())
 GS2_PROD = "g7devprod00000000000"
@@ -43,15 +42,7 @@ def _scenario():
 # fmt: on
 
 
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(_scenario()) as b:
-        yield b
-
-
-@pytest.fixture
-def env(box, tmp_path, monkeypatch):
-    point_at(box, tmp_path, monkeypatch)
+box, env = sandbox_fixtures(_scenario)
 
 
 def test_domains_come_from_admin_and_unresolved_flyte_pods_are_a_configuration_problem(env, capsys):

@@ -7,30 +7,22 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from scan_support import CONFIG, WINDOW, key, run
+from support.cli import run, use_sandbox
+from support.scan import CONFIG, WINDOW, key
 
 from forensics.sandbox.incident import (
     EXPECTED_CLEARED,
     EXPECTED_FINDINGS,
     REFERENCE_CHECKPOINT,
-    reference_scenario,
 )
-from forensics.sandbox.stack import sandbox
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
 
 
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(reference_scenario()) as b:
-        yield b
-
-
 @pytest.fixture
 def env(box, tmp_path, monkeypatch):
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     cfg = tmp_path / "elastic-audit.toml"
     cfg.write_text(CONFIG)
     monkeypatch.chdir(tmp_path)  # ./elastic-audit.toml is found by the default search

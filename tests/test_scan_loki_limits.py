@@ -13,7 +13,8 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
-from scan_support import CONFIG, WINDOW, key, run
+from support.cli import run, use_sandbox
+from support.scan import CONFIG, WINDOW, key
 
 from forensics.model import UTC, to_ns
 from forensics.sandbox.incident import EXPECTED_CLEARED, EXPECTED_FINDINGS, reference_scenario
@@ -25,8 +26,7 @@ QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
 
 def scan(scenario, loki_options, tmp_path, monkeypatch, capsys, config=QUICK, org="team-ml"):
     with sandbox(scenario, loki_options=loki_options) as box:
-        for k, v in box.env.items():
-            monkeypatch.setenv(k, v)
+        use_sandbox(box, monkeypatch)
         monkeypatch.setenv("LOKI_ORG_ID", org)
         cfg = tmp_path / "elastic-audit.toml"
         cfg.write_text(config)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 
-from scan_support import OTEL_CONFIG, WINDOW, key, run
+from support.cli import run, use_sandbox
+from support.scan import OTEL_CONFIG, WINDOW, key
 
 from forensics.sandbox.incident import EXPECTED_FINDINGS, OTEL_LABELS, reference_scenario
 from forensics.sandbox.stack import sandbox
@@ -15,8 +16,7 @@ from forensics.sandbox.stack import sandbox
 
 def test_otel_label_names_through_the_config_file(tmp_path, monkeypatch, capsys):
     with sandbox(reference_scenario(OTEL_LABELS)) as b:
-        for k, v in b.env.items():
-            monkeypatch.setenv(k, v)
+        use_sandbox(b, monkeypatch)
         cfg = tmp_path / "otel.toml"
         cfg.write_text(OTEL_CONFIG)
         code, out, _ = run(["scan", *WINDOW, "-o", "json", "--config", str(cfg)], capsys)

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from scan_support import sandbox_fixtures
+from support.scan import sandbox_fixtures
 
 from forensics.concurrency import Lane, Stopped, stream
 from forensics.config import load_settings

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from scan_support import key, run
+from support.cli import run, use_sandbox
+from support.scan import key
+from support.synthetic import synthetic_month
 
 from forensics.sandbox.stack import sandbox
-from forensics.sandbox.synthetic import synthetic_month
 
 MONTH = synthetic_month(attempts=600, signalled=80, affected=20, noise_lines=30_000, projects=3)
 WINDOW = ["--since", "2026-08-01", "--until", "2026-08-31"]
@@ -24,8 +25,7 @@ def box():
 
 @pytest.fixture
 def env(box, tmp_path, monkeypatch):
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

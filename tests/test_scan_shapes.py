@@ -19,7 +19,8 @@ from pathlib import Path
 import grpc
 import jsonschema
 import pytest
-from scan_support import CONFIG, WINDOW, key, run, sandbox_fixtures
+from support.cli import run
+from support.scan import CONFIG, WINDOW, key, sandbox_fixtures
 
 from forensics.evidence.flyte_names import generated_name
 from forensics.sandbox.incident import ScenarioBuilder, _try

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from scan_support import CONFIG, OTEL_CONFIG, WINDOW, run
+from support.cli import exit_code, run, use_sandbox
+from support.scan import CONFIG, OTEL_CONFIG, WINDOW
 
-from forensics.cli import main
 from forensics.evidence.logs import SIGNAL_LINE_REGEX
 from forensics.model import Window, from_ns
 from forensics.sandbox.incident import (
@@ -39,16 +39,13 @@ SCHEMA = Path(__file__).parent / "report.schema.json"
 def _scan(scenario, tmp_path, monkeypatch, capsys, config: str, *extra: str):
     """Run `scan` through the CLI over a sandbox of `scenario`: (exit, --report JSON, out, err)."""
     with sandbox(scenario) as b:
-        for k, v in b.env.items():
-            monkeypatch.setenv(k, v)
+        use_sandbox(b, monkeypatch)
         cfg = tmp_path / "elastic-audit.toml"
         cfg.write_text(config)
         report = tmp_path / "report.json"
         args = ["scan", *WINDOW, "--no-progress", "--config", str(cfg), "--report", str(report)]
         if capsys is None:
-            with pytest.raises(SystemExit) as e:
-                main([*args, *extra])
-            code, out, err = e.value.code, "", ""
+            code, out, err = exit_code([*args, *extra]), "", ""
         else:
             code, out, err = run([*args, *extra], capsys)
     return code, json.loads(report.read_text()), out, err

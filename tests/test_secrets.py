@@ -21,10 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from pins_support import NEW_SHA, build_tree, fork_network
-from scan_support import WINDOW
+from support.github_server import serve_github
+from support.pins import NEW_SHA, build_tree, fork_network
+from support.scan import WINDOW
 
-from forensics.sandbox.github_server import serve_github
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.s3_server import S3Rule
 from forensics.sandbox.stack import sandbox

@@ -7,25 +7,18 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from scan_support import CONFIG, run
+from support.cli import run, use_sandbox
+from support.scan import CONFIG
 
-from forensics.sandbox.incident import REFERENCE_CHECKPOINT, reference_scenario
+from forensics.sandbox.incident import REFERENCE_CHECKPOINT
 from forensics.sandbox.loki_server import FaultRule, LokiFaults
-from forensics.sandbox.stack import sandbox
 
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 
 
-@pytest.fixture(scope="module")
-def box():
-    with sandbox(reference_scenario()) as b:
-        yield b
-
-
 @pytest.fixture
 def env(box, tmp_path, monkeypatch):
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     (tmp_path / "elastic-audit.toml").write_text(CONFIG)
     monkeypatch.chdir(tmp_path)
     box.loki.faults = LokiFaults()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import signal
 import subprocess
@@ -34,6 +35,10 @@ Examples:
   # then, in another shell:
   . ./sandbox.env && elastic-audit show gs1:production:azvg5f9v9974m78fvlf7
 """
+
+# What the sandbox's S3 imports (forensics/sandbox/s3_server.py): the `demo` extra, which a plain
+# install lacks. Looked up, not imported: a missing one stops the demo before anything starts.
+DEMO_EXTRA_MODULES = ("moto", "flask", "flask_cors", "cheroot")
 
 DEMO_CONFIG = """\
 # elastic-audit demo configuration (written by `elastic-audit demo`)
@@ -70,6 +75,7 @@ def demo(
         if not keep_running:
             raise UsageError("--env-file needs --keep-running (the sandbox stops with the demo)")
         check_writable_file(env_file, "--env-file")
+    _require_demo_extra()
     from forensics.sandbox.incident import WINDOW_END, WINDOW_START, reference_scenario
     from forensics.sandbox.stack import sandbox
 
@@ -115,6 +121,16 @@ def demo(
                 pass
     # The demo worked when the scan ran to completion: findings (exit 1) are its point.
     raise typer.Exit(0 if rc in (0, 1) else rc)
+
+
+def _require_demo_extra() -> None:
+    """One usage error naming the fix when the `demo` extra is not installed."""
+    missing = [m for m in DEMO_EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"demo needs the demo extra ({', '.join(missing)} not installed): "
+            "pip install 'elastic-audit[demo]'"
+        )
 
 
 def _announce(env: dict[str, str], env_file: str | None) -> None:

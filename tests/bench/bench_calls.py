@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -34,9 +35,12 @@ from forensics.model import ExecutionRef
 from forensics.sandbox.admin_server import AdminServer
 from forensics.sandbox.s3_server import S3Server
 from forensics.sandbox.stack import sandbox_env
-from forensics.sandbox.synthetic import synthetic_month
 from forensics.sources.admin import AdminClient
 from forensics.sources.storage import ObjectStore
+
+# Run as a script (`python tests/bench/...`): tests/ on sys.path for the test-only `support`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.synthetic import synthetic_month
 
 
 def _serve(executions: int, conn: Connection) -> None:

@@ -5,7 +5,7 @@ Run:   .venv/bin/python tests/bench/bench_scan.py            (the full set, ~20 
 
 Each row seeds the sandbox servers on loopback (the Loki-API and Flyte Admin gRPC servers in this
 process, moto S3 in a child process of its own, so that the costliest server per request does not
-share an interpreter lock with the others) with a synthetic month (`forensics.sandbox.synthetic`),
+share an interpreter lock with the others) with a synthetic month (`tests/support/synthetic.py`),
 injects latency on every request (Loki 50 ms, Admin 5 ms, S3 5 ms), runs
 `python -m forensics scan -o json` as a subprocess against it, and reads what the servers
 recorded. Rows:
@@ -18,7 +18,7 @@ recorded. Rows:
                 the pipeline gets to its bound
 
 The lower bound (`bound`) is what the scan could not beat with free CPUs and the minimal number
-of requests. Each source serves at most W = --workers requests at once (SPEC §8), and the
+of requests. Each source serves at most W = --workers requests at once (docs/commands.md, scan), and the
 sources are independent, so
 
     bound = max(T_loki, T_admin, T_s3)
@@ -82,7 +82,10 @@ from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.loki_server import LokiFaults, LokiServer
 from forensics.sandbox.s3_server import S3Faults, S3Server
 from forensics.sandbox.stack import Sandbox, sandbox_env
-from forensics.sandbox.synthetic import SyntheticMonth, noise_texts, synthetic_month
+
+# Run as a script (`python tests/bench/...`): tests/ on sys.path for the test-only `support`.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.synthetic import SyntheticMonth, noise_texts, synthetic_month
 
 PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_query)
 ADMIN_PAGE = 100  # the client's Admin page size

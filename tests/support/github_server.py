@@ -1,4 +1,4 @@
-"""A loopback emulator of the GitHub REST endpoints pin-bump uses, for tests and demos.
+"""A loopback emulator of the GitHub REST endpoints pin-bump uses, for the tests.
 
 State (repositories, commits with parents, branches, per-commit source files) lives in plain
 dataclasses; the HTTP layer only translates requests against it, as moto splits models from
@@ -8,7 +8,8 @@ header), `/compare/{base}...{head}`, `/tarball/{ref}` (302 to a codeload-like UR
 
 `serve_github_archives` adds what installers fetch: an HTTPS proxy that answers
 `https://github.com/{o}/{r}/archive/{sha}.tar.gz` and `codeload.github.com/{o}/{r}/tar.gz/{sha}`
-from the same state (404 for unknown commits), so `uv lock` runs for real on loopback.
+from the same state (404 for unknown commits), so `uv lock` runs for real on loopback. One
+module over 400 lines on purpose: the API and the archive hosts serve one state and its faults.
 """
 
 from __future__ import annotations
@@ -126,6 +127,17 @@ class GitHubState:
         self.repos[r.slug.lower()] = r
         return r
 
+    def injected_status(self, target: str) -> int | None:
+        """The first fault matching `target` with uses left: counts a use, waits its delay, and
+        returns its status (None: answer normally)."""
+        for fault in self.faults:
+            if re.search(fault.pattern, target) and fault.times != 0:
+                if fault.times is not None:
+                    fault.times -= 1
+                time.sleep(fault.delay)
+                return fault.status
+        return None
+
 
 def build_tarball(repo: FakeRepo, commit: FakeCommit, top: str | None = None) -> bytes:
     """A GitHub-style source archive with one top directory.
@@ -157,7 +169,7 @@ def build_tarball(repo: FakeRepo, commit: FakeCommit, top: str | None = None) ->
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass  # tests read state.requests instead of stderr noise
 
     def _send(self, status: int, body: object = None, headers: dict[str, str] | None = None):
@@ -173,19 +185,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._send(status, {"message": message, "status": str(status)})
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         state = self.server.state
         url = urlsplit(self.path)
         state.requests.append(RecordedRequest("GET", url.path, dict(self.headers.items())))
-        for fault in state.faults:
-            if re.search(fault.pattern, url.path) and fault.times != 0:
-                if fault.times is not None:
-                    fault.times -= 1
-                if fault.delay:
-                    time.sleep(fault.delay)
-                if fault.status:
-                    return self._error(fault.status, "injected fault")
-                break
+        status = state.injected_status(url.path)
+        if status:
+            return self._error(status, "injected fault")
         if url.path.startswith("/_codeload/"):
             return self._codeload(url.path)  # like codeload: no API token needed
         if state.token and self.headers.get("Authorization") != f"Bearer {state.token}":
@@ -196,8 +202,10 @@ class _Handler(BaseHTTPRequestHandler):
         repo = state.repos.get(f"{m[1]}/{m[2]}".lower())
         if repo is None:
             return self._error(404, "Not Found")
-        rest = m[3] or ""
-        query = parse_qs(url.query)
+        return self._repo_get(repo, m[3] or "", url.path, parse_qs(url.query))
+
+    def _repo_get(self, repo: FakeRepo, rest: str, path: str, query: dict[str, list[str]]) -> None:
+        """`GET /repos/{o}/{r}{rest}`."""
         if rest == "":
             return self._send(
                 200, {"full_name": repo.slug, "default_branch": repo.default_branch, "fork": True}
@@ -205,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
         if m2 := re.fullmatch(r"/commits/([^/]+)", rest):
             return self._commit(repo, m2[1])
         if rest == "/branches":
-            return self._branches(repo, query, url.path)
+            return self._branches(repo, query, path)
         if m2 := re.fullmatch(r"/compare/(.+)\.\.\.(.+)", rest):
             return self._compare(repo, m2[1], m2[2])
         if m2 := re.fullmatch(r"/tarball/(.+)", rest):
@@ -392,26 +400,22 @@ class _ArchiveHandler(BaseHTTPRequestHandler):
         self.host = host
         super().__init__(request, client_address, server)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         state: GitHubState = self.server.state  # type: ignore[attr-defined]
         path = urlsplit(self.path).path
         state.requests.append(
             RecordedRequest("GET", f"https://{self.host}{path}", dict(self.headers.items()))
         )
-        for fault in state.faults:  # matched against the full URL: `github\.com/.*/archive/`
-            if re.search(fault.pattern, f"https://{self.host}{path}") and fault.times != 0:
-                if fault.times is not None:
-                    fault.times -= 1
-                time.sleep(fault.delay)
-                if fault.status:
-                    self.send_response(fault.status)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                break
+        # Faults match the full URL here: `github\.com/.*/archive/`.
+        status = state.injected_status(f"https://{self.host}{path}")
+        if status:
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if self.host == "github.com":
             m = re.fullmatch(r"/([^/]+)/([^/]+)/archive/(.+)\.tar\.gz", path)
         else:

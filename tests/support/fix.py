@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
+from support.cli import run_process
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIX_DIR_PATCH = REPO / "fix" / "0001-kfpytorch-signal-recoverable.patch"
 # The constrained (installed) version: the stock plugin the tests compare against.
 PLUGIN_VERSION = version("flytekitplugins-kfpytorch")
@@ -100,18 +101,10 @@ def snapshot(root: Path) -> dict[str, str]:
 def run_cli(
     *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m forensics ...`: the real entry point, in a child process."""
+    """`python -m forensics ...`: the real entry point, in a child process (outside pytest's env)."""
     run_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     run_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "forensics", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=run_env,
-        cwd=cwd or REPO,
-        stdin=subprocess.DEVNULL,
-        timeout=600,
-    )
+    return run_process(*args, env=run_env, cwd=cwd or REPO)
 
 
 def cli_json(*args: str | Path, expect: int, **kwargs: object) -> dict:

@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 
 from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC, Window, to_ns
@@ -29,6 +30,7 @@ from forensics.sandbox.scenario import (
     SandboxExecution,
     SandboxLogLine,
     SandboxNode,
+    SandboxTask,
     Scenario,
 )
 
@@ -154,145 +156,7 @@ def synthetic_month(
     if n_healthy < 0:
         raise ValueError("too many signalled and suspected attempts for that many attempts")
 
-    rng = random.Random(seed)
-    b = ScenarioBuilder()
-    b.scenario.buckets.add(RAW_BUCKET)
-    window = Window(MONTH_START, MONTH_START + timedelta(days=MONTH_DAYS))
-    span = (window.end - window.start - timedelta(hours=12)).total_seconds()
-    expected: dict[tuple[str, str, str, str, int], str] = {}
-    pods: list[tuple[dict[str, str], int, int]] = []
-    used: set[str] = set()
-    count = 0
-
-    def new_name(long: bool = False) -> str:
-        while True:
-            body = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(19))
-            name = rng.choice("abcdefghijklmnopqrstuvwxyz") + body
-            if long:
-                name = f"nightly-{name}-retrain-from-latest-checkpoint-x"
-            if name not in used:
-                used.add(name)
-                return name
-
-    def pod_stream(ns: str, pod: str, container: str, first: datetime, last: datetime) -> None:
-        labels = {"namespace": ns, "pod": pod, "container": container}
-        pods.append((labels, to_ns(first), to_ns(last)))
-
-    def one(kind: str, i: int) -> None:
-        nonlocal count
-        project = f"team{i % projects:02d}"
-        domain = DOMAINS[(i // projects) % len(DOMAINS)]
-        ns = f"{project}-{domain}"
-        multi = kind == "affected" and i % 3 == 0
-        hashed = kind == "affected" and not multi and i % 50 == 7
-        name = new_name(long=hashed)
-        created = window.start + timedelta(hours=1, seconds=rng.uniform(0, span))
-        started = created + timedelta(seconds=30)
-        ended = started + timedelta(seconds=rng.uniform(900, 6 * 3600))
-        ended = min(ended, window.end - timedelta(minutes=5))
-        task = (
-            b.task(project, domain, "train.multinode", task_type="pytorch")
-            if multi
-            else b.task(project, domain, "train.elastic")
-        )
-        if multi:
-            attempt_pods = [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"]
-        elif hashed:
-            attempt_pods = [generated_name([name, "n0", 0])]
-        else:
-            attempt_pods = [f"{name}-n0-0"]
-        container = "pytorch" if multi else attempt_pods[0]
-        sig_at = ended - timedelta(seconds=7)
-        checkpoint = None
-        ex_phase, node_phase = "SUCCEEDED", "SUCCEEDED"
-        attempts_: list[SandboxAttempt] = []
-        signalled_pods = attempt_pods if multi else attempt_pods[:1]
-        if kind == "affected":
-            checkpoint = f"s3://{RAW_BUCKET}/{name[:2]}/{name}-n0-0/_flytecheckpoints/"
-            if i % 2:
-                b.checkpoint_objects(checkpoint, [sig_at - timedelta(hours=1), sig_at])
-            attempts_.append(SandboxAttempt(0, "SUCCEEDED", started, ended, attempt_pods, task))
-        elif kind == "written":
-            sig_at = ended - timedelta(seconds=2)
-            attempts_.append(
-                SandboxAttempt(
-                    0, "SUCCEEDED", started, ended, attempt_pods, task, write_outputs=True
-                )
-            )
-        elif kind == "retried":
-            sig_at = started + (ended - started) / 2
-            failed_at = sig_at + timedelta(seconds=30)
-            retry_start = failed_at + timedelta(seconds=60)
-            retry_pods = [f"{name}-n0-1"]
-            attempts_ += [
-                SandboxAttempt(
-                    0, "RETRYABLE_FAILED", started, failed_at, attempt_pods, task, write_error=True
-                ),
-                SandboxAttempt(
-                    1, "SUCCEEDED", retry_start, ended, retry_pods, task, write_outputs=True
-                ),
-            ]
-            pod_stream(ns, retry_pods[0], retry_pods[0], retry_start, ended)
-            count += 1
-            ended_first = failed_at
-        elif kind == "failed":
-            ex_phase = node_phase = "FAILED"
-            attempts_.append(
-                SandboxAttempt(
-                    0,
-                    "FAILED",
-                    started,
-                    sig_at + timedelta(seconds=20),
-                    attempt_pods,
-                    task,
-                    write_error=True,
-                    reason="worker-0: CUDA error: an illegal memory access was encountered",
-                )
-            )
-        elif kind == "suspected":
-            attempts_.append(SandboxAttempt(0, "SUCCEEDED", started, ended, attempt_pods, task))
-        else:  # healthy
-            attempts_.append(
-                SandboxAttempt(
-                    0, "SUCCEEDED", started, ended, attempt_pods, task, write_outputs=True
-                )
-            )
-        ex = b.add(
-            SandboxExecution(
-                project,
-                domain,
-                name,
-                ex_phase,
-                created,
-                ended + timedelta(seconds=3),
-                nodes=[SandboxNode("n0", node_phase, attempts_, checkpoint_uri=checkpoint)],
-            )
-        )
-        count += 1
-        if kind != "suspected":  # suspected: the logs expired or were never shipped
-            first_end = ended_first if kind == "retried" else attempts_[0].ended_at or ended
-            for pod in attempt_pods:
-                pod_stream(ns, pod, container, started, first_end)
-        if kind in ("affected", "written", "retried", "failed"):
-            for j, pod in enumerate(signalled_pods):
-                b.signal_pod(
-                    sig_at + timedelta(milliseconds=300 * j),
-                    ns,
-                    pod,
-                    container,
-                    wrap="cri" if multi else "raw",
-                    sig="Signals.SIGTERM" if i % 4 == 0 else "15",
-                    pid=100 + i % 900,
-                    plugin_lines=kind == "affected",
-                )
-        if ex_phase == "SUCCEEDED":
-            b.propeller(ended, ex, "n0", task.task_type)
-        key = (project, domain, name, "n0", 0)
-        if kind == "affected":
-            expected[key] = "affected"
-        elif kind == "suspected":
-            expected[key] = "suspected"
-
+    month = _MonthBuilder(random.Random(seed), projects)
     kinds = (
         ["affected"] * affected
         + ["written"] * n_written
@@ -302,22 +166,181 @@ def synthetic_month(
         + ["healthy"] * n_healthy
     )
     order = list(range(len(kinds)))
-    rng.shuffle(order)
+    month.rng.shuffle(order)
     for i in order:
-        one(kinds[i], i)
-    assert count == attempts, (count, attempts)
-
-    # Signalled pods that are no Flyte task pods (notebooks in a team namespace): cleared.
-    for i in range(max(1, signalled // 100)):
-        at = window.start + timedelta(hours=2, seconds=rng.uniform(0, span))
-        b.signal_pod(at, "research-notebooks", f"jupyter-user{i}-0", "notebook", plugin_lines=False)
-
+        month.execution(kinds[i], i)
+    assert month.count == attempts, (month.count, attempts)
+    month.notebooks(max(1, signalled // 100))
     return SyntheticMonth(
-        scenario=b.build(),
-        window=window,
+        scenario=month.b.build(),
+        window=month.window,
         attempts=attempts,
         signalled=signalled,
-        expected=expected,
+        expected=month.expected,
         noise_lines=noise_lines,
-        pods=pods,
+        pods=month.pods,
     )
+
+
+@dataclass
+class _Placed:
+    """Where and when one execution runs, and its attempt's pods."""
+
+    project: str
+    domain: str
+    name: str
+    multi: bool  # a two-pod PyTorchJob
+    created: datetime
+    started: datetime
+    ended: datetime
+    task: SandboxTask
+    pods: list[str]
+
+    @property
+    def ns(self) -> str:
+        return f"{self.project}-{self.domain}"
+
+
+class _MonthBuilder:
+    """The month while it is built: one random stream, so one seed gives one month."""
+
+    def __init__(self, rng: random.Random, projects: int) -> None:
+        self.rng = rng
+        self.projects = projects
+        self.b = ScenarioBuilder()
+        self.b.scenario.buckets.add(RAW_BUCKET)
+        self.window = Window(MONTH_START, MONTH_START + timedelta(days=MONTH_DAYS))
+        self.span = (self.window.end - self.window.start - timedelta(hours=12)).total_seconds()
+        self.expected: dict[tuple[str, str, str, str, int], str] = {}
+        self.pods: list[tuple[dict[str, str], int, int]] = []
+        self.used: set[str] = set()
+        self.count = 0  # attempts seeded
+
+    def new_name(self, long: bool = False) -> str:
+        while True:
+            body = "".join(
+                self.rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(19)
+            )
+            name = self.rng.choice("abcdefghijklmnopqrstuvwxyz") + body
+            if long:
+                name = f"nightly-{name}-retrain-from-latest-checkpoint-x"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+
+    def pod_stream(
+        self, ns: str, pod: str, container: str, first: datetime, last: datetime
+    ) -> None:
+        labels = {"namespace": ns, "pod": pod, "container": container}
+        self.pods.append((labels, to_ns(first), to_ns(last)))
+
+    def execution(self, kind: str, i: int) -> None:
+        """Execution `i` of `kind`: its attempts in Admin, its pods' logs, its expected verdict."""
+        at = self.place(kind, i)
+        sig_at = at.ended - timedelta(seconds=7)
+        if kind == "written":
+            sig_at = at.ended - timedelta(seconds=2)
+        elif kind == "retried":
+            sig_at = at.started + (at.ended - at.started) / 2
+        tries, checkpoint = self.attempts(kind, at, sig_at, i)
+        phase = "FAILED" if kind == "failed" else "SUCCEEDED"
+        ex = self.b.add(
+            SandboxExecution(
+                at.project,
+                at.domain,
+                at.name,
+                phase,
+                at.created,
+                at.ended + timedelta(seconds=3),
+                nodes=[SandboxNode("n0", phase, tries, checkpoint_uri=checkpoint)],
+            )
+        )
+        self.count += 1
+        self.logs(kind, at, tries[0].ended_at or at.ended, sig_at, i)
+        if phase == "SUCCEEDED":
+            self.b.propeller(at.ended, ex, "n0", at.task.task_type)
+        if kind in ("affected", "suspected"):
+            self.expected[(at.project, at.domain, at.name, "n0", 0)] = kind
+
+    def place(self, kind: str, i: int) -> _Placed:
+        project = f"team{i % self.projects:02d}"
+        domain = DOMAINS[(i // self.projects) % len(DOMAINS)]
+        multi = kind == "affected" and i % 3 == 0
+        hashed = kind == "affected" and not multi and i % 50 == 7
+        name = self.new_name(long=hashed)
+        created = self.window.start + timedelta(hours=1, seconds=self.rng.uniform(0, self.span))
+        started = created + timedelta(seconds=30)
+        ended = started + timedelta(seconds=self.rng.uniform(900, 6 * 3600))
+        ended = min(ended, self.window.end - timedelta(minutes=5))
+        if multi:
+            task = self.b.task(project, domain, "train.multinode", task_type="pytorch")
+            pods = [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"]
+        else:
+            task = self.b.task(project, domain, "train.elastic")
+            pods = [generated_name([name, "n0", 0])] if hashed else [f"{name}-n0-0"]
+        return _Placed(project, domain, name, multi, created, started, ended, task, pods)
+
+    def attempts(
+        self, kind: str, at: _Placed, sig_at: datetime, i: int
+    ) -> tuple[list[SandboxAttempt], str | None]:
+        """The node's attempts and its checkpoint prefix (affected ones only)."""
+        first = partial(SandboxAttempt, 0, started_at=at.started, pods=at.pods, task=at.task)
+        if kind == "affected":
+            checkpoint = f"s3://{RAW_BUCKET}/{at.name[:2]}/{at.name}-n0-0/_flytecheckpoints/"
+            if i % 2:
+                self.b.checkpoint_objects(checkpoint, [sig_at - timedelta(hours=1), sig_at])
+            return [first(phase="SUCCEEDED", ended_at=at.ended)], checkpoint
+        if kind == "retried":
+            failed_at = sig_at + timedelta(seconds=30)
+            retry_start = failed_at + timedelta(seconds=60)
+            retry_pod = f"{at.name}-n0-1"
+            self.pod_stream(at.ns, retry_pod, retry_pod, retry_start, at.ended)
+            self.count += 1
+            retry = SandboxAttempt(
+                1, "SUCCEEDED", retry_start, at.ended, [retry_pod], at.task, write_outputs=True
+            )
+            return [
+                first(phase="RETRYABLE_FAILED", ended_at=failed_at, write_error=True),
+                retry,
+            ], None
+        if kind == "failed":
+            failed = first(
+                phase="FAILED",
+                ended_at=sig_at + timedelta(seconds=20),
+                write_error=True,
+                reason="worker-0: CUDA error: an illegal memory access was encountered",
+            )
+            return [failed], None
+        # written, healthy: outputs.pb; suspected: none, as affected
+        outputs = kind != "suspected"
+        return [first(phase="SUCCEEDED", ended_at=at.ended, write_outputs=outputs)], None
+
+    def logs(self, kind: str, at: _Placed, first_end: datetime, sig_at: datetime, i: int) -> None:
+        """The attempt's pod streams and death-signal lines (none for `suspected`: the logs
+        expired or were never shipped)."""
+        if kind == "suspected":
+            return
+        container = "pytorch" if at.multi else at.pods[0]
+        for pod in at.pods:
+            self.pod_stream(at.ns, pod, container, at.started, first_end)
+        if kind == "healthy":
+            return
+        for j, pod in enumerate(at.pods if at.multi else at.pods[:1]):
+            self.b.signal_pod(
+                sig_at + timedelta(milliseconds=300 * j),
+                at.ns,
+                pod,
+                container,
+                wrap="cri" if at.multi else "raw",
+                sig="Signals.SIGTERM" if i % 4 == 0 else "15",
+                pid=100 + i % 900,
+                plugin_lines=kind == "affected",
+            )
+
+    def notebooks(self, n: int) -> None:
+        """Signalled pods that are no Flyte task pods (notebooks in a team namespace): cleared."""
+        for i in range(n):
+            at = self.window.start + timedelta(hours=2, seconds=self.rng.uniform(0, self.span))
+            self.b.signal_pod(
+                at, "research-notebooks", f"jupyter-user{i}-0", "notebook", plugin_lines=False
+            )

@@ -1,4 +1,4 @@
-"""Shared by the end-to-end scan tests: the window, configs, and running the real CLI entry point."""
+"""Shared by the end-to-end scan tests: the window, configs, a module's sandbox fixtures, scan as JSON."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from forensics.cli import main
 from forensics.sandbox.scenario import Scenario
 from forensics.sandbox.stack import sandbox
+from support.cli import run, use_sandbox
 
 WINDOW = ["--since", "2026-09-04", "--until", "2026-09-11"]
 CONFIG = """
@@ -45,13 +45,6 @@ def sandbox_fixtures(make_scenario: Callable[[], Scenario], config: str = CONFIG
     return box, env
 
 
-def run(args: list[str], capsys) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as e:
-        main(args)
-    out, err = capsys.readouterr()
-    return e.value.code, out, err
-
-
 def key(f: dict) -> tuple:
     e = f["execution"]
     return (e["project"], e["domain"], e["name"], f["node_id"], f["attempt"])
@@ -65,7 +58,6 @@ def scan_json(capsys, *extra: str) -> tuple[int, dict, str]:
 
 def point_at(box, tmp_path, monkeypatch, config: str = CONFIG) -> None:
     """Point the clients at `box` and run from `tmp_path`, whose ./elastic-audit.toml is `config`."""
-    for k, v in box.env.items():
-        monkeypatch.setenv(k, v)
+    use_sandbox(box, monkeypatch)
     monkeypatch.chdir(tmp_path)  # ./elastic-audit.toml is found by the default search
     (tmp_path / "elastic-audit.toml").write_text(config)

@@ -7,13 +7,13 @@ import io
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from forensics.sandbox.github_server import FakeCommit, FakeRepo, GitHubState
+from support.cli import exit_code, run_process
+from support.github_server import FakeCommit, FakeRepo, GitHubState
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MONOREPO = FIXTURES / "monorepo"
 GOLDEN = FIXTURES / "pins_golden"
 
@@ -132,13 +132,12 @@ def _cli_env(env: dict[str, str] | None) -> dict[str, str]:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> CliResult:
-    """`elastic-audit pin-bump ...` through the console-script entry point, `forensics.cli.main`.
+    """`elastic-audit pin-bump ...` through the console-script entry point, in this process.
 
-    In-process (one interpreter start per test run instead of per call); stdout and stderr
-    are not terminals, exactly as in a pipe, and CRLF bytes in the output are kept.
+    One interpreter start per test run instead of per call; stdout and stderr are not terminals,
+    exactly as in a pipe, and CRLF bytes in the output are kept. Works where no capsys can
+    (hypothesis examples).
     """
-    from forensics.cli import main
-
     out, err = io.StringIO(newline=""), io.StringIO(newline="")
     saved_env, saved_cwd = dict(os.environ), Path.cwd()
     run_env = _cli_env(env)
@@ -148,11 +147,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = No
         if cwd is not None:
             os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main(["pin-bump", *args])
-                code = 0
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            code = exit_code(["pin-bump", *args])
     finally:
         os.chdir(saved_cwd)
         os.environ.clear()
@@ -164,15 +159,7 @@ def run_cli_process(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120, **kwargs: object
 ) -> subprocess.CompletedProcess:
     """`python -m forensics pin-bump ...` in a child process (for process-level limits)."""
-    return subprocess.run(
-        [sys.executable, "-m", "forensics", "pin-bump", *args],
-        capture_output=True,
-        text=True,
-        env=_cli_env(env),
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        **kwargs,  # type: ignore[arg-type]
-    )
+    return run_process("pin-bump", *args, env=_cli_env(env), timeout=timeout, **kwargs)
 
 
 def vulnerable_task_source() -> bytes:
