@@ -167,7 +167,7 @@ def test_hostile_scan_flags_are_refused(cli, args, fragment):
 def test_a_scope_admin_does_not_know_is_refused_after_one_list_projects(
     cli, box, args, fragment, capsys
 ):
-    # Each project's domains come from Admin (SPEC §4.4): the refusal costs one ListProjects,
+    # Each project's domains come from Admin (docs/configuration.md): the refusal costs one ListProjects,
     # and nothing is read from Loki or S3, nothing written.
     loki, s3 = len(box.loki.requests), len(box.s3.requests)
     admin = len(box.admin.calls)
@@ -184,7 +184,7 @@ def test_a_scope_admin_does_not_know_is_refused_after_one_list_projects(
     assert sorted(p.name for p in cli.work.iterdir()) == ["elastic-audit.toml"]
 
 
-@pytest.mark.parametrize("meta", METACHARACTERS + ["", " ", "é", "ｇｓ１", "gs1\t"])
+@pytest.mark.parametrize("meta", [*METACHARACTERS, "", " ", "é", "ｇｓ１", "gs1\t"])
 def test_project_with_logql_or_filter_metacharacters_is_refused_before_any_request(cli, meta):
     cli(["scan", *WINDOW, "--project", f"gs1{meta}x" if meta else ""], "--project")
 

@@ -1,4 +1,4 @@
-"""deploy/ tested offline (SPEC §9): the Flyte launch plan serialised by `pyflyte package` and its
+"""deploy/ tested offline (docs/deployment.md): the Flyte launch plan serialised by `pyflyte package` and its
 task run locally against the sandbox; the Kubernetes manifests validated against the Kubernetes
 schemas (kubernetes-validate's bundled copies); the alert rules parsed as PromQL and checked
 against the metrics the guard really writes."""
@@ -107,8 +107,20 @@ def guard_metrics_text(tmp_path: Path) -> str:
         cfg.write_text(CONFIG)
         prom = tmp_path / "m.prom"
         exit_code(
-            ["scan", "--config", str(cfg), "--since", "2026-09-04", "--until", "2026-09-11"]
-            + ["-o", "json", "--no-progress", "--metrics-file", str(prom)]
+            [
+                "scan",
+                "--config",
+                str(cfg),
+                "--since",
+                "2026-09-04",
+                "--until",
+                "2026-09-11",
+                "-o",
+                "json",
+                "--no-progress",
+                "--metrics-file",
+                str(prom),
+            ]
         )
         return prom.read_text()
 
@@ -142,8 +154,17 @@ def test_pyflyte_packages_the_cron_launch_plan(tmp_path):
     out = tmp_path / "guard.tgz"
     pyflyte = Path(sys.executable).with_name("pyflyte")
     p = subprocess.run(
-        [str(pyflyte), "--pkgs", "guard_workflow", "package", "--image", IMAGE]
-        + ["--output", str(out), "--force"],
+        [
+            str(pyflyte),
+            "--pkgs",
+            "guard_workflow",
+            "package",
+            "--image",
+            IMAGE,
+            "--output",
+            str(out),
+            "--force",
+        ],
         cwd=DEPLOY / "flyte",
         capture_output=True,
         text=True,

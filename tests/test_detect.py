@@ -1,4 +1,4 @@
-"""Pure verdicts (SPEC §5) from plain data: no servers, no I/O."""
+"""Pure verdicts (docs/verdicts.md) from plain data: no servers, no I/O."""
 
 from datetime import datetime, timedelta
 
@@ -96,7 +96,7 @@ def test_sibling_signalled_after_genuine_failure_is_cleared():
 
 
 def test_signal_after_success_clears_only_a_success_whose_outputs_exist():
-    # SPEC §5: the artefact decides, timing only grades.
+    # docs/verdicts.md: the artefact decides, timing only grades.
     late = attempt(ended=SIG_AT - timedelta(seconds=2))
     assert (
         classify_signalled(late, execution(), hit(), PRESENT).cleared
@@ -108,7 +108,7 @@ def test_signal_after_success_clears_only_a_success_whose_outputs_exist():
 
 
 def test_a_signal_within_the_whole_second_of_a_single_pod_end_precedes_it():
-    # FACTS §13: Admin's single-pod end is FinishedAt in whole seconds.
+    # docs/upstream.md#shapes-met-in-the-field: Admin's single-pod end is FinishedAt in whole seconds.
     for after in (timedelta(milliseconds=400), timedelta(seconds=1)):
         a = attempt(ended=SIG_AT - after)
         assert classify_signalled(a, execution(), hit(), MISSING).verdict == "affected"

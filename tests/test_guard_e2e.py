@@ -1,4 +1,4 @@
-"""Guard mode end to end (SPEC §9): the real CLI, the sandbox, a loopback webhook receiver.
+"""Guard mode end to end (docs/deployment.md): the real CLI, the sandbox, a loopback webhook receiver.
 
 Each test runs its own sandbox: they add incidents to it while it runs and break its Admin.
 """
@@ -166,7 +166,7 @@ def test_the_first_run_needs_since_and_bad_state_is_never_reset(env, capsys):
         assert "Traceback" not in err
         assert state.read_bytes() == content  # untouched
 
-    code, report, err = guard(capsys, *FIRST, "--state", str(state), "--reset-state")
+    code, _report, err = guard(capsys, *FIRST, "--state", str(state), "--reset-state")
     assert code == 1, err
     assert json.loads(state.read_text())["scanned_until"] == "2026-09-11T00:00:00Z"
 

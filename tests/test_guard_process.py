@@ -1,4 +1,4 @@
-"""Guard mode as processes (SPEC §9): two concurrent runs on one S3 state, Ctrl-C and SIGTERM
+"""Guard mode as processes (docs/deployment.md): two concurrent runs on one S3 state, Ctrl-C and SIGTERM
 mid-run, metrics (textfile, Pushgateway, watch's /metrics) read with the Prometheus client's
 own parser. The CLI runs as a child process against the sandbox (in this process)."""
 

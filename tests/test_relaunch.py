@@ -187,7 +187,7 @@ def test_no_prompt_without_a_terminal_and_without_yes(box, capsys, tmp_path):
 def test_from_report_refuses_what_is_not_a_report(box, capsys, tmp_path, content, fragment):
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    code, out, err = run(["relaunch", "--from-report", str(bad), "--yes"], capsys)
+    code, _out, err = run(["relaunch", "--from-report", str(bad), "--yes"], capsys)
     assert code == 2 and fragment in err and "Traceback" not in err
     assert mutations(box) == 0
 

@@ -45,7 +45,7 @@ def make_box(tmp_path, monkeypatch):
     """Start the sandbox on the reference scenario, optionally changed first."""
     boxes = []
 
-    def start(change: Callable[[Scenario], None] | None = None):  # noqa: ANN202
+    def start(change: Callable[[Scenario], None] | None = None):
         scenario = reference_scenario()
         if change is not None:
             change(scenario)
@@ -251,7 +251,7 @@ def test_the_plan_names_the_cacheable_nodes_overwrite_cache_recomputes(box, caps
 
 
 def test_dry_run_table_prints_the_plan_for_a_running_child(box, capsys):
-    code, out, err = run(["relaunch", str(_ref(CHILD)), "--dry-run", "-o", "table"], capsys)
+    code, _out, err = run(["relaunch", str(_ref(CHILD)), "--dry-run", "-o", "table"], capsys)
     assert code == 1 and mutations(box) == 0
     for fragment in (
         "phase: RUNNING",

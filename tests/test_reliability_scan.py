@@ -355,7 +355,7 @@ def test_a_real_admin_deadline_is_exit_3_with_gaps(env, capsys, baseline, tmp_pa
 
 def test_admin_not_found_for_a_candidate_is_never_a_hole(env, capsys, baseline):
     # The ghost pod's execution is unknown to Admin in every run: a task pod's name no attempt
-    # owns is shown as unresolved (SPEC §5), never a finding nor cleared; on top, one lookup of a
+    # owns is shown as unresolved (docs/verdicts.md), never a finding nor cleared; on top, one lookup of a
     # real candidate is answered NOT_FOUND (a racing delete).
     for method in ("GetExecution", "ListNodeExecutions", "ListTaskExecutions"):
         env.admin.faults.fail_next(method, times=1, code=Status.NOT_FOUND)

@@ -1,5 +1,5 @@
 """A task that declares outputs cannot succeed silently: Flyte itself fails a success without
-outputs.pb (propeller's ValidateOutput, FACTS §1.3-1.4). The scan clears such attempts from
+outputs.pb (propeller's ValidateOutput, docs/upstream.md#the-bug-chain). The scan clears such attempts from
 Admin's task template alone, so an outputs.pb deleted later (bucket lifecycle rules) is no false
 finding, and it spends no S3 call on them."""
 

@@ -1,4 +1,4 @@
-"""Domains from Admin (SPEC §4.4, §5): a project whose domains are `dev`/`prod` is swept and its
+"""Domains from Admin (docs/configuration.md, docs/verdicts.md): a project whose domains are `dev`/`prod` is swept and its
 namespaces resolved; a signalled pod that is evidently Flyte's but resolves to nothing is a
 configuration problem the report shows (never "not a Flyte pod"); `--project`/`--domain` are
 checked against Admin."""

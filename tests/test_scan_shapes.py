@@ -2,12 +2,12 @@
 
 Each execution below is recorded the way upstream records it (the sandbox cites the sources):
 - inline raw-output policy: Admin's `output_uri` is flyteadmin's offloaded object, so whether
-  the task wrote its outputs.pb is `unknown` — never `missing` (SPEC §5);
+  the task wrote its outputs.pb is `unknown` — never `missing` (docs/verdicts.md);
 - a `@dynamic` sweep: each trial's own checkpoint prefix is in its node inputs, the execution's
-  input holds only the parent's (SPEC §5 "Checkpoint location");
-- a child execution launched by a launch-plan node names its parent (SPEC §5, §6 `parent`);
+  input holds only the parent's (docs/verdicts.md "Checkpoint location");
+- a child execution launched by a launch-plan node names its parent (docs/verdicts.md, docs/report.md `parent`);
 - a map (array node, event version 0) over an elastic task: judged per subtask, with each
-  subtask's pod, outputs.pb and checkpoint input (SPEC §5).
+  subtask's pod, outputs.pb and checkpoint input (docs/verdicts.md).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _scenario():
                         write_outputs=i == 0,
                     )
                 ],
-            )  # fmt: skip
+            )
         )
     b.add(SandboxExecution(*GS1, SWEEP, "SUCCEEDED", _t(6, 1), ok + timedelta(seconds=9),
                            inputs={"checkpoint_dir": SWEEP_BASE}, nodes=[
@@ -162,7 +162,7 @@ def test_inline_outputs_are_unknown_never_missing(report):
     _, rep = report
     f = _by_name(rep)[(*GS1, INLINE, "n0", 0)]
     # Not `affected` with outputs.pb "missing": Admin's output_uri is flyteadmin's offloaded
-    # object, and the attempt's own outputs.pb location is not on record (SPEC §5 last bullet).
+    # object, and the attempt's own outputs.pb location is not on record (docs/verdicts.md last bullet).
     assert f["outputs_written"] is None and f["signal"] is None
     assert f["execution_phase"] == "SUCCEEDED"
     assert any("offloaded_outputs" in n and "inline raw-output policy" in n for n in f["notes"])
@@ -196,11 +196,11 @@ def test_child_execution_names_its_parent(report, capsys):
     }
     assert all(g["parent"] is None for k, g in _by_name(rep).items() if k[2] != CHILD)
     assert any(f"relaunch --parent gs1:production:{CHILD}" in n for n in f["notes"])
-    code, out, _ = run(["scan", *WINDOW, "-o", "markdown", "--no-progress"], capsys)
+    _code, out, _ = run(["scan", *WINDOW, "-o", "markdown", "--no-progress"], capsys)
     assert f"child of `gs1:production:{PARENT}` (node n1)" in out
     assert "will **not** re-run the parent's later steps" in out
     assert f"elastic-audit relaunch --parent gs1:production:{CHILD}" in out
-    code, out, _ = run(["scan", *WINDOW, "-o", "table", "--no-progress"], capsys)
+    _code, out, _ = run(["scan", *WINDOW, "-o", "table", "--no-progress"], capsys)
     assert f"CHILD gs1:production:{CHILD} of gs1:production:{PARENT} node n1" in out
 
 
@@ -231,7 +231,7 @@ def test_map_subtasks_are_read_at_propellers_paths(box, capsys):
 
 def test_node_inputs_are_read_for_findings_only(box, capsys):
     before = box.admin.call_counts()
-    code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    _code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     calls = box.admin.call_counts() - before
     findings = json.loads(out)["findings"]
     # One GetNodeExecutionData per finding (not per candidate: 7 attempts were examined), and
@@ -255,7 +255,7 @@ def test_show_of_a_map_lists_each_subtask_with_its_verdict(capsys):
 
 def test_unreadable_node_inputs_leave_the_checkpoint_unknown_never_the_executions(box, capsys):
     # The execution's `checkpoint_dir` is the sweep's base, not the trial's: falling back to it
-    # when the trial's own inputs cannot be read would list the wrong prefix (SPEC §5).
+    # when the trial's own inputs cannot be read would list the wrong prefix (docs/verdicts.md).
     Path("elastic-audit.toml").write_text(CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n"))
     box.admin.faults.failing_filters.clear()
     box.admin.faults.fail_next("GetNodeExecutionData", times=5, code=grpc.StatusCode.UNAVAILABLE)
@@ -273,7 +273,7 @@ def test_unreadable_node_inputs_leave_the_checkpoint_unknown_never_the_execution
 
 
 def test_show_says_why_inline_outputs_are_unknown_and_names_no_guessed_path(capsys):
-    code, out, _ = run(["show", f"gs1:production:{INLINE}", "-o", "json"], capsys)
+    _code, out, _ = run(["show", f"gs1:production:{INLINE}", "-o", "json"], capsys)
     shown = json.loads(out)
     (attempt,) = shown["attempts"]
     assert (attempt["verdict"], attempt["outputs"]) == ("suspected", "unknown")

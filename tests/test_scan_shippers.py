@@ -100,12 +100,12 @@ def test_lines_loki_matched_that_cannot_be_read_are_counted_and_shown(
         for e in scenario.log_lines
         if re.search(SIGNAL_LINE_REGEX, e.line) and from_ns(e.ts_ns) in window
     )
-    code, report, out, err = _scan(
+    code, report, out, _err = _scan(
         scenario, tmp_path, monkeypatch, capsys, CONFIG, "-o", "markdown"
     )
     summary = report["summary"]
     assert summary["unparsed_lines"] == len(matched) > 0
-    first_ts, first_line = matched[0]
+    _first_ts, first_line = matched[0]
     assert summary["unparsed_example"]["line"] == first_line
     assert summary["unparsed_example"]["labels"]["pod_name"]
     # Shown on stderr (a warning: the CLI logs to stderr; pytest's handler holds it here) and in

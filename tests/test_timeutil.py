@@ -1,5 +1,6 @@
 """--since/--until as an SRE types them; bad input is one clear UsageError."""
 
+import itertools
 from datetime import datetime, timedelta
 
 import pytest
@@ -69,7 +70,7 @@ def test_window_split_covers_exactly_without_overlap():
     w = Window(datetime(2026, 8, 1, tzinfo=UTC), datetime(2026, 8, 31, 7, tzinfo=UTC))
     shards = w.split(timedelta(hours=24))
     assert shards[0].start == w.start and shards[-1].end == w.end
-    assert all(a.end == b.start for a, b in zip(shards, shards[1:], strict=False))
+    assert all(a.end == b.start for a, b in itertools.pairwise(shards))
     assert len(shards) == 31 and shards[-1].length == timedelta(hours=7)
 
 

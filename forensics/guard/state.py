@@ -108,7 +108,7 @@ class GuardState:
                 if not isinstance(entry.get("doc", {}), dict):
                     raise TypeError("an item's doc is not an object")
                 for name in ("kind", "verdict", "first_seen", "notified"):
-                    entry[name]  # noqa: B018 (a missing field is a malformed state)
+                    entry[name]
                 items[str(k)] = entry
             scope = {
                 "projects": [str(p) for p in doc["scope"]["projects"]],
