@@ -12,9 +12,9 @@ from pathlib import Path
 import grpc
 import jsonschema
 import pytest
-from support.cli import run, use_sandbox
+from support.cli import run
 from support.guard import SECRET_PATH, add_incident
-from support.scan import CONFIG, key
+from support.scan import CONFIG, WINDOW, key, point_at
 
 from forensics.model import UTC, rfc3339
 from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
@@ -22,7 +22,7 @@ from forensics.sandbox.stack import sandbox
 
 # Admin answers UNAVAILABLE at once during an outage: no retries, so the test does not wait.
 GUARD_CONFIG = CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n")
-FIRST = ["--since", "2026-09-04", "--until", "2026-09-11"]
+FIRST = WINDOW  # the first run of a state scans the incident's week
 
 
 @pytest.fixture
@@ -33,10 +33,8 @@ def box():
 
 @pytest.fixture
 def env(box, tmp_path, monkeypatch):
-    use_sandbox(box, monkeypatch)
+    point_at(box, tmp_path, monkeypatch, GUARD_CONFIG)
     monkeypatch.delenv("ELASTIC_AUDIT_NOTIFY", raising=False)
-    (tmp_path / "elastic-audit.toml").write_text(GUARD_CONFIG)
-    monkeypatch.chdir(tmp_path)
     return tmp_path
 
 

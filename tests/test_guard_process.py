@@ -16,16 +16,16 @@ import boto3
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
-from support.cli import run, use_sandbox
+from support.cli import run
 from support.guard import HTTPRecorder, add_incident
-from support.scan import CONFIG
+from support.scan import CONFIG, WINDOW, point_at
 
 from forensics.guard.state import GuardState, S3StateStore, StateConflict
 from forensics.model import UTC
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
-FIRST = ["--since", "2026-09-04", "--until", "2026-09-11"]
+FIRST = WINDOW  # the first run of a state scans the incident's week
 
 
 @pytest.fixture
@@ -36,9 +36,7 @@ def box():
 
 @pytest.fixture
 def env(box, tmp_path, monkeypatch):
-    use_sandbox(box, monkeypatch)
-    (tmp_path / "elastic-audit.toml").write_text(CONFIG)
-    monkeypatch.chdir(tmp_path)
+    point_at(box, tmp_path, monkeypatch, CONFIG)
     return tmp_path
 
 

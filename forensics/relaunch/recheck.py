@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from forensics.detect import Verdict
+from forensics.detect import Decision, Verdict
 from forensics.model import ExecutionRecord
 
 if TYPE_CHECKING:
@@ -79,4 +79,5 @@ def _verdict(e: Examined) -> Verdict | None:
     return e.decision.verdict if e.decision is not None else None
 
 
-RELAUNCHABLE = (str(Verdict.AFFECTED), str(Verdict.SUSPECTED))
+# What relaunch acts on: exactly the verdicts the scan reports as findings (one definition).
+RELAUNCHABLE = tuple(str(v) for v in Verdict if Decision(v).is_finding)
