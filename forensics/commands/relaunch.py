@@ -21,7 +21,6 @@ from forensics.commands.options import (
     output_option,
     value_option,
 )
-from forensics.config import Settings
 from forensics.errors import UsageError
 from forensics.formats import TABLE_OR_JSON, OutputFormat, render
 from forensics.identifiers import FORMS, parse_execution
@@ -31,6 +30,7 @@ from forensics.verbosity import setup_logging
 if TYPE_CHECKING:
     from forensics.relaunch import Plan
     from forensics.relaunch.relauncher import Relauncher
+    from forensics.sources import Sources
 
 EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 
@@ -133,20 +133,24 @@ def relaunch(
         raise UsageError(
             "no terminal to confirm on: pass --yes to relaunch, or --dry-run to preview"
         )
-    relauncher = _relauncher(sources.settings(), audit_log)
-    options = Options(
-        force=force,
-        parent=parent,
-        to_version=to_version,
-        overwrite_cache=not no_overwrite_cache,
-    )
-    plans = [relauncher.plan(r, options) for r in refs]
-    # The plan on stderr before anything is done (-o json carries it in each result).
-    if fmt is OutputFormat.table or not (dry_run or yes):
-        _say(line for p in plans for line in plan_lines(p))
-    if not dry_run and not yes:
-        _confirm_plans(plans)
-    outcomes = [relauncher.execute(p, dry_run=dry_run) for p in plans]
+    from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input
+
+    # The clients close when the relaunches are done, as scan's and show's do.
+    with Sources.from_settings(sources.settings()) as clients:
+        relauncher = _relauncher(clients, audit_log)
+        options = Options(
+            force=force,
+            parent=parent,
+            to_version=to_version,
+            overwrite_cache=not no_overwrite_cache,
+        )
+        plans = [relauncher.plan(r, options) for r in refs]
+        # The plan on stderr before anything is done (-o json carries it in each result).
+        if fmt is OutputFormat.table or not (dry_run or yes):
+            _say(line for p in plans for line in plan_lines(p))
+        if not dry_run and not yes:
+            _confirm_plans(plans)
+        outcomes = [relauncher.execute(p, dry_run=dry_run) for p in plans]
     if dry_run and fmt is OutputFormat.table:
         _say(request_lines(plans, outcomes))
     emit(render(RelaunchResults(tuple(outcomes), dry_run), fmt))
@@ -167,14 +171,13 @@ def _targets(
     return refs
 
 
-def _relauncher(settings: Settings, audit_log: str | None) -> Relauncher:
+def _relauncher(clients: Sources, audit_log: str | None) -> Relauncher:
     from forensics.relaunch import AuditLog, default_audit_log
     from forensics.relaunch.relauncher import Relauncher
-    from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input
 
     audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
     # The scan's own evaluation of one execution: the same rules as `scan` (docs/verdicts.md).
-    return Relauncher.over(Sources.from_settings(settings), audit)
+    return Relauncher.over(clients, audit)
 
 
 def _confirm_plans(plans: list[Plan]) -> None:
