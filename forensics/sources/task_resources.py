@@ -9,6 +9,8 @@ request; a `(request, limit)` pair sets both); `requests=`/`limits=` set each li
 (for `nvidia.com/gpu` request and limit must be equal), so a missing request falls back to the
 limit.
 
+A task with a pod template (`k8s_pod`; kfpytorch's `Elastic` and `PyTorch` configs make one to
+mount shared memory) carries the primary container's resources in the pod spec instead.
 A PyTorchJob (`task_type` `pytorch`, flytekitplugins-kfpytorch `task.py`) carries
 `DistributedPyTorchTrainingTask` (flyteidl `plugins/kubeflow/pytorch.proto`) in `custom` as
 `MessageToDict` JSON: `workerReplicas.replicas` pods (torch elastic: `max_nodes`, no master),
@@ -84,16 +86,49 @@ def quantity(text: str) -> float | None:
     return float(value) if value >= 0 else None
 
 
-def _entries(res: tasks_pb2.Resources) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
+Entries = dict[str, dict[str, str]]  # "requests" | "limits" -> resource name -> quantity
+
+
+def _entries(res: tasks_pb2.Resources) -> Entries:
+    out: Entries = {"requests": {}, "limits": {}}
     for kind in ("requests", "limits"):
         for e in getattr(res, kind):
             out[kind][_NAMES.Name(e.name).lower()] = e.value
     return out
 
 
+def _k8s_name(name: str) -> str:
+    """`nvidia.com/gpu`, `amd.com/gpu` and flytekit's `gpu` all count as GPUs."""
+    return "gpu" if name == "gpu" or name.endswith("/gpu") else name
+
+
+def _pod_entries(tpl: tasks_pb2.TaskTemplate) -> tuple[Entries, str]:
+    """The primary container's resources of a pod-template task (`k8s_pod`): flytekit then
+    writes them into the pod spec as Kubernetes does, `{"requests": {"gpu": "8"}}`
+    (`core/utils.py::_serialize_pod_spec`), and names the container in
+    `config["primary_container_name"]`."""
+    spec = MessageToDict(tpl.k8s_pod.pod_spec)
+    primary = tpl.config.get("primary_container_name", "primary")
+    where = "k8s_pod.pod_spec primary container resources"
+    for c in spec.get("containers", []):
+        if c.get("name") == primary:
+            res = c.get("resources") or {}
+            entries = {
+                kind: {_k8s_name(k): str(v) for k, v in (res.get(kind) or {}).items()}
+                for kind in ("requests", "limits")
+            }
+            return entries, where
+    return {"requests": {}, "limits": {}}, where
+
+
+def _task_entries(tpl: tasks_pb2.TaskTemplate) -> tuple[Entries, str]:
+    if tpl.HasField("k8s_pod"):
+        return _pod_entries(tpl)
+    return _entries(tpl.container.resources), "container.resources"
+
+
 def _one(
-    entries: dict[str, dict[str, str]], name: str, where: str, unknown: list[str]
+    entries: Entries, name: str, where: str, unknown: list[str]
 ) -> tuple[float | None, str | None]:
     """One resource per pod: the request, else the limit; (None, None) when neither names it."""
     for kind in ("requests", "limits"):
@@ -107,9 +142,8 @@ def _one(
 
 
 def _pod(
-    role: str, count: int, res: tasks_pb2.Resources, where: str, unknown: list[str], said: list[str]
+    role: str, count: int, entries: Entries, where: str, unknown: list[str], said: list[str]
 ) -> PodResources:
-    entries = _entries(res)
     gpus, gpu_from = _one(entries, "gpu", where, unknown)
     cpus, cpu_from = _one(entries, "cpu", where, unknown)
     any_named = any(entries.values())
@@ -124,7 +158,7 @@ def _pod(
     return PodResources(role, count, gpus, cpus)
 
 
-def _replica(custom: dict[str, Any], key: str) -> tuple[int, tasks_pb2.Resources | None]:
+def _replica(custom: dict[str, Any], key: str) -> tuple[int, Entries | None]:
     spec = custom.get(key) or {}
     replicas = int(spec.get("replicas", 1 if key == "masterReplicas" else 0) or 0)
     res = spec.get("resources")
@@ -136,7 +170,7 @@ def _replica(custom: dict[str, Any], key: str) -> tuple[int, tasks_pb2.Resources
             entry = getattr(parsed, kind).add()
             entry.name = _NAMES.Value(e.get("name", "UNKNOWN"))
             entry.value = str(e.get("value", ""))
-    return replicas, parsed
+    return replicas, _entries(parsed)
 
 
 def resources_of(tpl: tasks_pb2.TaskTemplate) -> TaskResources:
@@ -145,7 +179,7 @@ def resources_of(tpl: tasks_pb2.TaskTemplate) -> TaskResources:
     task = f"{t.project}:{t.domain}:{t.name}:{t.version}"
     unknown: list[str] = []
     said: list[str] = []
-    container = tpl.container.resources
+    container, container_where = _task_entries(tpl)
     accelerator = None
     if tpl.HasField("extended_resources") and tpl.extended_resources.HasField("gpu_accelerator"):
         accelerator = tpl.extended_resources.gpu_accelerator.device or None
@@ -158,13 +192,13 @@ def resources_of(tpl: tasks_pb2.TaskTemplate) -> TaskResources:
                 continue  # torch elastic runs workers only (kfpytorch `PytorchElasticFunctionTask`)
             count, own = _replica(custom, key)
             if count:
-                where = f"custom.{key}.resources" if own is not None else "container.resources"
+                where = f"custom.{key}.resources" if own is not None else container_where
                 pods.append(_pod(role, count, own or container, where, unknown, said))
                 said.append(f"custom.{key}.replicas")
         if not pods:
             unknown.append("the PyTorchJob names no replicas")
             pods.append(PodResources("worker", 1, None, None))
     else:
-        pods.append(_pod("task", 1, container, "container.resources", unknown, said))
+        pods.append(_pod("task", 1, container, container_where, unknown, said))
     source = f"task template {task}: " + (", ".join(dict.fromkeys(said)) or "no resources")
     return TaskResources(task, tuple(pods), accelerator, source, tuple(unknown))
