@@ -6,6 +6,9 @@ the DOM against the JSON report and `show -o json`, no text runs out of the page
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
+
 import pytest
 from support.browser import chromium, visit
 from support.cli import run
@@ -20,9 +23,11 @@ from support.page_checks import (
     scan_page,
     show_json,
 )
-from support.scan import WINDOW, sandbox_fixtures
+from support.scan import CONFIG, WINDOW, sandbox_fixtures
 
+from forensics.model import UTC, Window
 from forensics.sandbox.incident import REFERENCE, reference_scenario
+from forensics.sandbox.loki_server import FaultRule
 
 box, env = sandbox_fixtures(reference_scenario)
 
@@ -75,3 +80,41 @@ def test_show_html_draws_the_execution_with_every_evidence_line(browser, tmp_pat
             assert items == len(data["timeline"])
             assert v.page.evaluate(OVERFLOW_JS) == []
             keep(v, f"show-{width}", capsys)
+
+
+def test_gaps_are_drawn_where_they_are_on_the_time_axis(box, browser, tmp_path, capsys):
+    # Loki fails for one day (quick retries): the report's gap is drawn over that day.
+    (tmp_path / "elastic-audit.toml").write_text(
+        CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0.01\n")
+    )
+    day = Window(datetime(2026, 9, 6, tzinfo=UTC), datetime(2026, 9, 7, tzinfo=UTC))
+    box.loki.faults.rules.append(FaultRule(500, count="always", window=day))
+    report_file = tmp_path / "report.json"
+    try:
+        code, out, err = run(
+            ["scan", *WINDOW, "-o", "html", "--report", report_file, "--no-progress"], capsys
+        )
+    finally:
+        box.loki.faults.rules.clear()
+    assert code == 3, err
+    report = json.loads(report_file.read_text())
+    html = tmp_path / "gaps.html"
+    html.write_text(out, encoding="utf-8")
+    start, end = (datetime.fromisoformat(report["window"][k]) for k in ("start", "end"))
+    span = (end - start).total_seconds()
+    with visit(browser, html, 1280) as v:
+        opened_cleanly(v, html)
+        drawn = v.page.evaluate(
+            "() => [...document.querySelectorAll('#coverage rect.bar.gap')]"
+            ".map(r => Number(r.getAttribute('x')))"
+        )
+        assert len(drawn) == len(report["gaps"]) > 0
+        for x, gap in zip(
+            sorted(drawn), sorted(report["gaps"], key=lambda g: g["start"]), strict=True
+        ):
+            at = (datetime.fromisoformat(gap["start"]) - start).total_seconds() / span * 1000
+            assert abs(x - at) < 0.01
+        assert "INCOMPLETE" in v.page.evaluate(
+            "() => document.querySelector('#coverage').innerText"
+        )
+        keep(v, "demo-gaps-1280", capsys)
