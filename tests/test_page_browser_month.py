@@ -35,4 +35,8 @@ def test_a_synthetic_months_page_renders_small(box, browser, tmp_path, monkeypat
     assert {f["verdict"] for f in report["findings"]} == {"affected", "suspected"}
     assert len(report["findings"]) == len(MONTH.expected)
     assert html.stat().st_size < 250_000  # a month's page stays a small file
+    # Multi-node ones are pod-template tasks (as kfpytorch serializes them): priced all the same
+    costs = [f["cost"] for f in report["findings"]]
+    assert all(c["gpu_hours"] > 0 for c in costs)
+    assert any("k8s_pod" in c["source"] and c["pods"] == 2 for c in costs)
     check_page(browser, html, report, "month", capsys)

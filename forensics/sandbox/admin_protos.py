@@ -298,6 +298,8 @@ def task_template(t: SandboxTask) -> tasks_pb2.TaskTemplate:
             image=t.image, args=["pyflyte-execute"], resources=_resources(t)
         ),
     )
+    if t.pod_template:
+        _as_pod_template(tpl)
     if t.accelerator:  # flytekit core/resources.py `construct_extended_resources`
         tpl.extended_resources.gpu_accelerator.device = t.accelerator
     if t.worker_replicas is not None:
@@ -314,6 +316,29 @@ def _resources(t: SandboxTask) -> tasks_pb2.Resources:
         limits=[tasks_pb2.Resources.ResourceEntry(name=name.Value(k.upper()), value=v)
                 for k, v in t.limits],
     )  # fmt: skip
+
+
+def _as_pod_template(tpl: tasks_pb2.TaskTemplate) -> None:
+    """Move the container into `k8s_pod` as flytekit core/utils.py `_serialize_pod_spec` does:
+    the primary container named by `config["primary_container_name"]`, its resources keyed by
+    lower-case names (`{"requests": {"gpu": "8"}}`), plus kfpytorch's shared-memory volume."""
+    c = tpl.container
+    name = tasks_pb2.Resources.ResourceName
+
+    def kind(entries: Any) -> dict[str, str]:
+        return {name.Name(e.name).lower().replace("_", "-"): e.value for e in entries}
+
+    primary = {
+        "name": "primary",
+        "image": c.image,
+        "args": list(c.args),
+        "resources": {"requests": kind(c.resources.requests), "limits": kind(c.resources.limits)},
+        "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+    }
+    spec = {"containers": [primary], "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}
+    tpl.k8s_pod.pod_spec.update(spec)
+    tpl.config["primary_container_name"] = "primary"
+    tpl.ClearField("container")
 
 
 def _elastic_job(nodes: int) -> struct_pb2.Struct:

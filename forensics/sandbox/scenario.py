@@ -42,6 +42,9 @@ class SandboxTask:
     limits: tuple[tuple[str, str], ...] = ()  # container.resources.limits
     accelerator: str | None = None  # extended_resources.gpu_accelerator.device
     worker_replicas: int | None = None  # custom workerReplicas.replicas (`pytorch` only)
+    # A pod-template task: kfpytorch's Elastic mounts shared memory through one by default, and
+    # flytekit then writes `k8s_pod` (the primary container, its resources) and no `container`.
+    pod_template: bool = False
 
 
 @dataclass

@@ -274,7 +274,8 @@ class _MonthBuilder:
         ended = min(ended, self.window.end - timedelta(minutes=5))
         if multi:
             task = self.b.task(project, domain, "train.multinode", task_type="pytorch",
-                               requests=GPU_NODE_8, worker_replicas=2)  # fmt: skip
+                               requests=GPU_NODE_8, worker_replicas=2,
+                               pod_template=True)  # fmt: skip
             pods = [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"]
         else:
             task = self.b.task(project, domain, "train.elastic", requests=GPU_NODE_4)
