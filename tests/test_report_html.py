@@ -307,13 +307,14 @@ def test_the_guard_uploads_the_page_to_s3_and_its_notification_links_to_it(
     assert got.status_code == 200 and got.text.startswith("<!doctype html>")
 
 
-def test_slack_notifications_carry_the_page_link(box, hook, tmp_path, capsys):
+def test_slack_notifications_carry_the_page_link_and_guard_mode_prints_the_page(box, hook, tmp_path, capsys):
     state = str(tmp_path / "state.json")
-    code, _out, err = run(
-        ["scan", *WINDOW, "--no-progress", "-o", "json", "--state", state, "--notify", hook.url,
+    code, out, err = run(
+        ["scan", *WINDOW, "--no-progress", "-o", "html", "--state", state, "--notify", hook.url,
          "--notify-format", "slack", "--report-html", "s3://flyte-metadata/p/incident.html"],
         capsys,
     )  # fmt: skip
     assert code == 1, err
+    assert out.startswith("<!doctype html>")  # guard mode prints the page too
     head = hook.posts()[0]["blocks"][0]["text"]["text"]
     assert "/flyte-metadata/p/incident.html|The incident page" in head

@@ -281,6 +281,7 @@ def _attempt_lane(
     signal_at: datetime | None,
     end: datetime,
     prefix: str = "",
+    writes: Sequence[datetime] = (),
 ) -> str:
     kind = finding.verdict if finding else attempt_kind(att)
     tag = f"{att.ref.node_id}/{att.ref.attempt}"
@@ -297,11 +298,9 @@ def _attempt_lane(
                     f"false SUCCESS {short_time(finding.succeeded_at)}",
                 )
             )
-        ck = finding.checkpoint
-        if ck.latest is not None:
-            marks.append(
-                Mark(ck.latest, "checkpoint", f"newest checkpoint write {short_time(ck.latest)}")
-            )
+        latest = finding.checkpoint.latest
+        for at in writes or ([latest] if latest else []):
+            marks.append(Mark(at, "checkpoint", f"checkpoint write {short_time(at)}"))
     bars = []
     if att.started_at is not None:
         attrs = (("data-attempt", f"{prefix}{tag}"), ("data-verdict", kind))
@@ -314,20 +313,22 @@ def _attempt_lane(
 
 
 def marks_text(marks: Sequence[Mark]) -> str:
-    """The markers in words, since they may sit a few seconds apart on an hours-long bar."""
-    if not marks:
+    """The markers in words, since they may sit seconds apart on an hours-long bar: the first
+    at its time, the others relative to it; checkpoint writes counted, the newest placed."""
+    events = [m for m in marks if m.kind != "checkpoint"]
+    writes = [m.at for m in marks if m.kind == "checkpoint"]
+    if not events and not writes:
         return ""
-    first = marks[0].at
-    words = {
-        "signal": "death signal",
-        "false-success": "false SUCCESS",
-        "checkpoint": "newest checkpoint write",
-    }
+    first = events[0].at if events else max(writes)
+    words = {"signal": "death signal", "false-success": "false SUCCESS"}
     parts = []
-    for m in marks:
-        delta = (m.at - first).total_seconds()
-        at = short_time(m.at) if m is marks[0] else f"{delta:+,.0f} s"
+    for m in events:
+        at = short_time(m.at) if m is events[0] else f"{(m.at - first).total_seconds():+,.0f} s"
         parts.append(f"{words.get(m.kind, m.kind)} {at}")
+    if writes:
+        newest = max(writes)
+        at = f"{(newest - first).total_seconds():+,.0f} s" if events else short_time(newest)
+        parts.append(f"{len(writes)} checkpoint write(s), the newest {at}")
     return " · " + " · ".join(parts)
 
 
@@ -352,7 +353,8 @@ def timeline(view: ExecutionView, report: Report) -> str:
     ):
         f = by_ref.get(att.ref)
         sig = f.signal.at if f and f.signal else signals.get(att.ref)
-        rows.append(_attempt_lane(scale, att, f, sig, end))
+        writes = view.checkpoint_writes.get(att.ref, ())
+        rows.append(_attempt_lane(scale, att, f, sig, end, writes=writes))
     if again is not None:
         head += f" · relaunched as <code>{esc(again.ref)}</code> ({esc(again.phase)}, created {when(again.created_at)})"
         for att in view.relaunch_attempts:

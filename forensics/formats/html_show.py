@@ -30,7 +30,7 @@ def _row(scale: Scale, v: AttemptVerdict, end_default: datetime) -> str:
         marks.append(Mark(a.ended_at, "false-success", f"false SUCCESS {short_time(a.ended_at)}"))
     if v.checkpoint is not None and v.checkpoint.latest is not None:
         at = v.checkpoint.latest
-        marks.append(Mark(at, "checkpoint", f"newest checkpoint write {short_time(at)}"))
+        marks.append(Mark(at, "checkpoint", f"checkpoint write {short_time(at)}"))
     bars = []
     if a.started_at is not None:
         attrs = (("data-attempt", tag), ("data-verdict", kind))
@@ -40,7 +40,7 @@ def _row(scale: Scale, v: AttemptVerdict, end_default: datetime) -> str:
         label += f" ({v.reason})"
     if v.checkpoint is not None:
         label += f" · checkpoint {checkpoint_summary(v.checkpoint)}"
-    label += marks_text(marks)
+    label += marks_text([m for m in marks if m.kind != "checkpoint"])
     return (
         f'<div class="row"><p class="label">{esc(label)}</p>{lane(scale, bars, marks, title)}</div>'
     )

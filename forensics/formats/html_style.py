@@ -80,6 +80,6 @@ LEGEND = (
     '<span><span class="swatch running"></span>running</span>'
     '<span><span class="swatch mark signal"></span>death signal (solid line)</span>'
     '<span><span class="swatch mark false-success"></span>false SUCCESS (dashed)</span>'
-    '<span><span class="swatch mark checkpoint"></span>newest checkpoint write (dotted)</span>'
+    '<span><span class="swatch mark checkpoint"></span>checkpoint write (dotted)</span>'
     "</p>"
 )

@@ -261,6 +261,30 @@ class ObjectStore:
             return PrefixListing(listed, "empty")
         return PrefixListing(listed, "present", objects=count, latest=latest.astimezone(UTC))
 
+    def object_times(self, uri: str, limit: int = 500) -> list[datetime]:
+        """When each object under a prefix was last written (oldest first, the newest `limit`):
+        the incident page's checkpoint writes. SourceError when S3 cannot answer."""
+        try:
+            bucket, key = split_s3_uri(uri, need_key=False)
+        except UnreadableURI as e:
+            raise SourceError("s3", str(e), target=uri) from None
+        prefix = key if not key or key.endswith("/") else key + "/"
+        times: list[datetime] = []
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix
+            )
+            for page in pages:
+                times += [
+                    o["LastModified"].astimezone(UTC)
+                    for o in page.get("Contents", ())
+                    if not _is_folder_marker(o)
+                ]
+                times = sorted(times)[-limit:]  # memory stays at `limit` however many there are
+        except (ClientError, BotoCoreError) as e:
+            raise SourceError("s3", f"listing {uri}: {describe_error(e)}", target=uri) from None
+        return times
+
     def put_page(self, uri: str, body: bytes, content_type: str) -> str:
         """Write one object (the incident page); its HTTPS address at this endpoint. SourceError
         when S3 refuses; UnreadableURI for a URI without a key."""

@@ -24,6 +24,7 @@ COUNT_JS = """() => [...document.querySelectorAll('section.execution')].map(s =>
   bars: [...s.querySelectorAll('rect.bar')].map(b => b.dataset.verdict),
   signals: s.querySelectorAll('line.marker.signal').length,
   false_successes: s.querySelectorAll('line.marker.false-success').length,
+  checkpoint_writes: s.querySelectorAll('line.marker.checkpoint').length,
 }))"""
 
 SERIES_JS = """() => Object.fromEntries([...document.querySelectorAll('.series')].map(s =>
@@ -97,6 +98,9 @@ def check_counts(v, report: dict, capsys) -> None:
             assert d["bars"].count(verdict) == sum(f["verdict"] == verdict for f in findings)
         assert d["signals"] == sum(a["signal_at"] is not None for a in attempts), ref
         assert d["false_successes"] == len(findings), ref
+        # one marker per object under each finding's checkpoint prefix
+        writes = sum(f["checkpoint"]["objects"] for f in findings)
+        assert d["checkpoint_writes"] == writes, ref
     # The hourly chart counts what the report counts.
     s, totals = report["summary"], v.page.evaluate(SERIES_JS)
     signalled = sum(
