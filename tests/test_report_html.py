@@ -307,7 +307,9 @@ def test_the_guard_uploads_the_page_to_s3_and_its_notification_links_to_it(
     assert got.status_code == 200 and got.text.startswith("<!doctype html>")
 
 
-def test_slack_notifications_carry_the_page_link_and_guard_mode_prints_the_page(box, hook, tmp_path, capsys):
+def test_slack_notifications_carry_the_page_link_and_guard_mode_prints_the_page(
+    box, hook, tmp_path, capsys
+):
     state = str(tmp_path / "state.json")
     code, out, err = run(
         ["scan", *WINDOW, "--no-progress", "-o", "html", "--state", state, "--notify", hook.url,
