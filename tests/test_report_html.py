@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import boto3
+import grpc
 import jsonschema
 import pytest
 import requests
@@ -25,7 +26,7 @@ from flytekit.extras.accelerators import A100
 from flytekit.tools.translator import get_serializable
 from flytekitplugins.kfpytorch import Elastic, Master, PyTorch, Worker
 from support.cli import run
-from support.scan import WINDOW, sandbox_fixtures, scan_json
+from support.scan import CONFIG, WINDOW, sandbox_fixtures, scan_json
 
 from forensics.cost import checkpoint_age, cost_of, price, totals
 from forensics.model import (
@@ -320,3 +321,23 @@ def test_slack_notifications_carry_the_page_link_and_guard_mode_prints_the_page(
     assert out.startswith("<!doctype html>")  # guard mode prints the page too
     head = hook.posts()[0]["blocks"][0]["text"]["text"]
     assert "/flyte-metadata/p/incident.html|The incident page" in head
+
+
+def test_a_page_read_that_fails_is_listed_on_the_page_and_exits_3(box, tmp_path, capsys):
+    # The scan itself never calls GetExecution; the page does, for each affected execution.
+    (tmp_path / "elastic-audit.toml").write_text(
+        CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n")
+    )
+    box.admin.faults.failures["GetExecution"] = [grpc.StatusCode.UNAVAILABLE] * 1000
+    report = tmp_path / "report.json"
+    try:
+        code, out, err = run(
+            ["scan", *WINDOW, "-o", "html", "--no-progress", "--report", report], capsys
+        )
+    finally:
+        box.admin.faults.failures.clear()
+    assert code == 3, err
+    assert json.loads(report.read_text())["complete"] is True  # the scan's own reads were whole
+    assert "Flyte Admin failed" in err and "for the page's timeline" in err
+    # 6 affected executions and one existing relaunch, each read once
+    assert "7 read(s) for the timelines below failed" in out

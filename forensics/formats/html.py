@@ -88,8 +88,8 @@ def coverage(report: Report, page_gaps: Sequence[Gap]) -> str:
     extra = ""
     if page_gaps:
         extra = (
-            f'<p class="warn">The page could not read {len(page_gaps)} execution(s) for its '
-            "timelines:</p>" + gap_list(page_gaps)
+            f'<p class="warn">{len(page_gaps)} read(s) for the timelines below failed: what they '
+            "would show is missing there.</p>" + gap_list(page_gaps)
         )
     return (
         f'<section id="coverage"><h2>Window and coverage</h2>'
