@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from forensics.model import AttemptRecord, AttemptRef, Checkpoint, Cost, Finding, SignalHit
 from forensics.sources.task_resources import TaskResources
@@ -50,14 +51,17 @@ def cost_of(
         unknown.append("Admin records no start or end for the attempt")
     if resources is None:
         unknown.append(why_no_template or "no task template")
-        none = dict.fromkeys(("pods", "gpus_per_pod", "cpus_per_pod", "accelerator", "source"))
         return Cost(
             run_seconds=run,
+            pods=None,
+            gpus_per_pod=None,
+            cpus_per_pod=None,
+            accelerator=None,
             gpu_hours=None,
             cpu_hours=None,
             checkpoint_age_seconds=checkpoint_age(checkpoint, signal),
+            source=None,
             unknown=tuple(unknown),
-            **none,  # type: ignore[arg-type]
         )
     unknown += resources.unknown
     pods = resources.pods
@@ -82,17 +86,17 @@ def finding_day(f: Finding) -> str:
     return at.strftime("%Y-%m-%d") if at else "unknown"
 
 
-def _add(bucket: dict[str, object], cost: Cost | None) -> None:
-    bucket["findings"] = int(bucket["findings"]) + 1  # type: ignore[call-overload]
+def _add(bucket: dict[str, Any], cost: Cost | None) -> None:
+    bucket["findings"] += 1
     for key in ("gpu_hours", "cpu_hours"):
         value = getattr(cost, key) if cost else None
         if value is None:
-            bucket[f"{key}_unknown"] = int(bucket[f"{key}_unknown"]) + 1  # type: ignore[call-overload]
+            bucket[f"{key}_unknown"] += 1
         else:
-            bucket[key] = round(float(bucket[key]) + value, 4)  # type: ignore[arg-type]
+            bucket[key] = round(bucket[key] + value, 4)
 
 
-def _bucket() -> dict[str, object]:
+def _bucket() -> dict[str, Any]:
     return {
         "findings": 0,
         "gpu_hours": 0.0,
@@ -102,12 +106,12 @@ def _bucket() -> dict[str, object]:
     }
 
 
-def totals(findings: Iterable[Finding]) -> dict[str, object]:
+def totals(findings: Iterable[Finding]) -> dict[str, Any]:
     """The findings' GPU- and CPU-hours: all, per project, per UTC day; `*_unknown` counts the
     findings whose number is unknown (not in the sum, so a total is a lower bound then)."""
     total = _bucket()
-    by_project: dict[str, dict[str, object]] = {}
-    by_day: dict[str, dict[str, object]] = {}
+    by_project: dict[str, dict[str, Any]] = {}
+    by_day: dict[str, dict[str, Any]] = {}
     for f in findings:
         _add(total, f.cost)
         _add(by_project.setdefault(f.attempt.execution.project, _bucket()), f.cost)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlparse
 
 from forensics.detect import FAILED_PHASES
@@ -156,10 +157,9 @@ def hourly(page: IncidentPage) -> str:
     return "".join(out) + "</section>"
 
 
-def _cost_rows(buckets: dict[str, object]) -> str:
+def _cost_rows(buckets: dict[str, dict[str, Any]]) -> str:
     rows = []
     for key, b in buckets.items():
-        assert isinstance(b, dict)
         rows.append(
             f"<tr><th>{esc(key)}</th><td>{b['findings']}</td><td>{hours(b['gpu_hours'])}</td>"
             f"<td>{hours(b['cpu_hours'])}</td><td>{b['gpu_hours_unknown']} / {b['cpu_hours_unknown']}</td></tr>"
@@ -168,11 +168,11 @@ def _cost_rows(buckets: dict[str, object]) -> str:
 
 
 def cost(report: Report) -> str:
-    t = report.summary.cost
+    t: dict[str, Any] = dict(report.summary.cost or {})
     if not t:
         return ""
     head = "<tr><th></th><th>findings</th><th>GPU-hours</th><th>CPU-hours</th><th>unknown (GPU / CPU)</th></tr>"
-    unknown = int(t["gpu_hours_unknown"])  # type: ignore[call-overload]
+    unknown = int(t["gpu_hours_unknown"])
     note = (
         f" {unknown} finding(s) with unknown GPU-hours are not in the sum: it is a lower bound."
         if unknown
@@ -180,11 +180,11 @@ def cost(report: Report) -> str:
     )
     tables = ""
     for key, title in (("by_project", "Per project"), ("by_day", "Per day (UTC)")):
-        tables += f'<h3>{title}</h3><table class="cost">{head}{_cost_rows(t[key])}</table>'  # type: ignore[arg-type]
+        tables += f'<h3>{title}</h3><table class="cost">{head}{_cost_rows(t[key])}</table>'
     return (
         f'<section id="cost"><h2>What it cost</h2><p>GPU-hours lost: '
-        f'<b class="total-gpu">{hours(t["gpu_hours"])}</b>; CPU-hours lost: '  # type: ignore[arg-type]
-        f'<b class="total-cpu">{hours(t["cpu_hours"])}</b> — each finding\'s run time times the '  # type: ignore[arg-type]
+        f'<b class="total-gpu">{hours(t["gpu_hours"])}</b>; CPU-hours lost: '
+        f'<b class="total-cpu">{hours(t["cpu_hours"])}</b> — each finding\'s run time times the '
         f"GPUs and CPUs its task template requests.{esc(note)}</p>{tables}</section>"
     )
 
