@@ -1,6 +1,6 @@
 """The domain's plain data: frozen dataclasses passed between sources, detection and formats.
 
-One module on purpose (a little over 400 lines): every type of the report and of its evidence
+One module on purpose (under 500 lines): every type of the report and of its evidence
 reads in one place, each a few lines, as docs/report.md describes them.
 """
 
@@ -272,6 +272,41 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What one finding cost (docs/report.md `cost`): the attempt's run time times the GPUs and
+    CPUs its task template requests, and the age of the newest checkpoint at the signal.
+
+    A number the template does not give is None, and `unknown` says why; `source` says where
+    the numbers come from (`forensics/cost.py`).
+    """
+
+    run_seconds: float | None
+    pods: int | None
+    gpus_per_pod: float | None
+    cpus_per_pod: float | None
+    accelerator: str | None
+    gpu_hours: float | None
+    cpu_hours: float | None
+    checkpoint_age_seconds: float | None
+    source: str | None
+    unknown: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "run_seconds": self.run_seconds,
+            "pods": self.pods,
+            "gpus_per_pod": self.gpus_per_pod,
+            "cpus_per_pod": self.cpus_per_pod,
+            "accelerator": self.accelerator,
+            "gpu_hours": self.gpu_hours,
+            "cpu_hours": self.cpu_hours,
+            "checkpoint_age_seconds": self.checkpoint_age_seconds,
+            "source": self.source,
+            "unknown": list(self.unknown),
+        }
+
+
+@dataclass(frozen=True)
 class Finding:
     """One affected or suspected task attempt, with everything the report says about it."""
 
@@ -288,6 +323,7 @@ class Finding:
         str, ...
     ] = ()  # docs/report.md `evidence`: why the finding is weaker, late signals
     parent: ParentNode | None = None  # the parent execution's node, for a child execution
+    cost: Cost | None = None  # None: not priced (docs/report.md `cost`)
 
     def as_dict(self) -> dict[str, object]:
         sig = signal_dict(self.signal) if self.signal is not None else None
@@ -305,6 +341,7 @@ class Finding:
             "parent": self.parent.as_dict() if self.parent else None,
             "links": dict(self.links),
             "notes": list(self.evidence),
+            "cost": self.cost.as_dict() if self.cost else None,
         }
 
 
@@ -385,6 +422,7 @@ class Summary:
     pending: int = 0  # signalled attempts not finished yet (in attempts_examined too)
     unparsed_lines: int = 0
     unparsed_example: UnparsedLine | None = None
+    cost: Mapping[str, object] | None = None  # the findings' cost totals (`forensics/cost.py`)
 
     def clear(self, reason: str) -> None:
         """Count one attempt cleared for `reason` (a `detect.Cleared`, kept as its value)."""
@@ -402,7 +440,17 @@ class Summary:
             "cleared": dict(sorted(self.cleared.items())),
             "unparsed_lines": self.unparsed_lines,
             "unparsed_example": self.unparsed_example.as_dict() if self.unparsed_example else None,
+            "cost": dict(self.cost) if self.cost is not None else None,
         }
+
+
+@dataclass(frozen=True)
+class Activity:
+    """When the scan saw what, for the incident page's hourly chart and timelines; kept in
+    memory only (the JSON report lists findings, not every signalled attempt)."""
+
+    signals: Mapping[AttemptRef, datetime] = field(default_factory=dict)  # signalled attempts
+    retried: tuple[datetime, ...] = ()  # ends of signalled attempts that failed and were retried
 
 
 @dataclass(frozen=True)
@@ -416,6 +464,7 @@ class Report:
     findings: tuple[Finding, ...]
     pending: tuple[Pending, ...] = ()
     unresolved: tuple[Unresolved, ...] = ()
+    activity: Activity = field(default_factory=Activity)  # not in the JSON: the page's chart
 
     @property
     def complete(self) -> bool:

@@ -321,8 +321,9 @@ def test_help_names_values_shows_defaults_whole_and_only_each_commands_formats(t
         r"--report FILE\s", helps["scan"]
     )
     assert re.search(r"--exit-zero\s+Exit 0", helps["scan"])  # a flag: no placeholder
-    assert "-o, --output table|json|csv|markdown" in helps["scan"]
-    for c in ("show", "relaunch", "fix check", "fix apply"):
+    assert "-o, --output table|json|csv|markdown|html" in helps["scan"]
+    assert "-o, --output table|json|html " in helps["show"]
+    for c in ("relaunch", "fix check", "fix apply"):
         assert "-o, --output table|json " in helps[c], c
         assert "csv" not in helps[c] and "markdown" not in helps[c], c
     assert "-o, --output table|json|diff" in helps["pin-bump"]

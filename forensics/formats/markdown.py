@@ -143,9 +143,10 @@ def _finding_rows(report: Report) -> list[str]:
     ]
 
 
-def _relaunch(report: Report) -> list[str]:
-    # A child execution is relaunched through its parent (`--parent`), so that the
-    # parent's later steps run again too.
+def relaunch_commands(report: Report) -> list[str]:
+    """The `relaunch` command for each finding's execution not relaunched yet (also the
+    incident page's). A child execution is relaunched through its parent (`--parent`), so
+    that the parent's later steps run again too."""
     todo = sorted(
         {
             f"--parent {f.attempt.execution}" if f.parent else str(f.attempt.execution)
@@ -153,6 +154,11 @@ def _relaunch(report: Report) -> list[str]:
             if not f.relaunched_as
         }
     )
+    return [f"elastic-audit relaunch {ref}" for ref in todo]
+
+
+def _relaunch(report: Report) -> list[str]:
+    todo = relaunch_commands(report)
     if not todo:
         return []
     return [
@@ -161,7 +167,7 @@ def _relaunch(report: Report) -> list[str]:
         "Review, then run:",
         "",
         "```sh",
-        *(f"elastic-audit relaunch {ref}" for ref in todo),
+        *todo,
         "```",
         "",
     ]

@@ -127,10 +127,12 @@ class ScenarioBuilder:
         version: int = 1,
         *,
         has_outputs: bool = False,
+        **resources: Any,  # SandboxTask's requests, limits, accelerator, worker_replicas
     ) -> SandboxTask:
         key = (project, domain, name, "v1")
         if key not in self._tasks:
-            t = SandboxTask(project, domain, name, "v1", task_type, version, has_outputs)
+            t = SandboxTask(project, domain, name, "v1", task_type, version, has_outputs,
+                            **resources)  # fmt: skip
             self._tasks[key] = t
             self.scenario.tasks.append(t)
         return self._tasks[key]
@@ -287,6 +289,10 @@ def _try(
 
 
 # The scenario reads as a table: one execution per block, one attempt per call.
+GPU_NODE_4 = (("cpu", "8"), ("gpu", "4"), ("memory", "64Gi"))
+GPU_NODE_8 = (("cpu", "16"), ("gpu", "8"), ("memory", "320Gi"))
+
+
 # fmt: off
 def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = None) -> Scenario:
     """The reference incident and one neighbour for every verdict and not-finding class.
@@ -300,8 +306,11 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     b = ScenarioBuilder(labels, shipper)
     gs1, dev = ("gs1", "production"), ("gs1", "development")
     ns = "gs1-production"
-    task = b.task(*gs1, "bigmodel.train")
-    pt = b.task(*gs1, "bigmodel.train_multinode", task_type="pytorch")
+    # `@task(task_config=Elastic(nproc_per_node=4), resources=Resources(cpu="8", gpu="4",
+    # mem="64Gi"), accelerator=A100)`; the multi-node one `Elastic(nnodes=2, nproc_per_node=8)`.
+    task = b.task(*gs1, "bigmodel.train", requests=GPU_NODE_4, accelerator="nvidia-tesla-a100")
+    pt = b.task(*gs1, "bigmodel.train_multinode", task_type="pytorch", requests=GPU_NODE_8,
+                accelerator="nvidia-tesla-a100", worker_replicas=2)
 
     # 1. The reference incident (docs/verdicts.md): single-node Elastic, SIGTERM, success 7 s later,
     #    no outputs.pb, empty checkpoint prefix given as the `checkpoint_dir` input.
@@ -332,7 +341,7 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     #    known → unknown. A later relaunch of it exists already → relaunched_as.
     name = "c3p8r2w6y1t5u9e4o7i0"
     sig_at, ok_at = _t(6, 8, 30, 0), _t(6, 8, 30, 4)
-    small = b.task(*dev, "small.train")
+    small = b.task(*dev, "small.train")  # no resources: the platform's defaults, cost unknown
     b.one_node(*dev, name, "SUCCEEDED", _t(6, 7, 0, 0), ok_at + timedelta(seconds=2),
                _try(name, 0, "SUCCEEDED", _t(6, 7, 0, 20), ok_at, small))
     b.signal_pod(sig_at, "gs1-development", f"{name}-n0-0", f"{name}-n0-0", wrap="docker", sig="2")

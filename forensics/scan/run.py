@@ -21,6 +21,7 @@ from datetime import timedelta
 from functools import partial
 
 from forensics.concurrency import Lane, guarded, join
+from forensics.cost import price
 from forensics.detect import (
     Cleared,
     Decision,
@@ -32,7 +33,7 @@ from forensics.detect import (
     needs_outputs_check,
     sweep_candidate,
 )
-from forensics.errors import SourceError
+from forensics.errors import NotFoundError, SourceError
 from forensics.model import (
     AttemptRecord,
     AttemptRef,
@@ -62,6 +63,7 @@ from forensics.scan.signals import (
 from forensics.scan.tally import Tally
 from forensics.sources import Sources
 from forensics.sources.loki import ShardOutcome
+from forensics.sources.task_resources import TaskResources
 
 log = logging.getLogger("elastic-audit")
 
@@ -151,7 +153,7 @@ class ScanRun:
         return report
 
     def _relaunched(self, findings: list[Finding]) -> list[Finding]:
-        return sweep.with_relaunches(
+        findings = sweep.with_relaunches(
             findings,
             self.tally.finding_executions,
             self.sources.admin,
@@ -159,6 +161,20 @@ class ScanRun:
             self._admin_lane,
             self.tally.add_gap,
         )
+        return price(findings, self.tally.finding_attempts, self._task_resources)
+
+    def _task_resources(self, task_id: tuple[str, str, str, str]) -> TaskResources | str:
+        """A finding's task requests for its cost (docs/report.md `cost`): a template Admin
+        cannot give is a gap, as any failed read is; an unregistered one is only `unknown`."""
+        try:
+            with self.lookups.slots:
+                return self.sources.admin.task_resources(task_id)
+        except NotFoundError:
+            return "the task template is not registered (a dynamic task?)"
+        except SourceError as e:
+            w = self.window
+            self.tally.add_gap(Gap("admin", w.start, w.end, f"task {':'.join(task_id)}: {e.cause}"))
+            return f"reading the task template failed: {e.cause}"
 
     def _read_everything(self) -> None:
         """Loki and the Admin sweep at once; every swept execution matched, its checks queued."""

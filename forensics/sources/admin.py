@@ -28,8 +28,8 @@ lifetime (plus one GetNodeExecutionData per dynamic parent whose
 tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
 confirm an ALREADY_EXISTS) · `version_request` 3 (GetExecution, GetExecutionData, GetLaunchPlan) ·
 `create_relaunch` 1 (+1 GetExecution on ALREADY_EXISTS) · `workflow_facts` 2 (GetLaunchPlan,
-GetWorkflow) · `task_facts` 1 · `launch_plan_versions` one per page · `relaunches_of` one per page ·
-`list_projects` / `project_domains` one per page.
+GetWorkflow) · `task_facts` 1 · `task_resources` 1 · `launch_plan_versions` one per page ·
+`relaunches_of` one per page · `list_projects` / `project_domains` one per page.
 
 Creating executions (flyteadmin v1.16.8 `pkg/manager/impl/execution_manager.go`):
 RelaunchExecution copies the original's whole spec — `parent_node_execution` included — and its
@@ -96,6 +96,7 @@ from forensics.sources.admin_records import (
     subtask_records,
     workflow_facts_of,
 )
+from forensics.sources.task_resources import TaskResources, resources_of
 
 # Importing flytekit installs a SIGINT handler that calls exit(1) at once. Ctrl-C must stay a
 # KeyboardInterrupt so every command can clean up (no partial report, no half-written pins,
@@ -724,6 +725,13 @@ class AdminClient:
         req = _task_request(task_id)
         task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
         return TaskFacts.of(task.closure.compiled_task.template)
+
+    def task_resources(self, task_id: tuple[str, str, str, str]) -> TaskResources:
+        """What one registered task requests (GetTask): pods, GPUs, CPUs (`task_resources.py`);
+        NotFoundError if the task is not registered."""
+        req = _task_request(task_id)
+        task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
+        return resources_of(task.closure.compiled_task.template)
 
     def launch_plan_versions(self, project: str, domain: str, name: str) -> list[str]:
         """Versions of a launch plan, newest first (ListLaunchPlans sorted by created_at)."""

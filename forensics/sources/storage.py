@@ -29,7 +29,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from forensics import __version__
-from forensics.errors import ConfigError
+from forensics.errors import ConfigError, SourceError
 from forensics.model import UTC, ObjectCheck, PrefixListing
 
 OUTPUTS_FILE = "outputs.pb"
@@ -260,6 +260,54 @@ class ObjectStore:
         if latest is None:
             return PrefixListing(listed, "empty")
         return PrefixListing(listed, "present", objects=count, latest=latest.astimezone(UTC))
+
+    def object_times(self, uri: str, limit: int = 500) -> list[datetime]:
+        """When each object under a prefix was last written (oldest first, the newest `limit`):
+        the incident page's checkpoint writes. SourceError when S3 cannot answer."""
+        try:
+            bucket, key = split_s3_uri(uri, need_key=False)
+        except UnreadableURI as e:
+            raise SourceError("s3", str(e), target=uri) from None
+        prefix = key if not key or key.endswith("/") else key + "/"
+        times: list[datetime] = []
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix
+            )
+            for page in pages:
+                times += [
+                    o["LastModified"].astimezone(UTC)
+                    for o in page.get("Contents", ())
+                    if not _is_folder_marker(o)
+                ]
+                times = sorted(times)[-limit:]  # memory stays at `limit` however many there are
+        except (ClientError, BotoCoreError) as e:
+            raise SourceError("s3", f"listing {uri}: {describe_error(e)}", target=uri) from None
+        return times
+
+    def put_page(self, uri: str, body: bytes, content_type: str) -> str:
+        """Write one object (the incident page); its HTTPS address at this endpoint. SourceError
+        when S3 refuses; UnreadableURI for a URI without a key."""
+        bucket, key = split_s3_uri(uri, need_key=True)
+        try:
+            self._client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
+        except (ClientError, BotoCoreError) as e:
+            raise SourceError(
+                "s3", f"cannot write {uri}: {describe_error(e)}", target=uri
+            ) from None
+        return object_url(self._client.meta.endpoint_url, bucket, key)
+
+
+def object_url(endpoint: str, bucket: str, key: str) -> str:
+    """An object's path-style HTTPS address (`<endpoint>/<bucket>/<key>`), as S3 and every
+    S3-compatible store answer it; no credentials (the endpoint's user info is dropped)."""
+    from urllib.parse import quote
+
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}/{quote(bucket)}/{quote(key)}"
 
 
 # A fixed User-Agent: botocore otherwise rebuilds its default one (platform, config and feature

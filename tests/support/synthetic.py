@@ -24,7 +24,7 @@ from functools import partial
 
 from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC, Window, to_ns
-from forensics.sandbox.incident import ScenarioBuilder, flytekit_json
+from forensics.sandbox.incident import GPU_NODE_4, GPU_NODE_8, ScenarioBuilder, flytekit_json
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxExecution,
@@ -273,10 +273,12 @@ class _MonthBuilder:
         ended = started + timedelta(seconds=self.rng.uniform(900, 6 * 3600))
         ended = min(ended, self.window.end - timedelta(minutes=5))
         if multi:
-            task = self.b.task(project, domain, "train.multinode", task_type="pytorch")
+            task = self.b.task(project, domain, "train.multinode", task_type="pytorch",
+                               requests=GPU_NODE_8, worker_replicas=2,
+                               pod_template=True)  # fmt: skip
             pods = [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"]
         else:
-            task = self.b.task(project, domain, "train.elastic")
+            task = self.b.task(project, domain, "train.elastic", requests=GPU_NODE_4)
             pods = [generated_name([name, "n0", 0])] if hashed else [f"{name}-n0-0"]
         return _Placed(project, domain, name, multi, created, started, ended, task, pods)
 
