@@ -27,6 +27,7 @@ from forensics.model import (
     ParentNode,
     rfc3339,
 )
+from forensics.sources.task_resources import primary_container
 
 _START_END = frozenset({"start-node", "end-node"})
 _TERMINAL_TASK_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
@@ -284,12 +285,22 @@ class TaskFacts(NamedTuple):
         return cls(
             (t.project, t.domain, t.name, t.version),
             tpl.type,
-            tpl.container.image or None if tpl.HasField("container") else None,
+            template_image(tpl),
             m.runtime.version or None,
             m.interruptible if m.WhichOneof("interruptible_value") else None,
             m.discoverable,
             m.discovery_version,
         )
+
+
+def template_image(tpl: tasks_pb2.TaskTemplate) -> str | None:
+    """The image a task runs: its container's, or the primary container's of its pod template
+    (flytekit 1.16 writes kfpytorch's `Elastic` and `PyTorch` tasks, which mount shared memory,
+    with `k8s_pod` and no `container`); None when the template names none."""
+    if tpl.HasField("container"):
+        return tpl.container.image or None
+    primary = primary_container(tpl)
+    return (primary or {}).get("image") or None
 
 
 class WorkflowFacts(NamedTuple):

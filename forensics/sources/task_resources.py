@@ -107,18 +107,27 @@ def _pod_entries(tpl: tasks_pb2.TaskTemplate) -> tuple[Entries, str]:
     writes them into the pod spec as Kubernetes does, `{"requests": {"gpu": "8"}}`
     (`core/utils.py::_serialize_pod_spec`), and names the container in
     `config["primary_container_name"]`."""
+    where = "k8s_pod.pod_spec primary container resources"
+    c = primary_container(tpl)
+    if c is None:
+        return {"requests": {}, "limits": {}}, where
+    res = c.get("resources") or {}
+    entries = {
+        kind: {_k8s_name(k): str(v) for k, v in (res.get(kind) or {}).items()}
+        for kind in ("requests", "limits")
+    }
+    return entries, where
+
+
+def primary_container(tpl: tasks_pb2.TaskTemplate) -> dict[str, Any] | None:
+    """The primary container of a pod-template task (`k8s_pod`) as a dict of the pod spec, the
+    one `config["primary_container_name"]` names (flytekit `core/utils.py::_serialize_pod_spec`,
+    default `primary`); None when the template has no pod spec or no such container."""
+    if not tpl.HasField("k8s_pod"):
+        return None
     spec = MessageToDict(tpl.k8s_pod.pod_spec)
     primary = tpl.config.get("primary_container_name", "primary")
-    where = "k8s_pod.pod_spec primary container resources"
-    for c in spec.get("containers", []):
-        if c.get("name") == primary:
-            res = c.get("resources") or {}
-            entries = {
-                kind: {_k8s_name(k): str(v) for k, v in (res.get(kind) or {}).items()}
-                for kind in ("requests", "limits")
-            }
-            return entries, where
-    return {"requests": {}, "limits": {}}, where
+    return next((c for c in spec.get("containers", []) if c.get("name") == primary), None)
 
 
 def _task_entries(tpl: tasks_pb2.TaskTemplate) -> tuple[Entries, str]:
