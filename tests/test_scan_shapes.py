@@ -234,10 +234,12 @@ def test_node_inputs_are_read_for_findings_only(box, capsys):
     _code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     calls = box.admin.call_counts() - before
     findings = json.loads(out)["findings"]
-    # One GetNodeExecutionData per finding (not per candidate: 7 attempts were examined), and
+    # One GetNodeExecutionData per finding (not per candidate: 7 attempts were examined) and one
+    # per dynamic parent (its compiled workflow: the sweep's plan of its children), and
     # GetExecutionData only where the node's own inputs lack `checkpoint_dir` (the inline and
     # the child findings, whose node n0 has no inputs of its own), once per execution.
-    assert calls["GetNodeExecutionData"] == len(findings) == 5
+    dynamic_parents = 1  # the reference incident's one @dynamic sweep
+    assert calls["GetNodeExecutionData"] == len(findings) + dynamic_parents == 5 + 1
     assert calls["GetExecutionData"] == 2
 
 
@@ -258,7 +260,9 @@ def test_unreadable_node_inputs_leave_the_checkpoint_unknown_never_the_execution
     # when the trial's own inputs cannot be read would list the wrong prefix (docs/verdicts.md).
     Path("elastic-audit.toml").write_text(CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n"))
     box.admin.faults.failing_filters.clear()
-    box.admin.faults.fail_next("GetNodeExecutionData", times=5, code=grpc.StatusCode.UNAVAILABLE)
+    # Six: the sweep's read of the @dynamic parent's compiled workflow (it then lists every
+    # child) and the five findings' node inputs.
+    box.admin.faults.fail_next("GetNodeExecutionData", times=6, code=grpc.StatusCode.UNAVAILABLE)
     try:
         code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     finally:

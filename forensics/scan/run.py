@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -61,6 +61,7 @@ from forensics.scan.signals import (
 )
 from forensics.scan.tally import Tally
 from forensics.sources import Sources
+from forensics.sources.admin import SkippedNode
 from forensics.sources.loki import ShardOutcome
 
 log = logging.getLogger("elastic-audit")
@@ -117,7 +118,10 @@ class ScanRun:
         # Signals: the index that joins them to attempts, and whether it is final.
         self._pods = PodIndex()
         self._signals_final = False
-        self._parked: list[tuple[ExecutionRecord, list[AttemptRecord], list[Candidate]]] = []
+        self._parked: list[
+            tuple[ExecutionRecord, list[AttemptRecord], list[Candidate], Sequence[SkippedNode]]
+        ] = []
+        self._partial: set[ExecutionRef] = set()  # swept, some non-elastic nodes passed over
         # The lanes: one per source, stopped together by the first error or the run's end.
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
@@ -234,8 +238,11 @@ class ScanRun:
         with self._lock:
             self._signals_final = True
             parked, self._parked = self._parked, []
-        for ex, attempts, candidates in parked:
-            self._settle(ex, attempts, candidates)
+        for ex, attempts, candidates, skipped in parked:
+            if skipped:  # it may list the nodes the signals point at: in the Admin lane
+                self._admin_lane.submit(partial(self._settle, ex, attempts, candidates, skipped))
+            else:
+                self._settle(ex, attempts, candidates)
 
     def _not_a_project(self, ns: str, hit: SignalHit) -> int:
         """A signalled namespace no project and domain maps to: 1 when it is no Flyte pod at all;
@@ -270,12 +277,24 @@ class ScanRun:
     def _sweep_execution(self, ex: ExecutionRecord) -> None:
         try:
             with self.lookups.slots:
-                attempts = self.sources.admin.list_attempts(ex.ref)
+                swept = self.sources.admin.sweep_attempts(ex, self._pointed(ex.ref))
         except SourceError as e:
             self.tally.add_gap(Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}"))
             return
         finally:
             self.progress.advance("sweep")
+        attempts = swept.attempts
+        candidates = self._candidates(ex, attempts)
+        with self._lock:
+            self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
+            if swept.skipped:
+                self._partial.add(ex.ref)
+            if not self._signals_final:
+                self._parked.append((ex, attempts, candidates, swept.skipped))
+                return
+        self._settle(ex, attempts, candidates, swept.skipped)
+
+    def _candidates(self, ex: ExecutionRecord, attempts: list[AttemptRecord]) -> list[Candidate]:
         candidates = [Candidate(ex, a) for a in attempts if sweep_candidate(a, self.window)]
         # Whether signalled or not, an elastic success needs its outputs.pb checked now, unless
         # its task declares outputs (Flyte then proved them before accepting the success).
@@ -284,21 +303,45 @@ class ScanRun:
                 self._s3_lane.submit(partial(self._check_outputs, c))
             else:
                 c.checked = True  # not yet shared with any other thread
+        return candidates
+
+    def _pointed(self, ref: ExecutionRef) -> Callable[[str], bool]:
+        """The nodes of `ref` the evidence names, once the signals are final (else none yet:
+        `_settle` lists them then)."""
         with self._lock:
-            self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
-            if not self._signals_final:
-                self._parked.append((ex, attempts, candidates))
-                return
-        self._settle(ex, attempts, candidates)
+            final = self._signals_final
+        nodes = self._pods.points_at(ref) if final else frozenset()
+        return nodes.__contains__
 
     def _was_swept(self, ref: ExecutionRef) -> bool:
+        """Whether every task node of `ref` was listed by the sweep (an execution whose
+        non-elastic nodes were passed over is looked up again for pods no attempt claimed)."""
         with self._lock:
-            return ref.name in self._swept.get((ref.project, ref.domain), ())
+            return ref.name in self._swept.get((ref.project, ref.domain), ()) and (
+                ref not in self._partial
+            )
 
     def _settle(
-        self, ex: ExecutionRecord, attempts: list[AttemptRecord], candidates: list[Candidate]
+        self,
+        ex: ExecutionRecord,
+        attempts: list[AttemptRecord],
+        candidates: list[Candidate],
+        skipped: Sequence[SkippedNode] = (),
     ) -> None:
-        """Signals are final: join them to this execution's attempts and release its candidates."""
+        """Signals are final: list the passed-over nodes the evidence points at, join the
+        signals to this execution's attempts and release its candidates."""
+        pointed = self._pods.points_at(ex.ref) if skipped else frozenset()
+        wanted = [n for n in skipped if n.node.id.node_id in pointed]
+        if wanted:
+            try:
+                with self.lookups.slots:
+                    more = self.sources.admin.node_attempts(ex.ref, wanted)
+            except SourceError as e:
+                w = (ex.created_at, ex.updated_at)
+                self.tally.add_gap(Gap("admin", *w, f"{ex.ref}: {e.cause}"))
+                more = []
+            attempts = [*attempts, *more]
+            candidates = [*candidates, *self._candidates(ex, more)]
         hits = self._pods.match(ex, attempts)
         by_ref = {c.att.ref: c for c in candidates}
         for att in attempts:

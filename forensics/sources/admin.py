@@ -52,7 +52,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 from flyteidl.admin import (
@@ -74,6 +74,7 @@ from flytekit.exceptions.base import FlyteException
 from forensics.config import FlyteSettings
 from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
+from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
     created_since,
@@ -221,6 +222,21 @@ def _check_name(name: str) -> None:
         )
 
 
+class SkippedNode(NamedTuple):
+    """A task node a sweep passed over (its task cannot be elastic) and its parent's id."""
+
+    node: node_execution_pb2.NodeExecution
+    parent: str | None
+
+
+class SweptAttempts(NamedTuple):
+    """`sweep_attempts`' answer: the attempts listed, the nodes passed over, whether a plan was read."""
+
+    attempts: list[AttemptRecord]
+    skipped: tuple[SkippedNode, ...]
+    planned: bool
+
+
 # -- the client -------------------------------------------------------------------------------
 
 
@@ -259,6 +275,11 @@ class AdminClient:
             tuple[ExecutionRef, str], dict[tuple[str, ...], tuple[str, int]]
         ] = {}
         self._key_locks: dict[object, threading.Lock] = {}
+        # The sweep's plans: per workflow version, per launch plan, per dynamic parent.
+        self._plans: dict[tuple[str, str, str, str], NodePlan] = {}
+        self._lp_workflows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}
+        self._dynamic_closures: dict[tuple[ExecutionRef, str], Any] = {}
+        self.plan_fallbacks = 0  # executions / dynamic parents listed whole: no closure
 
     @classmethod
     def from_settings(cls, settings: FlyteSettings, **options: Any) -> AdminClient:
@@ -458,23 +479,139 @@ class AdminClient:
         self._collect(ref, None, out)
         return out
 
-    def _collect(self, ref: ExecutionRef, parent: str | None, out: list[AttemptRecord]) -> None:
+    def sweep_attempts(
+        self, ex: ExecutionRecord, pointed: Callable[[str], bool] = lambda node_id: False
+    ) -> SweptAttempts:
+        """The attempts of the nodes whose task can be elastic (by the compiled closure of the
+        execution's workflow, `admin_closures`) or that `pointed` names (Admin's unique node id),
+        and the task nodes passed over. Without a readable closure every node is listed."""
+        out: list[AttemptRecord] = []
+        skipped: list[SkippedNode] = []
+        plan = self.workflow_plan(ex)
+        self._collect(ex.ref, None, out, plan, (skipped, pointed))
+        return SweptAttempts(out, tuple(skipped), plan is not None)
+
+    def node_attempts(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
+        """The attempts of nodes a sweep passed over (one ListTaskExecutions each)."""
+        out: list[AttemptRecord] = []
+        for node in nodes:
+            self._node_attempts(ref, node.node, node.parent, out)
+        return out
+
+    def _collect(
+        self,
+        ref: ExecutionRef,
+        parent: str | None,
+        out: list[AttemptRecord],
+        plan: NodePlan | None = None,
+        sweep: tuple[list[SkippedNode], Callable[[str], bool]] | None = None,
+    ) -> None:
         for node in list(self._node_executions(ref, parent)):
             if is_start_or_end(node):
                 continue
+            spec = node.metadata.spec_node_id or node.id.node_id
             if may_have_tasks(node):
-                for te in self._task_executions(ref, node.id.node_id):
-                    own = self._attempt_record(ref, node, te, parent)
-                    tpl = self._task_template(ref, own.task_id, parent) if own.task_id else None
-                    subtasks = subtask_records(own, node, te, tpl.type if tpl else "")
-                    if subtasks:
-                        # The array's own attempt stays (show lists it); its subtasks' pods
-                        # belong to the subtasks, which are judged one by one (docs/verdicts.md).
-                        own = dataclasses.replace(own, pods=attempt_pods(te.closure, False))
-                    out.append(own)
-                    out.extend(subtasks)
+                if sweep is None or plan is None or plan.lists(spec) or sweep[1](node.id.node_id):
+                    self._node_attempts(ref, node, parent, out)
+                else:
+                    sweep[0].append(SkippedNode(node, parent))
             if node.metadata.is_parent_node:
-                self._collect(ref, node.id.node_id, out)
+                inner = self._children_plan(ref, node, plan) if sweep is not None else None
+                self._collect(ref, node.id.node_id, out, inner, sweep)
+
+    def _node_attempts(
+        self,
+        ref: ExecutionRef,
+        node: node_execution_pb2.NodeExecution,
+        parent: str | None,
+        out: list[AttemptRecord],
+    ) -> None:
+        for te in self._task_executions(ref, node.id.node_id):
+            own = self._attempt_record(ref, node, te, parent)
+            tpl = self._task_template(ref, own.task_id, parent) if own.task_id else None
+            subtasks = subtask_records(own, node, te, tpl.type if tpl else "")
+            if subtasks:
+                # The array's own attempt stays (show lists it); its subtasks' pods
+                # belong to the subtasks, which are judged one by one (docs/verdicts.md).
+                own = dataclasses.replace(own, pods=attempt_pods(te.closure, False))
+            out.append(own)
+            out.extend(subtasks)
+
+    def _children_plan(
+        self, ref: ExecutionRef, node: node_execution_pb2.NodeExecution, plan: NodePlan | None
+    ) -> NodePlan | None:
+        """The plan of a parent node's children: a dynamic node's from its compiled workflow
+        (GetNodeExecutionData, once per dynamic parent), a sub-workflow's or branch's from the
+        parent's plan; None (list them all) when it cannot be read."""
+        if node.metadata.is_dynamic:
+            try:
+                return plan_of(self._dynamic_closure(ref, node.id.node_id))
+            except SourceError as e:
+                log.warning(
+                    "%s/%s: dynamic workflow unreadable, listing every node: %s",
+                    ref,
+                    node.id.node_id,
+                    e.cause,
+                )
+                with self._lock:
+                    self.plan_fallbacks += 1
+                return None
+        if plan is None:
+            return None
+        return plan.children(node.metadata.spec_node_id or node.id.node_id)
+
+    def workflow_plan(self, ex: ExecutionRecord) -> NodePlan | None:
+        """The plan of the execution's workflow (GetWorkflow once per workflow version for the
+        client's life; GetLaunchPlan first when Admin's record names no workflow). None when it
+        cannot be read: the caller lists every node (counted in `plan_fallbacks`)."""
+        try:
+            wf = ex.workflow or self._launch_plan_workflow(ex.launch_plan)
+            if wf is None:
+                raise SourceError("admin", "the execution names no workflow and no launch plan")
+            with self._key_lock(("workflow", wf)):
+                if wf not in self._plans:
+                    self._plans[wf] = plan_of(self._compiled_workflow(wf))
+                return self._plans[wf]
+        except SourceError as e:
+            with self._lock:
+                self.plan_fallbacks += 1
+                first = self.plan_fallbacks == 1
+            if first:  # one line, not one per execution
+                log.warning(
+                    "%s: workflow closure unreadable, listing every node: %s", ex.ref, e.cause
+                )
+            return None
+
+    def _launch_plan_workflow(
+        self, lp: tuple[str, str, str, str] | None
+    ) -> tuple[str, str, str, str] | None:
+        if lp is None:
+            return None
+        with self._key_lock(("launch_plan", lp)):
+            if lp not in self._lp_workflows:
+                lp_id = identifier_pb2.Identifier(resource_type=identifier_pb2.LAUNCH_PLAN)
+                lp_id.project, lp_id.domain, lp_id.name, lp_id.version = lp
+                got = self._call(
+                    "GetLaunchPlan",
+                    ":".join(lp),
+                    lambda: Raw.get_launch_plan(
+                        self._client, common_pb2.ObjectGetRequest(id=lp_id)
+                    ),
+                )
+                w = got.spec.workflow_id
+                self._lp_workflows[lp] = (w.project, w.domain, w.name, w.version)
+            return self._lp_workflows[lp]
+
+    def _compiled_workflow(self, wf: tuple[str, str, str, str]) -> Any:
+        """GetWorkflow: the workflow version's `CompiledWorkflowClosure`."""
+        wf_id = identifier_pb2.Identifier(resource_type=identifier_pb2.WORKFLOW)
+        wf_id.project, wf_id.domain, wf_id.name, wf_id.version = wf
+        got = self._call(
+            "GetWorkflow",
+            ":".join(wf),
+            lambda: Raw.get_workflow(self._client, common_pb2.ObjectGetRequest(id=wf_id)),
+        )
+        return got.closure.compiled_workflow
 
     def _node_executions(
         self, ref: ExecutionRef, parent: str | None
@@ -570,6 +707,15 @@ class AdminClient:
         key = (ref, parent)
         with self._key_lock(key):
             if key not in self._dynamic_cache:
+                compiled = self._dynamic_closure(ref, parent)
+                self._dynamic_cache[key] = compiled_templates(compiled.tasks)
+            return self._dynamic_cache[key]
+
+    def _dynamic_closure(self, ref: ExecutionRef, parent: str) -> Any:
+        """A dynamic parent's compiled workflow (GetNodeExecutionData once per parent)."""
+        key = (ref, parent)
+        with self._key_lock(("dynamic", key)):
+            if key not in self._dynamic_closures:
                 req = node_execution_pb2.NodeExecutionGetDataRequest(
                     id=identifier_pb2.NodeExecutionIdentifier(
                         node_id=parent, execution_id=_wf_id(ref)
@@ -580,10 +726,8 @@ class AdminClient:
                     f"{ref}/{parent}",
                     lambda: Raw.get_node_execution_data(self._client, req),
                 )
-                self._dynamic_cache[key] = compiled_templates(
-                    data.dynamic_workflow.compiled_workflow.tasks
-                )
-            return self._dynamic_cache[key]
+                self._dynamic_closures[key] = data.dynamic_workflow.compiled_workflow
+            return self._dynamic_closures[key]
 
     # -- relaunch ------------------------------------------------------------------------------
     def relaunch(
