@@ -16,6 +16,8 @@ recorded. Rows:
   10x           200,000 attempts, 20,000 signalled, 3,000 affected, 10,000,000 noise lines
   latency-check 2,000 attempts with ten times the latency: where CPU does not bind, how close
                 the pipeline gets to its bound
+  1x, 4 nodes   the 1x month with three plain (non-elastic) nodes beside each elastic one: the
+                sweep lists task executions only where an elastic task can run
 
 The lower bound (`bound`) is what the scan could not beat with free CPUs and the minimal number
 of requests. Each source serves at most W = --workers requests at once (docs/commands.md, scan), and the
@@ -26,10 +28,11 @@ sources are independent, so
               R_loki = sum over the 24 h shards of (matching lines // 5000 + 1) pages
     T_admin = max(ceil(R_admin / W), chain) * latency_admin
               R_admin = ListProjects + per (project, domain) (executions // 100 + 1) pages of
-              ListExecutions + per execution 1 ListNodeExecutions + 1 ListTaskExecutions per
-              task node + 1 GetTask per distinct task + 1 relaunch lookup per (project, domain)
-              with findings; chain = the longest dependent sequence: ListProjects, the pages of
-              the largest (project, domain), ListNodeExecutions, ListTaskExecutions, GetTask,
+              ListExecutions + 1 GetWorkflow per workflow version + per execution 1
+              ListNodeExecutions + 1 ListTaskExecutions per node running an elastic task + 1
+              GetTask per distinct task + 1 relaunch lookup per (project, domain) with findings;
+              chain = the longest dependent sequence: ListProjects, the pages of the largest
+              (project, domain), GetWorkflow, ListNodeExecutions, ListTaskExecutions, GetTask,
               and the relaunch lookup after the last finding
     T_s3    = ceil(R_s3 / W) * latency_s3
               R_s3 = one outputs.pb HEAD per candidate (elastic success ending in the window, or
@@ -90,8 +93,9 @@ from support.synthetic import SyntheticMonth, noise_texts, synthetic_month
 PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_query)
 ADMIN_PAGE = 100  # the client's Admin page size
 DEFAULT_WORKERS = Settings.workers
-ROWS = ("1x", "serial", "noise", "10x", "latency")
+ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes")
 ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
+OPTIONS: dict[str, str] = {}  # --profile, --cli-pythonpath
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ class Size:
     signalled: int
     affected: int
     noise: int
+    plain: int = 0  # plain (non-elastic) nodes per execution besides the elastic one
 
 
 @dataclass
@@ -151,6 +156,7 @@ class Run:
     admin: Counter[str] = field(default_factory=Counter)
     s3: int = 0
     examined: int = 0
+    executions: int = 0  # executions in the month (the sweep lists those in the window)
     findings: list[dict[str, Any]] = field(default_factory=list)
     same: str = ""
     minimum: Minimum | None = None
@@ -167,8 +173,8 @@ class Run:
 # -- the minimal requests of a month ------------------------------------------------------------
 
 
-def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
-    """Count the requests a complete scan of `month` cannot do without (see the docstring)."""
+def _loki_pages(month: SyntheticMonth) -> list[int]:
+    """The pages each 24 h shard of the window needs (its matching lines, 5,000 a page)."""
     w = month.window
     sc = month.scenario
     signal_re = re.compile(SIGNAL_LINE_REGEX)
@@ -181,6 +187,14 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
             per_shard[(line.ts_ns - start) // shard_ns] += 1
     shards = len(w.split(timedelta(hours=24)))
     pages = [per_shard[i] // PAGE + 1 for i in range(shards)]
+    return pages
+
+
+def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
+    """Count the requests a complete scan of `month` cannot do without (see the docstring)."""
+    w = month.window
+    sc = month.scenario
+    pages = _loki_pages(month)
 
     per_pd: Counter[tuple[str, str]] = Counter()
     tasks: set[tuple[str, str, str]] = set()
@@ -188,6 +202,7 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
     s3 = 0
     findings_pd: set[tuple[str, str]] = set()
     running: Counter[tuple[str, str]] = Counter()
+    workflows: set[tuple[str, ...]] = set()
     for ex in sc.executions:
         # The sweep's two listings (`attempts_may_end_during`): executions that changed in the
         # window, and those still running since before it (flyteadmin's updated_at stays at the
@@ -203,8 +218,10 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
         else:
             continue
         admin += 1  # ListNodeExecutions
+        workflows.add((ex.project, ex.domain, *ex.launch_plan[2:]))  # GetWorkflow, once each
         for node in ex.nodes:
-            admin += 1  # ListTaskExecutions
+            if any((a.task.task_type, a.task.task_type_version) in ELASTIC for a in node.attempts):
+                admin += 1  # ListTaskExecutions: only where an elastic task runs
             for a in node.attempts:
                 tasks.add((ex.project, ex.domain, a.task.name))
                 elastic = (a.task.task_type, a.task.task_type_version) in ELASTIC
@@ -222,8 +239,8 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
         for p in projects
         for d in domains
     }
-    admin += 1 + sum(list_pages.values()) + len(tasks) + len(findings_pd)
-    chain = 1 + max(list_pages.values(), default=1) + 2 + 1 + 1
+    admin += 1 + sum(list_pages.values()) + len(tasks) + len(findings_pd) + len(workflows)
+    chain = 1 + max(list_pages.values(), default=1) + 3 + 1 + 1
     return Minimum(sum(pages), max(pages), admin, chain, s3)
 
 
@@ -236,6 +253,7 @@ def month_of(size: Size) -> SyntheticMonth:
         signalled=size.signalled,
         affected=size.affected,
         noise_lines=size.noise,
+        plain_nodes=size.plain,
     )
 
 
@@ -330,10 +348,28 @@ def measure(
     """Run the CLI once against the stack and read what the servers recorded."""
     w = month.window
     cmd = [sys.executable, "-m", "forensics", "scan", "-o", "json", "--no-progress"]
+    if OPTIONS.get("profile"):
+        # py-spy samples every thread of the CLI on CPU (not idle ones): where its CPU goes.
+        out = Path(OPTIONS["profile"]) / f"{re.sub(r'[^a-z0-9]+', '-', label.lower())}.txt"
+        spy = Path(sys.executable).with_name("py-spy")
+        cmd = [
+            str(spy) if spy.exists() else "py-spy",
+            "record",
+            "-f",
+            "raw",
+            "-r",
+            "200",
+            "-o",
+            str(out),
+            "--",
+            *cmd,
+        ]
     cmd += ["--since", w.start.strftime("%Y-%m-%d"), "--until", w.end.strftime("%Y-%m-%d")]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     env = box.child_environ() | {"XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(home)}
+    if OPTIONS.get("cli_pythonpath"):  # another checkout's CLI against the same servers
+        env["PYTHONPATH"] = OPTIONS["cli_pythonpath"]
     loki0, admin0 = len(box.loki.requests), box.admin.call_counts()
     s3_0, s3_cpu0 = s3.stats()
     load0 = os.getloadavg()[0]
@@ -369,6 +405,7 @@ def measure(
     )
     run.admin = box.admin.call_counts() - admin0
     run.examined = report["summary"]["attempts_examined"]
+    run.executions = len(month.scenario.executions)
     run.findings = report["findings"]
     return run
 
@@ -430,6 +467,8 @@ def table(runs: list[Run]) -> Table:
         ("Loki req (min)", "right"),
         ("Loki MB", "right"),
         ("Admin calls (/cand)", "right"),
+        ("Admin /exec", "right"),
+        ("CLI CPU ms /cand", "right"),
         ("S3 calls (/cand)", "right"),
         ("peak RSS MB", "right"),
         ("findings", "right"),
@@ -452,6 +491,8 @@ def table(runs: list[Run]) -> Table:
             f"{r.loki} ({m.loki})",
             f"{r.loki_bytes / 2**20:.2f}",
             f"{admin:,} ({admin / max(r.examined, 1):.2f})",
+            f"{admin / max(r.executions, 1):.2f}",
+            f"{1000 * r.cli_cpu / max(r.examined, 1):.2f}",
             f"{r.s3:,} ({r.s3 / max(r.examined, 1):.2f})",
             f"{r.rss_mb:.0f}",
             f"{len(r.findings):,}",
@@ -525,7 +566,24 @@ def main() -> None:
         help=f"comma-separated subset of {', '.join(ROWS)} (default: all)",
     )
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run the CLI under py-spy (pip install py-spy) and write each row's raw samples "
+        "(collapsed stacks) to DIR; summarise with tests/bench/profile_summary.py",
+    )
+    parser.add_argument(
+        "--cli-pythonpath",
+        metavar="PATH",
+        help="PYTHONPATH of the CLI process only: another checkout's `forensics` (before/after "
+        "rows against the same servers)",
+    )
     args = parser.parse_args()
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        OPTIONS["profile"] = args.profile
+    if args.cli_pythonpath:
+        OPTIONS["cli_pythonpath"] = args.cli_pythonpath
 
     console = Console(stderr=True)
     scale = 10 if args.quick else 1
@@ -550,6 +608,10 @@ def main() -> None:
         if "10x" in rows:
             ten = Size(*(v * 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
             runs += run_size("10x", ten, lat, [None], home, console, reference)
+        if "nodes" in rows:
+            # Four nodes per execution, one of them elastic: what a real workflow looks like.
+            four = replace(one, plain=3)
+            runs += run_size("1x, 4 nodes", four, lat, [None], home, console, reference)
         if "latency" in rows:
             small = Size(*(v // 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
             slow = Latency(lat.loki * 10, lat.admin * 10, lat.s3 * 10)
@@ -590,6 +652,8 @@ def main() -> None:
                         "s3_requests": r.s3,
                         "s3_minimum": r.minimum.s3 if r.minimum else None,
                         "attempts_examined": r.examined,
+                        "executions": r.executions,
+                        "cli_cpu_ms_per_candidate": 1000 * r.cli_cpu / max(r.examined, 1),
                         "peak_rss_mb": r.rss_mb,
                         "findings": len(r.findings),
                         "same": r.same,
