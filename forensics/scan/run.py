@@ -3,12 +3,19 @@
 The run is one pipeline: the Loki shards, the Admin sweep and the S3 checks run at the same
 time, each source at most `settings.workers` requests at once. One ListProjects gives each
 project's domains; executions stream from two disjoint listings per project and domain (see
-`sweep.listings`); each costs one ListNodeExecutions and one ListTaskExecutions per task node,
-and each elastic success of a task that declares no outputs one outputs.pb check. Death signals
+`sweep.listings`); each costs one ListNodeExecutions per level and one ListTaskExecutions per
+node that can run an elastic task or that a signalled pod names (its workflow's compiled
+closure says which: one GetWorkflow per workflow version), and its elastic successes of tasks
+that declare no outputs one outputs.pb check each, or one listing of their prefix
+(`callplan.by_prefix`). Death signals
 are joined to the swept attempts by pod name, so a signalled attempt costs no extra Admin call;
 only signalled pods that no swept execution claims are looked up one by one (`resolve`). Memory
 holds what is in flight, the signalled pods and the findings: it grows with candidates, not with
 log lines.
+
+The module stays whole past ~400 lines because every step shares the candidates' states, the
+lock and the lanes; the parts that need none of them live in `sweep`, `join`, `resolve`,
+`callplan`, `signals` and `tally`.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from forensics.model import (
 )
 from forensics.progress import Progress
 from forensics.scan import sweep
+from forensics.scan.callplan import by_prefix
 from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
@@ -63,6 +71,7 @@ from forensics.scan.tally import Tally
 from forensics.sources import Sources
 from forensics.sources.admin import SkippedNode
 from forensics.sources.loki import ShardOutcome
+from forensics.sources.storage import outputs_from_listing
 
 log = logging.getLogger("elastic-audit")
 
@@ -284,7 +293,7 @@ class ScanRun:
         finally:
             self.progress.advance("sweep")
         attempts = swept.attempts
-        candidates = self._candidates(ex, attempts)
+        candidates = self._candidates(ex, attempts, len(swept.skipped))
         with self._lock:
             self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
             if swept.skipped:
@@ -294,15 +303,24 @@ class ScanRun:
                 return
         self._settle(ex, attempts, candidates, swept.skipped)
 
-    def _candidates(self, ex: ExecutionRecord, attempts: list[AttemptRecord]) -> list[Candidate]:
+    def _candidates(
+        self, ex: ExecutionRecord, attempts: list[AttemptRecord], nodes: int = 0
+    ) -> list[Candidate]:
         candidates = [Candidate(ex, a) for a in attempts if sweep_candidate(a, self.window)]
         # Whether signalled or not, an elastic success needs its outputs.pb checked now, unless
         # its task declares outputs (Flyte then proved them before accepting the success).
+        checks = []
         for c in candidates:
             if needs_outputs_check(c.att):
-                self._s3_lane.submit(partial(self._check_outputs, c))
+                checks.append(c)
             else:
                 c.checked = True  # not yet shared with any other thread
+        prefix = by_prefix(checks, len(attempts) + nodes)
+        if prefix is not None:
+            self._s3_lane.submit(partial(self._check_under, prefix, checks))
+        else:
+            for c in checks:
+                self._s3_lane.submit(partial(self._check_outputs, c))
         return candidates
 
     def _pointed(self, ref: ExecutionRef) -> Callable[[str], bool]:
@@ -418,8 +436,19 @@ class ScanRun:
         if ready:
             self._s3_lane.submit(partial(self._conclude, c))  # a finding lists its checkpoint
 
-    def _check_outputs(self, c: Candidate) -> None:
-        outputs = self.lookups.outputs(c.att)
+    def _check_under(self, prefix: str, checks: list[Candidate]) -> None:
+        """The outputs.pb of several attempts of one execution from one listing of the prefix
+        above them; HEAD each when the listing fails."""
+        keys = self.sources.store.pb_keys_under(prefix)
+        for c in checks:
+            if isinstance(keys, ObjectCheck):
+                self._check_outputs(c)
+            else:
+                self._check_outputs(c, outputs_from_listing(c.att.output_dir or "", keys))
+
+    def _check_outputs(self, c: Candidate, outputs: ObjectCheck | None = None) -> None:
+        if outputs is None:
+            outputs = self.lookups.outputs(c.att)
         with self._lock:
             c.outputs, c.checked = outputs, True
             ready = c.final and not c.done

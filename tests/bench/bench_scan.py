@@ -349,12 +349,14 @@ def measure(
     w = month.window
     cmd = [sys.executable, "-m", "forensics", "scan", "-o", "json", "--no-progress"]
     if OPTIONS.get("profile"):
-        # py-spy samples every thread of the CLI on CPU (not idle ones): where its CPU goes.
+        # py-spy samples the CLI's thread that holds the interpreter lock (`--gil`): where its
+        # CPU goes (threads waiting for a lock, a socket or the GIL are not counted).
         out = Path(OPTIONS["profile"]) / f"{re.sub(r'[^a-z0-9]+', '-', label.lower())}.txt"
         spy = Path(sys.executable).with_name("py-spy")
         cmd = [
             str(spy) if spy.exists() else "py-spy",
             "record",
+            "--gil",
             "-f",
             "raw",
             "-r",
@@ -383,6 +385,8 @@ def measure(
     poller.start()
     out, err = proc.communicate()
     wall = time.perf_counter() - started
+    if OPTIONS.get("profile"):  # py-spy's own lines share the CLI's stdout
+        out = "\n".join(ln for ln in out.splitlines() if not ln.startswith("py-spy> "))
     done.set()
     poller.join()
     run = Run(label, size, workers or DEFAULT_WORKERS, lat, wall=wall, rss_mb=peak[0] / 1024)
