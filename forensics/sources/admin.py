@@ -23,7 +23,10 @@ What Admin and propeller put where (checked against flyteorg/flyte v1 sources):
 Admin calls per question (counted in `AdminClient.call_count`; the scale benchmark reads them):
 `get_execution` 1 · `get_inputs` 1 · `get_node_inputs` 1 · `list_executions` one per page ·
 `list_attempts` one ListNodeExecutions per level (per page), one ListTaskExecutions per task
-node (an array node's subtasks come with it), one GetTask per distinct task for the client's
+node (an array node's subtasks come with it); `sweep_attempts` the same, but ListTaskExecutions
+only for nodes whose task can be elastic or that the evidence names, plus one GetWorkflow per
+workflow version (GetLaunchPlan first when the execution names no workflow) and one
+GetNodeExecutionData per dynamic parent, both cached for the client's life; one GetTask per distinct task for the client's
 lifetime (plus one GetNodeExecutionData per dynamic parent whose
 tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
 confirm an ALREADY_EXISTS) · `version_request` 3 (GetExecution, GetExecutionData, GetLaunchPlan) ·

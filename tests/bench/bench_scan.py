@@ -18,6 +18,8 @@ recorded. Rows:
                 the pipeline gets to its bound
   1x, 4 nodes   the 1x month with three plain (non-elastic) nodes beside each elastic one: the
                 sweep lists task executions only where an elastic task can run
+  1x, real Loki the 1x month with Loki's latency growing with the lines a query scans (60 us a
+                line more: seconds per 24 h shard of a 1M-line month, as a real Loki answers)
 
 The lower bound (`bound`) is what the scan could not beat with free CPUs and the minimal number
 of requests. Each source serves at most W = --workers requests at once (docs/commands.md, scan), and the
@@ -55,6 +57,7 @@ equal those of the first run on the same attempts and the generator's expectatio
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import multiprocessing as mp
@@ -93,7 +96,10 @@ from support.synthetic import SyntheticMonth, noise_texts, synthetic_month
 PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_query)
 ADMIN_PAGE = 100  # the client's Admin page size
 DEFAULT_WORKERS = Settings.workers
-ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes")
+ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real")
+# A real Loki answers a 24 h shard of a month of 1M lines in seconds (it reads every chunk of
+# the selected streams in the range to apply the line filters): 2 s per ~33,000 lines.
+LOKI_LINE_S = 60e-6
 ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
 OPTIONS: dict[str, str] = {}  # --profile, --cli-pythonpath
 
@@ -105,6 +111,7 @@ class Latency:
     loki: float = 0.05
     admin: float = 0.005
     s3: float = 0.005
+    loki_per_line: float = 0.0  # more per line a query's streams hold in its range
 
 
 @dataclass(frozen=True)
@@ -127,9 +134,14 @@ class Minimum:
     admin: int
     admin_chain: int
     s3: int
+    loki_lines: list[int] = field(default_factory=list)  # log lines per 24 h shard
 
     def bound(self, workers: int, lat: Latency) -> float:
         t_loki = max(math.ceil(self.loki / workers), self.loki_pages_max) * lat.loki
+        if lat.loki_per_line:
+            # Each shard's first page scans the whole shard (later pages scan what is left).
+            shard = [lat.loki + lat.loki_per_line * n for n in self.loki_lines]
+            t_loki = max(t_loki, sum(shard) / workers, max(shard, default=0.0))
         t_admin = max(math.ceil(self.admin / workers), self.admin_chain) * lat.admin
         t_s3 = math.ceil(self.s3 / workers) * lat.s3
         return max(t_loki, t_admin, t_s3)
@@ -188,6 +200,18 @@ def _loki_pages(month: SyntheticMonth) -> list[int]:
     shards = len(w.split(timedelta(hours=24)))
     pages = [per_shard[i] // PAGE + 1 for i in range(shards)]
     return pages
+
+
+def _shard_lines(month: SyntheticMonth) -> list[int]:
+    """Log lines per 24 h shard of the window (the month's own and its noise)."""
+    w = month.window
+    start, end = to_ns(w.start), to_ns(w.end)
+    shard_ns = to_ns(w.start + timedelta(hours=24)) - start
+    per: Counter[int] = Counter()
+    for line in itertools.chain(month.scenario.log_lines, month.noise()):
+        if start <= line.ts_ns < end:
+            per[(line.ts_ns - start) // shard_ns] += 1
+    return [per[i] for i in range(len(w.split(timedelta(hours=24))))]
 
 
 def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
@@ -298,7 +322,10 @@ def stack(
         admin = AdminServer(month.scenario, AdminFaults(latency=lat.admin))
         address = admin.start()
         stop.callback(admin.stop)
-        loki = LokiServer(month.scenario.log_lines, LokiFaults(latency=lat.loki))
+        loki = LokiServer(
+            month.scenario.log_lines,
+            LokiFaults(latency=lat.loki, latency_per_line=lat.loki_per_line),
+        )
         loki_url = loki.start()
         stop.callback(loki.stop)
         times["seed Admin, Loki"] = time.perf_counter() - t
@@ -438,6 +465,8 @@ def run_size(
     month = month_of(size)
     times["generate"] = time.perf_counter() - t
     minimal = minimum(month, tuple(Settings().flyte.domains))
+    if lat.loki_per_line:
+        minimal.loki_lines = _shard_lines(month)
     runs: list[Run] = []
     with stack(month, size, lat, home, times) as (box, s3):
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
@@ -571,6 +600,13 @@ def main() -> None:
     )
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument(
+        "--loki-line-us",
+        type=float,
+        default=LOKI_LINE_S * 1e6,
+        help="the loki-real row's Loki latency per line scanned, in microseconds (default "
+        f"{LOKI_LINE_S * 1e6:g}; with --quick, ten times that keeps a shard's seconds)",
+    )
+    parser.add_argument(
         "--profile",
         metavar="DIR",
         help="run the CLI under py-spy (pip install py-spy) and write each row's raw samples "
@@ -616,6 +652,9 @@ def main() -> None:
             # Four nodes per execution, one of them elastic: what a real workflow looks like.
             four = replace(one, plain=3)
             runs += run_size("1x, 4 nodes", four, lat, [None], home, console, reference)
+        if "loki-real" in rows:
+            real = replace(lat, loki_per_line=args.loki_line_us / 1e6)
+            runs += run_size("1x, real Loki", one, real, [None], home, console, reference)
         if "latency" in rows:
             small = Size(*(v // 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
             slow = Latency(lat.loki * 10, lat.admin * 10, lat.s3 * 10)
