@@ -11,8 +11,10 @@ import grpc
 from support.scan import CONFIG, key, sandbox_fixtures, scan_json
 
 from forensics.evidence.flyte_names import generated_name
+from forensics.model import ExecutionRef
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
+from forensics.scan.join import PodIndex
 
 UTC = timezone.utc
 T0 = datetime(2026, 9, 8, 3, 0, 0, tzinfo=UTC)
@@ -154,3 +156,12 @@ def test_an_unreadable_closure_lists_every_node_and_finds_the_same(box, capsys):
     for name in (QUIET, POINTED):
         assert {n for e, n in listed if e == name} == {"n0", "n1", "n2", "n3"}
     assert "workflow closure unreadable, listing every node" in err
+
+
+def test_pods_from_any_evidence_point_the_sweep_at_their_nodes():
+    # A disruption event names a pod as a death signal does: `point` takes such pods too.
+    index = PodIndex()
+    index.point([(*GS1, f"{POINTED}-n2-0"), (*GS1, f"{SUB}-n0-0-n1-0"), (*GS1, "not-a-task-pod")])
+    assert "n2" in index.points_at(ExecutionRef(*GS1, POINTED))
+    assert "n0-0-n1" in index.points_at(ExecutionRef(*GS1, SUB))
+    assert index.points_at(ExecutionRef(*GS1, QUIET)) == frozenset()

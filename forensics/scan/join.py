@@ -37,17 +37,26 @@ class PodIndex:
             hits[key] = hit
             for name in pod_keys(hit.pod):
                 index[(project, domain, name)].append(key)
+        with self._lock:
+            self._hits, self._index = hits, dict(index)
+        self.point((project, domain, hit.pod) for project, domain, hit in signalled)
+
+    def point(self, pods: Iterable[tuple[str, str, str]]) -> None:
+        """Pods the evidence names, as (project, domain, pod): the sweep lists the nodes their
+        names may belong to, whatever their task. Death signals are added by `fill`; another
+        source of evidence (pods with disruption events) adds its pods here, before the signals
+        are final."""
         nodes: dict[tuple[str, str, str], set[str]] = defaultdict(set)
-        for project, domain, hit in signalled:
-            parsed = parse_pod_name(hit.pod)
+        for project, domain, pod in pods:
+            parsed = parse_pod_name(pod)
             for execution, node_id, _ in parsed.candidates if parsed else ():
                 nodes[(project, domain, execution)].add(node_id)
         with self._lock:
-            self._hits, self._index = hits, dict(index)
-            self._nodes = {k: frozenset(v) for k, v in nodes.items()}
+            for k, v in nodes.items():
+                self._nodes[k] = self._nodes.get(k, frozenset()) | v
 
     def points_at(self, ref: ExecutionRef) -> frozenset[str]:
-        """The unique node ids of `ref` that a signalled pod's name may belong to (every split
+        """The unique node ids of `ref` that a pod the evidence names may belong to (every split
         of the name Flyte's naming allows): the sweep lists these nodes whatever their task."""
         with self._lock:
             return self._nodes.get((ref.project, ref.domain, ref.name), frozenset())
