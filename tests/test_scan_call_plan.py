@@ -145,6 +145,7 @@ def test_task_executions_are_listed_only_where_an_elastic_task_runs_or_the_evide
 
 def test_an_unreadable_closure_lists_every_node_and_finds_the_same(box, capsys):
     listed_before = len(box.admin.calls_of("ListTaskExecutions"))
+    before = box.admin.call_counts()
     box.admin.faults.fail_next("GetWorkflow", times=100, code=grpc.StatusCode.UNAVAILABLE)
     try:
         code, report, err = scan_json(capsys)
@@ -156,6 +157,8 @@ def test_an_unreadable_closure_lists_every_node_and_finds_the_same(box, capsys):
     for name in (QUIET, POINTED):
         assert {n for e, n in listed if e == name} == {"n0", "n1", "n2", "n3"}
     assert "workflow closure unreadable, listing every node" in err
+    # Asked once per workflow version, not once per execution of it (three run wf.four).
+    assert (box.admin.call_counts() - before)["GetWorkflow"] == 2
 
 
 def test_pods_from_any_evidence_point_the_sweep_at_their_nodes():

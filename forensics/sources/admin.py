@@ -126,6 +126,9 @@ EXECUTION_NAME_MAX = 63
 _NODE_SORT = common_pb2.Sort(key="node_id", direction=common_pb2.Sort.ASCENDING)
 _TASK_SORT = common_pb2.Sort(key="retry_attempt", direction=common_pb2.Sort.ASCENDING)
 
+# A workflow version whose closure could not be read is asked again after this many seconds.
+PLAN_RETRY_AFTER = 60.0
+
 _REDACT = re.compile(r"(?i)(bearer|basic)\s+\S+|(authorization|token|secret)([=:]\s*)\S+")
 
 
@@ -283,6 +286,7 @@ class AdminClient:
         self._lp_workflows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}
         self._dynamic_closures: dict[tuple[ExecutionRef, str], Any] = {}
         self.plan_fallbacks = 0  # executions / dynamic parents listed whole: no closure
+        self._plan_failed: dict[object, tuple[float, str]] = {}  # when, why
 
     @classmethod
     def from_settings(cls, settings: FlyteSettings, **options: Any) -> AdminClient:
@@ -566,15 +570,23 @@ class AdminClient:
     def workflow_plan(self, ex: ExecutionRecord) -> NodePlan | None:
         """The plan of the execution's workflow (GetWorkflow once per workflow version for the
         client's life; GetLaunchPlan first when Admin's record names no workflow). None when it
-        cannot be read: the caller lists every node (counted in `plan_fallbacks`)."""
+        cannot be read: the caller lists every node (counted in `plan_fallbacks`). A version
+        whose closure could not be read is not asked again for `PLAN_RETRY_AFTER` seconds:
+        executions of it are listed whole meanwhile, without paying the retries once each."""
         try:
-            wf = ex.workflow or self._launch_plan_workflow(ex.launch_plan)
+            wf = ex.workflow
+            if wf is None and ex.launch_plan is not None:
+                wf = self._remembered(
+                    ("launch_plan", ex.launch_plan),
+                    self._lp_workflows,
+                    ex.launch_plan,
+                    self._launch_plan_workflow,
+                )
             if wf is None:
                 raise SourceError("admin", "the execution names no workflow and no launch plan")
-            with self._key_lock(("workflow", wf)):
-                if wf not in self._plans:
-                    self._plans[wf] = plan_of(self._compiled_workflow(wf))
-                return self._plans[wf]
+            return self._remembered(
+                ("workflow", wf), self._plans, wf, lambda w: plan_of(self._compiled_workflow(w))
+            )
         except SourceError as e:
             with self._lock:
                 self.plan_fallbacks += 1
@@ -585,25 +597,35 @@ class AdminClient:
                 )
             return None
 
-    def _launch_plan_workflow(
-        self, lp: tuple[str, str, str, str] | None
-    ) -> tuple[str, str, str, str] | None:
-        if lp is None:
-            return None
-        with self._key_lock(("launch_plan", lp)):
-            if lp not in self._lp_workflows:
-                lp_id = identifier_pb2.Identifier(resource_type=identifier_pb2.LAUNCH_PLAN)
-                lp_id.project, lp_id.domain, lp_id.name, lp_id.version = lp
-                got = self._call(
-                    "GetLaunchPlan",
-                    ":".join(lp),
-                    lambda: Raw.get_launch_plan(
-                        self._client, common_pb2.ObjectGetRequest(id=lp_id)
-                    ),
-                )
-                w = got.spec.workflow_id
-                self._lp_workflows[lp] = (w.project, w.domain, w.name, w.version)
-            return self._lp_workflows[lp]
+    def _remembered(
+        self, lock_key: object, cache: dict[Any, T], key: Any, read: Callable[[Any], T]
+    ) -> T:
+        """`read(key)` once for the client's life; a failure is raised again, without asking,
+        for `PLAN_RETRY_AFTER` seconds."""
+        with self._key_lock(lock_key):
+            if key in cache:
+                return cache[key]
+            failed = self._plan_failed.get(lock_key)
+            if failed is not None and time.monotonic() - failed[0] < PLAN_RETRY_AFTER:
+                raise SourceError("admin", failed[1])
+            try:
+                cache[key] = read(key)
+            except SourceError as e:
+                self._plan_failed[lock_key] = (time.monotonic(), e.cause)
+                raise
+            return cache[key]
+
+    def _launch_plan_workflow(self, lp: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
+        """GetLaunchPlan: the workflow a launch plan version runs."""
+        lp_id = identifier_pb2.Identifier(resource_type=identifier_pb2.LAUNCH_PLAN)
+        lp_id.project, lp_id.domain, lp_id.name, lp_id.version = lp
+        got = self._call(
+            "GetLaunchPlan",
+            ":".join(lp),
+            lambda: Raw.get_launch_plan(self._client, common_pb2.ObjectGetRequest(id=lp_id)),
+        )
+        w = got.spec.workflow_id
+        return (w.project, w.domain, w.name, w.version)
 
     def _compiled_workflow(self, wf: tuple[str, str, str, str]) -> Any:
         """GetWorkflow: the workflow version's `CompiledWorkflowClosure`."""
