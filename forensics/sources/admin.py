@@ -617,26 +617,23 @@ class AdminClient:
 
     def _launch_plan_workflow(self, lp: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
         """GetLaunchPlan: the workflow a launch plan version runs."""
-        lp_id = identifier_pb2.Identifier(resource_type=identifier_pb2.LAUNCH_PLAN)
-        lp_id.project, lp_id.domain, lp_id.name, lp_id.version = lp
-        got = self._call(
-            "GetLaunchPlan",
-            ":".join(lp),
-            lambda: Raw.get_launch_plan(self._client, common_pb2.ObjectGetRequest(id=lp_id)),
-        )
-        w = got.spec.workflow_id
+        w = self._get_by_id("GetLaunchPlan", identifier_pb2.LAUNCH_PLAN, lp).spec.workflow_id
         return (w.project, w.domain, w.name, w.version)
 
     def _compiled_workflow(self, wf: tuple[str, str, str, str]) -> Any:
         """GetWorkflow: the workflow version's `CompiledWorkflowClosure`."""
-        wf_id = identifier_pb2.Identifier(resource_type=identifier_pb2.WORKFLOW)
-        wf_id.project, wf_id.domain, wf_id.name, wf_id.version = wf
-        got = self._call(
-            "GetWorkflow",
-            ":".join(wf),
-            lambda: Raw.get_workflow(self._client, common_pb2.ObjectGetRequest(id=wf_id)),
+        return self._get_by_id("GetWorkflow", identifier_pb2.WORKFLOW, wf).closure.compiled_workflow
+
+    def _get_by_id(self, rpc: str, resource_type: int, ident: tuple[str, str, str, str]) -> Any:
+        """One Get* of a launch plan or workflow version by (project, domain, name, version)."""
+        p, d, n, v = ident
+        req = common_pb2.ObjectGetRequest(
+            id=identifier_pb2.Identifier(
+                resource_type=resource_type, project=p, domain=d, name=n, version=v
+            )
         )
-        return got.closure.compiled_workflow
+        send = {"GetLaunchPlan": Raw.get_launch_plan, "GetWorkflow": Raw.get_workflow}[rpc]
+        return self._call(rpc, ":".join(ident), lambda: send(self._client, req))
 
     def _node_executions(
         self, ref: ExecutionRef, parent: str | None
