@@ -168,3 +168,26 @@ def test_pods_from_any_evidence_point_the_sweep_at_their_nodes():
     assert "n2" in index.points_at(ExecutionRef(*GS1, POINTED))
     assert "n0-0-n1" in index.points_at(ExecutionRef(*GS1, SUB))
     assert index.points_at(ExecutionRef(*GS1, QUIET)) == frozenset()
+
+
+def test_one_listing_replaces_heads_only_where_it_costs_less():
+    from types import SimpleNamespace
+
+    from forensics.scan.callplan import by_prefix
+
+    def checks(dirs):
+        return [
+            SimpleNamespace(att=SimpleNamespace(output_dir=d, outputs_unknown=None)) for d in dirs
+        ]
+
+    array = "s3://m/metadata/propeller/p-d-x/n0/data/0/"
+    subtasks = checks([f"{array}{i}/0/" for i in range(3)])
+    assert by_prefix(subtasks, attempts=4) == array  # a map's subtasks: one listing
+    two = checks(
+        ["s3://m/metadata/propeller/p-d-x/n0/data/0/", "s3://m/metadata/propeller/p-d-x/n5/data/0/"]
+    )
+    assert by_prefix(two, attempts=10) is None  # two among ten nodes: two HEADs are cheaper
+    assert by_prefix(subtasks[:1], attempts=1) is None  # one candidate: one HEAD
+    assert (
+        by_prefix(checks([f"{array}0/0/", "s3://other/x/0/"]), attempts=2) is None
+    )  # no shared bucket
