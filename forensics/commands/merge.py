@@ -43,7 +43,7 @@ def _read(path: str) -> dict:
 
 def merge(
     reports: list[str] = typer.Argument(
-        ..., metavar="REPORT...", help="Scan reports (JSON files; `-` for stdin)."
+        ..., metavar="REPORT", help="Scan reports (JSON files; `-` for stdin)."
     ),
     exit_zero: bool = flag_option(
         "--exit-zero", help="Exit 0 instead of 1 when findings exist (3 for incomplete stays)."
