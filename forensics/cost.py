@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from forensics.model import AttemptRecord, AttemptRef, Checkpoint, Cost, Finding, SignalHit
 from forensics.sources.task_resources import TaskResources
@@ -86,10 +86,10 @@ def finding_day(f: Finding) -> str:
     return at.strftime("%Y-%m-%d") if at else "unknown"
 
 
-def _add(bucket: dict[str, Any], cost: Cost | None) -> None:
+def _add(bucket: dict[str, Any], row: CostRow) -> None:
     bucket["findings"] += 1
     for key in ("gpu_hours", "cpu_hours"):
-        value = getattr(cost, key) if cost else None
+        value = getattr(row, key)
         if value is None:
             bucket[f"{key}_unknown"] += 1
         else:
@@ -109,13 +109,38 @@ def _bucket() -> dict[str, Any]:
 def totals(findings: Iterable[Finding]) -> dict[str, Any]:
     """The findings' GPU- and CPU-hours: all, per project, per UTC day; `*_unknown` counts the
     findings whose number is unknown (not in the sum, so a total is a lower bound then)."""
+    return totals_of(
+        CostRow(
+            f.attempt.execution.project,
+            finding_day(f),
+            f.cost.gpu_hours if f.cost else None,
+            f.cost.cpu_hours if f.cost else None,
+        )
+        for f in findings
+    )
+
+
+class CostRow(NamedTuple):
+    """What the totals need of one finding (from a `Finding`, or from a report's JSON)."""
+
+    project: str
+    day: str  # YYYY-MM-DD (UTC), or "unknown"
+    gpu_hours: float | None
+    cpu_hours: float | None
+
+
+def totals_of(rows: Iterable[CostRow]) -> dict[str, Any]:
+    """`totals` over plain rows: the report's `summary.cost` (docs/report.md)."""
     total = _bucket()
     by_project: dict[str, dict[str, Any]] = {}
     by_day: dict[str, dict[str, Any]] = {}
-    for f in findings:
-        _add(total, f.cost)
-        _add(by_project.setdefault(f.attempt.execution.project, _bucket()), f.cost)
-        _add(by_day.setdefault(finding_day(f), _bucket()), f.cost)
+    for row in rows:
+        for bucket in (
+            total,
+            by_project.setdefault(row.project, _bucket()),
+            by_day.setdefault(row.day, _bucket()),
+        ):
+            _add(bucket, row)
     total["by_project"] = dict(sorted(by_project.items()))
     total["by_day"] = dict(sorted(by_day.items()))
     return total

@@ -183,9 +183,15 @@ class AttemptRecord:
     @property
     def is_elastic(self) -> bool:
         """`pytorch`, or `python-task` with task_type_version 1 outside an array node."""
-        if self.task_type == "pytorch":
-            return True
-        return self.task_type == "python-task" and self.task_type_version == 1 and not self.is_array
+        return elastic_task(self.task_type, self.task_type_version) and not (
+            self.is_array and self.task_type != "pytorch"
+        )
+
+
+def elastic_task(task_type: str, task_type_version: int | None) -> bool:
+    """Whether a task template of this type and version runs torch elastic: `pytorch`, or a
+    `python-task` of task_type_version 1 (flytekitplugins-kfpytorch's single-node Elastic)."""
+    return task_type == "pytorch" or (task_type == "python-task" and task_type_version == 1)
 
 
 @dataclass(frozen=True)
@@ -218,6 +224,9 @@ class ExecutionRecord:
     parent: ParentNode | None = None
     # spec.launch_plan: (project, domain, name, version) of the launch plan it ran.
     launch_plan: tuple[str, str, str, str] | None = None
+    # closure.workflow_id: (project, domain, name, version) of the workflow it runs (flyteadmin
+    # `transformers/execution.go::CreateExecutionModel` sets it); None when Admin left it empty.
+    workflow: tuple[str, str, str, str] | None = None
 
     @property
     def running(self) -> bool:

@@ -66,6 +66,7 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
         pne = meta.parent_node_execution
         parent = ParentNode(execution_ref(pne.execution_id), pne.node_id)
     lp = ex.spec.launch_plan
+    wf = ex.closure.workflow_id
     return ExecutionRecord(
         ref=execution_ref(ex.id),
         phase=_enum_name(core_execution_pb2.WorkflowExecution.Phase, ex.closure.phase),
@@ -76,6 +77,7 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
         labels=dict(ex.spec.labels.values),
         parent=parent,
         launch_plan=(lp.project, lp.domain, lp.name, lp.version) if lp.name else None,
+        workflow=(wf.project, wf.domain, wf.name, wf.version) if wf.name else None,
     )
 
 
