@@ -27,6 +27,7 @@ from forensics.detect import (
     assert_never,
     build_finding,
     decide,
+    disruption_candidate,
     earliest,
     finding_links,
     needs_outputs_check,
@@ -36,6 +37,7 @@ from forensics.errors import SourceError
 from forensics.model import (
     AttemptRecord,
     AttemptRef,
+    Disruption,
     ExecutionRecord,
     ExecutionRef,
     Finding,
@@ -48,6 +50,7 @@ from forensics.model import (
 )
 from forensics.progress import Progress
 from forensics.scan import sweep
+from forensics.scan.disruptions import DisruptionIndex
 from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
@@ -61,6 +64,7 @@ from forensics.scan.signals import (
 )
 from forensics.scan.tally import Tally
 from forensics.sources import Sources
+from forensics.sources.k8s_events import events_client, read_disruptions
 from forensics.sources.loki import ShardOutcome
 
 log = logging.getLogger("elastic-audit")
@@ -79,10 +83,18 @@ class Candidate:
     checked: bool = False  # outputs known (or not needed)
     final: bool = False  # signal known
     done: bool = False
+    disruption: Disruption | None = None  # Kubernetes' record of the pod's disruption
 
     def decide(self) -> Decision:
-        """The verdict, once the signal and the outputs are known."""
-        return decide(self.att, self.ex, self.signal, self.outputs, later_attempts=self.later)
+        """The verdict, once the signal, the disruption and the outputs are known."""
+        return decide(
+            self.att,
+            self.ex,
+            self.signal,
+            self.outputs,
+            later_attempts=self.later,
+            disruption=self.disruption,
+        )
 
 
 def scan(
@@ -116,6 +128,7 @@ class ScanRun:
         self._swept: dict[tuple[str, str], set[str]] = {}
         # Signals: the index that joins them to attempts, and whether it is final.
         self._pods = PodIndex()
+        self.disruptions = DisruptionIndex()  # filled with the signals, before they are final
         self._signals_final = False
         self._parked: list[tuple[ExecutionRecord, list[AttemptRecord], list[Candidate]]] = []
         # The lanes: one per source, stopped together by the first error or the run's end.
@@ -217,7 +230,39 @@ class ScanRun:
         gaps.extend(Gap("loki", part.start, part.end, error) for part, error in item.failures)
         self.progress.advance("loki")
 
+    def _events_phase(self) -> None:
+        """The pods whose disruption Kubernetes recorded in the window (`[k8s_events]`)."""
+        client, own = events_client(self.settings, self.sources.loki)
+        try:
+            read = read_disruptions(client, self.settings, self.window, stop=self._stop)
+        finally:
+            if own:
+                client.close()
+        self.tally.add_gaps(read.gaps)
+        self.disruptions.fill(read)
+
     def _loki_phase(self) -> None:
+        events = None
+        if self.settings.k8s_events.enabled:
+            events = threading.Thread(
+                target=guarded,
+                args=(self._events_phase, self._stop, self._errors),
+                name="k8s-events",
+                daemon=True,
+            )
+            events.start()
+        try:
+            self._signals_phase()
+        finally:
+            if events is not None:
+                join(events, self._errors)  # disruptions are final with the signals
+        with self._lock:
+            self._signals_final = True
+            parked, self._parked = self._parked, []
+        for ex, attempts, candidates in parked:
+            self._settle(ex, attempts, candidates)
+
+    def _signals_phase(self) -> None:
         hits, lines = self._signals()
         log_unparsed(lines)
         self.tally.unparsed(lines.unparsed, lines.unparsed_example)
@@ -231,11 +276,6 @@ class ScanRun:
                 signalled.append((*pd, hit))
         self._pods.fill(signalled)
         self.tally.clear(Cleared.SIGNAL_NOT_FLYTE_POD, not_flyte)
-        with self._lock:
-            self._signals_final = True
-            parked, self._parked = self._parked, []
-        for ex, attempts, candidates in parked:
-            self._settle(ex, attempts, candidates)
 
     def _not_a_project(self, ns: str, hit: SignalHit) -> int:
         """A signalled namespace no project and domain maps to: 1 when it is no Flyte pod at all;
@@ -304,13 +344,21 @@ class ScanRun:
         for att in attempts:
             signal = hits.get(att.ref)
             c = by_ref.get(att.ref)
+            disruption = self.disruptions.for_attempt(ex, att, self.settings)
+            later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
+            if c is None and signal is None and disruption is not None:
+                # The whole class (docs/verdicts.md): any task's success whose pod Kubernetes
+                # recorded as disrupted is examined; only where evidence points (bounded cost).
+                if disruption_candidate(att, self.window):
+                    self._signalled(Candidate(ex, att, None, later, disruption=disruption))
+                continue
             if signal is not None:
-                later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
                 if c is None:
-                    self._signalled(Candidate(ex, att, signal, later))
+                    self._signalled(Candidate(ex, att, signal, later, disruption=disruption))
                     continue
                 c.later = later
             if c is not None:
+                c.disruption = disruption
                 self._release(c, signal)
 
     # -- signalled pods that no swept execution claimed: one by one --------------------------------
@@ -324,7 +372,8 @@ class ScanRun:
         self._admin_lane.drain()
         for ex, att, hits in late.values():
             later = [a for a in self.lookups.attempts(ex.ref) if a.ref.node_id == att.ref.node_id]
-            self._signalled(Candidate(ex, att, earliest(hits), later))
+            disruption = self.disruptions.for_attempt(ex, att, self.settings)
+            self._signalled(Candidate(ex, att, earliest(hits), later, disruption=disruption))
 
     def _resolve_one(
         self,
@@ -401,5 +450,7 @@ class ScanRun:
         if decision.is_finding:
             checkpoint = self.lookups.checkpoint(ex, att, signal)
             links = finding_links(self.settings, ex, signal)
-            finding = build_finding(decision, ex, att, signal, checkpoint, links)
+            finding = build_finding(
+                decision, ex, att, signal, checkpoint, links, disruption=c.disruption
+            )
         self.tally.record(decision, ex, att, signal, finding)

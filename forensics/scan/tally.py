@@ -91,6 +91,10 @@ class Tally:
                 )
             self.findings.append(finding)
             self.finding_executions[ex.ref] = ex
+            # docs/report.md `summary.findings_by_disruption_reason`
+            reason = finding.disruption.reason if finding.disruption else "none"
+            by_reason = self.summary.by_disruption_reason
+            by_reason[reason] = by_reason.get(reason, 0) + 1
 
     def _count(self, decision: Decision, att: AttemptRecord, signal: SignalHit | None) -> None:
         summary = self.summary
