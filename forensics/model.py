@@ -204,6 +204,9 @@ class AttemptRecord:
     # subtask's own `ref.node_id` is propeller's unique id for it (`n0-0-n3`, GenerateUniqueID).
     array_node: str | None = None
     array_index: int | None = None
+    # Kubernetes events about the attempt's pod that Admin keeps in `closure.reasons`
+    # (propeller's `send-object-events`): the disruptions among them (docs/report.md `disruption`).
+    disruptions: tuple[Disruption, ...] = ()
 
     @property
     def is_elastic(self) -> bool:

@@ -13,6 +13,7 @@ from support.cli import run
 from support.scan import CONFIG, key, sandbox_fixtures
 
 from forensics.sandbox.disruptions import (
+    ADMIN_ONLY,
     DISRUPTION_EXPECTED,
     DISRUPTION_WINDOW,
     DRAINED_AFTER,
@@ -89,7 +90,8 @@ def test_non_elastic_task_that_exited_0_after_preemption_is_a_finding_with_its_c
     assert f["disruption"]["initiator"] == "default-scheduler"
     assert f["disruption"]["at"] == "2026-10-03T05:00:00Z"  # the event's time, not the sink's
     # the elastic neighbours' events are Alloy's, not read by this selector: no reason known
-    assert report["summary"]["findings_by_disruption_reason"] == {"Preempted": 1, "none": 2}
+    by_reason = report["summary"]["findings_by_disruption_reason"]
+    assert by_reason == {"Preempted": 1, "TaintManagerEviction": 1, "none": 2}
 
 
 def test_healthy_task_drained_after_it_finished_is_not_a_finding(capsys):
@@ -100,7 +102,23 @@ def test_healthy_task_drained_after_it_finished_is_not_a_finding(capsys):
     # Only tasks the evidence points at are examined: the notebook pod's event and the node's
     # are no attempt's.
     by_reason = report["summary"]["findings_by_disruption_reason"]
-    assert by_reason == {"Disrupted": 1, "SpotInterrupted": 1}
+    assert by_reason == {"Disrupted": 1, "SpotInterrupted": 1, "TaintManagerEviction": 1}
+
+
+def test_admin_reasons_alone_prove_a_plain_task_evicted_by_the_taint_manager(capsys, tmp_path):
+    _config(tmp_path, CONFIG)  # no Loki events at all: Admin's closure.reasons are always read
+    code, report = _scan(capsys)
+    assert code == 1 and report["complete"] is True
+    f = {key(f): f for f in report["findings"]}[(*ADMIN_ONLY, "n0", 0)]
+    assert f["verdict"] == "affected" and f["cause"] == "exit-0-after-signal"
+    d = f["disruption"]
+    assert (d["source"], d["reason"], d["initiator"]) == (
+        "admin-reasons",
+        "TaintManagerEviction",
+        "taint-eviction-controller",
+    )
+    assert d["at"] == "2026-10-06T11:00:00Z" and d["pod"] == f"{ADMIN_ONLY[2]}-n0-0"
+    assert d["text"] == f"Marking for deletion Pod gs1-production/{ADMIN_ONLY[2]}-n0-0"
 
 
 def test_without_the_events_source_the_preempted_run_is_only_suspected(capsys, tmp_path):

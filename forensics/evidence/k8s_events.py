@@ -160,3 +160,36 @@ def parse_event(entry: LogEntry, *, namespace_label: str = "namespace") -> Disru
     if fields is None:
         return None
     return _alloy(dict(fields), entry, namespace_label)
+
+
+# Flyte Admin's `TaskExecution.closure.reasons` (propeller `send-object-events: true`) keep only
+# each event's message (`event.Note`) and creation time (flytepropeller
+# pkg/controller/nodes/task/k8s/event_watcher.go, plugin_manager.go `attachRecentObjectEvents`),
+# so the reason is recognised from the message its reporter writes (upstream files as cited in
+# DISRUPTION_REASONS; the kubelet's node-pressure eviction, pkg/kubelet/eviction/helpers.go).
+_MESSAGES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        re.compile(r"^Deleting the pod to accommodate the terminationTime "),
+        "Disrupted",
+        "karpenter",
+    ),
+    (re.compile(r"^Evicted pod$"), "Evicted", "karpenter"),
+    (re.compile(r"^Spot interruption warning was triggered$"), "SpotInterrupted", "karpenter"),
+    (re.compile(r"^Preempted by (?:a )?pod\b.* on node \S+"), "Preempted", "default-scheduler"),
+    (
+        re.compile(r"^Marking for deletion Pod \S+"),
+        "TaintManagerEviction",
+        "taint-eviction-controller",
+    ),
+    (re.compile(r"^Stopping container \S+"), "Killing", "kubelet"),
+    (re.compile(r"^The node was low on resource: "), "Evicted", "kubelet"),
+)
+
+
+def reason_of_message(message: str) -> tuple[str, str] | None:
+    """(reason, initiator) of a disruption event known by its message alone, or None."""
+    text = message.strip()
+    for pattern, reason, initiator in _MESSAGES:
+        if pattern.search(text):
+            return reason, initiator
+    return None

@@ -34,6 +34,9 @@ EXIT0 = ("gs1", "production", "r2t6y0u4i8o2p6a0s4d8")
 DRAINED_AFTER = ("gs1", "production", "s3y7u1i5o9p3a7s1d5f9")
 # A PyTorchJob whose worker-1 was on an interrupted spot node (Alloy, json).
 SPOT_JOB = ("gs1", "production", "t4u8i2o6p0a4s8d2f6g0")
+# A plain task the taint manager evicted (its node went NotReady): no event in Loki at all, only
+# Admin's `closure.reasons` (propeller's send-object-events) kept it.
+ADMIN_ONLY = ("gs1", "production", "v5i9o3p7a1s5d9f3g7h1")
 
 
 def _t(day: int, hh: int, mm: int, ss: int) -> datetime:
@@ -79,6 +82,16 @@ def disruption_neighbours(b: ScenarioBuilder) -> None:
     events.append((kubelet_killing(ns, workers[0], "pytorch", ok + timedelta(seconds=1),
                                    "ip-10-0-9-4"), "alloy-logfmt"))
 
+    name = ADMIN_ONLY[2]
+    ok = _t(6, 11, 0, 4)
+    pod = f"{name}-n0-0"
+    b.one_node(*gs1, name, "SUCCEEDED", _t(6, 10, 0, 0), ok + timedelta(seconds=2),
+               _try(name, 0, "SUCCEEDED", _t(6, 10, 0, 5), ok, plain, reasons=[
+                   (_t(6, 10, 0, 6), "Successfully assigned gs1-production/" + pod + " to ip-10-0-5-8"),
+                   (_t(6, 11, 0, 0), f"Marking for deletion Pod gs1-production/{pod}"),
+                   (_t(6, 11, 0, 1), "Stopping container " + pod),
+               ]))
+
     # Noise the reader must ignore: a notebook pod (no Flyte task), the spot node itself.
     events.append((kubelet_killing("research-notebooks", "jupyter-alice-0", "notebook",
                                    _t(2, 12, 0, 0), "ip-10-0-3-3"), "alloy-logfmt"))
@@ -101,4 +114,5 @@ DISRUPTION_EXPECTED = {
     (*PREEMPTED, "n0", 0): ("affected", "Disrupted", "elastic-ignore-outputs"),
     (*EXIT0, "n0", 0): ("affected", "Preempted", "exit-0-after-signal"),
     (*SPOT_JOB, "n0", 0): ("affected", "SpotInterrupted", "elastic-ignore-outputs"),
+    (*ADMIN_ONLY, "n0", 0): ("affected", "TaintManagerEviction", "exit-0-after-signal"),
 }

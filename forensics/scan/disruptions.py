@@ -40,16 +40,21 @@ class DisruptionIndex:
     def for_attempt(
         self, ex: ExecutionRecord, att: AttemptRecord, settings: Settings
     ) -> Disruption | None:
-        """The earliest disruption recorded for any of the attempt's pods, or None."""
+        """The earliest disruption recorded for any of the attempt's pods (in Loki's events or
+        in Admin's `closure.reasons` for it), or None."""
         if not self._index:
-            return None
+            return min(att.disruptions, key=_order, default=None)
         ref = ex.ref
         ns = att.namespace or namespace_for(
             ref.project, ref.domain, settings.flyte.namespace_template
         )
-        found: list[Disruption] = []
+        found: list[Disruption] = list(att.disruptions)
         with self._lock:
             for name in att.pods:
                 for key in self._index.get((ns, name), ()):
                     found.extend(self._by_pod[key])
-        return min(found, key=lambda d: (d.at, d.pod or "", d.reason), default=None)
+        return min(found, key=_order, default=None)
+
+
+def _order(d: Disruption) -> tuple[object, ...]:
+    return (d.at, d.pod or "", d.reason, d.source)
