@@ -145,3 +145,25 @@ def test_events_selector_loki_rejects_is_a_gap(capsys, tmp_path):
     code, report = _scan(capsys)
     assert code == 3 and report["complete"] is False
     assert [g["source"] for g in report["gaps"]] == ["k8s-events"]
+
+
+def test_show_puts_the_disruption_events_on_the_timeline(capsys):
+    code, out, err = run(["show", ":".join(PREEMPTED), "-o", "json"], capsys)
+    assert code == 0, err
+    tl = json.loads(out)
+    assert tl["verdict"] == "affected" and tl["complete"] is True
+    (att,) = tl["attempts"]
+    assert att["disruption"]["reason"] == "Disrupted"
+    events = [e for e in tl["timeline"] if e["source"] == "k8s-events"]
+    assert [(e["at"], e["attempt"]) for e in events] == [("2026-10-02T03:00:00Z", "n0/0")]
+    assert events[0]["event"].startswith(
+        f"Disrupted by karpenter for pod gs1-production/{PREEMPTED[2]}-n0-0"
+    )
+
+
+def test_show_of_a_plain_task_evidence_points_at_is_judged_as_the_scan_does(capsys):
+    code, out, err = run(["show", ":".join(ADMIN_ONLY), "-o", "json"], capsys)
+    tl = json.loads(out)
+    assert code == 0 and tl["verdict"] == "affected", err
+    sources = [e["source"] for e in tl["timeline"] if e["source"] == "admin-reasons"]
+    assert sources == ["admin-reasons", "admin-reasons"]  # taint manager, then the kubelet

@@ -42,18 +42,24 @@ class DisruptionIndex:
     ) -> Disruption | None:
         """The earliest disruption recorded for any of the attempt's pods (in Loki's events or
         in Admin's `closure.reasons` for it), or None."""
-        if not self._index:
-            return min(att.disruptions, key=_order, default=None)
-        ref = ex.ref
-        ns = att.namespace or namespace_for(
-            ref.project, ref.domain, settings.flyte.namespace_template
-        )
+        found = self.all_for_attempt(ex, att, settings)
+        return found[0] if found else None
+
+    def all_for_attempt(
+        self, ex: ExecutionRecord, att: AttemptRecord, settings: Settings
+    ) -> list[Disruption]:
+        """Every disruption recorded for the attempt's pods, earliest first."""
         found: list[Disruption] = list(att.disruptions)
-        with self._lock:
-            for name in att.pods:
-                for key in self._index.get((ns, name), ()):
-                    found.extend(self._by_pod[key])
-        return min(found, key=_order, default=None)
+        if self._index:
+            ref = ex.ref
+            ns = att.namespace or namespace_for(
+                ref.project, ref.domain, settings.flyte.namespace_template
+            )
+            with self._lock:
+                for name in att.pods:
+                    for key in self._index.get((ns, name), ()):
+                        found.extend(self._by_pod[key])
+        return sorted(found, key=_order)
 
 
 def _order(d: Disruption) -> tuple[object, ...]:
