@@ -9,18 +9,22 @@ import socket
 from pathlib import Path
 
 import jsonschema
+import pytest
 from support.cli import run
 from support.scan import CONFIG, key, sandbox_fixtures
 
 from forensics.sandbox.disruptions import (
     ADMIN_ONLY,
+    DISRUPTION_CONDITIONS,
     DISRUPTION_EXPECTED,
     DISRUPTION_WINDOW,
     DRAINED_AFTER,
     EXIT0,
     PREEMPTED,
+    PROM_ONLY,
     disruption_scenario,
 )
+from forensics.sandbox.prometheus_server import PrometheusServer
 
 SCHEMA = json.loads((Path(__file__).parent / "report.schema.json").read_text())
 EVENTS_CONFIG = CONFIG + "[k8s_events]\nenabled = true\n"
@@ -70,8 +74,8 @@ def test_spot_interrupted_replica_proves_its_pytorchjob(capsys):
     _, report = _scan(capsys)
     found = {key(f): f for f in report["findings"]}
     for k, (verdict, reason, cause) in DISRUPTION_EXPECTED.items():
-        if k[:3] == EXIT0:
-            continue  # read with the event exporter's selector below
+        if k[:3] in (EXIT0, PROM_ONLY):
+            continue  # read with the event exporter's selector, or from Prometheus, below
         assert found[k]["verdict"] == verdict, k
         assert found[k]["disruption"]["reason"] == reason, k
         assert found[k]["cause"] == cause, k
@@ -167,3 +171,42 @@ def test_show_of_a_plain_task_evidence_points_at_is_judged_as_the_scan_does(caps
     assert code == 0 and tl["verdict"] == "affected", err
     sources = [e["source"] for e in tl["timeline"] if e["source"] == "admin-reasons"]
     assert sources == ["admin-reasons", "admin-reasons"]  # taint manager, then the kubelet
+
+
+@pytest.fixture(scope="module")
+def prometheus():
+    server = PrometheusServer(list(DISRUPTION_CONDITIONS))
+    with server as url:
+        yield server, url
+
+
+def test_prometheus_disruption_condition_alone_proves_a_plain_task(capsys, tmp_path, prometheus):
+    _, url = prometheus
+    _config(tmp_path, CONFIG + f'[prometheus]\nurl = "{url}"\n')
+    code, report = _scan(capsys)
+    assert code == 1 and report["complete"] is True
+    f = {key(f): f for f in report["findings"]}[(*PROM_ONLY, "n0", 0)]
+    assert f["verdict"] == "affected" and f["cause"] == "exit-0-after-signal"
+    d = f["disruption"]
+    assert (d["source"], d["reason"], d["initiator"]) == (
+        "prometheus",
+        "PreemptionByScheduler",
+        "default-scheduler",
+    )
+    # the first evaluation step at which kube-state-metrics' series is present
+    assert d["at"] == "2026-10-07T02:01:00Z" and d["pod"] == f"{PROM_ONLY[2]}-n0-0"
+
+
+def test_prometheus_down_is_a_gap_never_an_all_clear(capsys, tmp_path, prometheus):
+    server, url = prometheus
+    _config(tmp_path, CONFIG + f'[prometheus]\nurl = "{url}"\n')
+    server.status = 503
+    try:
+        code, report = _scan(capsys)
+    finally:
+        server.status = None
+    assert code == 3 and report["complete"] is False
+    assert {g["source"] for g in report["gaps"]} == {"prometheus"}  # every shard of the window
+    assert all("HTTP 503" in g["error"] for g in report["gaps"])
+    found = {key(f): f for f in report["findings"]}
+    assert (*PROM_ONLY, "n0", 0) not in found

@@ -21,6 +21,7 @@ from forensics.sandbox.k8s_events import (
     scheduler_preempted,
     spot_interrupted,
 )
+from forensics.sandbox.prometheus_server import SandboxCondition
 from forensics.sandbox.scenario import Scenario
 
 DISRUPTION_WINDOW = (datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 10, 8, tzinfo=UTC))
@@ -37,6 +38,9 @@ SPOT_JOB = ("gs1", "production", "t4u8i2o6p0a4s8d2f6g0")
 # A plain task the taint manager evicted (its node went NotReady): no event in Loki at all, only
 # Admin's `closure.reasons` (propeller's send-object-events) kept it.
 ADMIN_ONLY = ("gs1", "production", "v5i9o3p7a1s5d9f3g7h1")
+# A plain task the scheduler preempted, seen only by kube-state-metrics' DisruptionTarget metric
+# in Prometheus (`DISRUPTION_CONDITIONS`, served by sandbox/prometheus_server.py).
+PROM_ONLY = ("gs1", "production", "w6o0p4a8s2d6f0g4h8j2")
 
 
 def _t(day: int, hh: int, mm: int, ss: int) -> datetime:
@@ -92,6 +96,11 @@ def disruption_neighbours(b: ScenarioBuilder) -> None:
                    (_t(6, 11, 0, 1), "Stopping container " + pod),
                ]))
 
+    name = PROM_ONLY[2]
+    ok = _t(7, 2, 2, 10)
+    b.one_node(*gs1, name, "SUCCEEDED", _t(7, 1, 0, 0), ok + timedelta(seconds=2),
+               _try(name, 0, "SUCCEEDED", _t(7, 1, 0, 5), ok, plain))
+
     # Noise the reader must ignore: a notebook pod (no Flyte task), the spot node itself.
     events.append((kubelet_killing("research-notebooks", "jupyter-alice-0", "notebook",
                                    _t(2, 12, 0, 0), "ip-10-0-3-3"), "alloy-logfmt"))
@@ -110,9 +119,28 @@ def disruption_scenario() -> Scenario:
     return b.build()
 
 
+# kube-state-metrics' view: the preempted plain task, and a notebook pod no attempt owns.
+DISRUPTION_CONDITIONS = [
+    SandboxCondition(
+        "gs1-production",
+        f"{PROM_ONLY[2]}-n0-0",
+        "PreemptionByScheduler",
+        _t(7, 2, 0, 0),
+        _t(7, 2, 2, 11),
+    ),
+    SandboxCondition(
+        "research-notebooks",
+        "jupyter-bob-0",
+        "EvictionByEvictionAPI",
+        _t(7, 3, 0, 0),
+        _t(7, 3, 1, 0),
+    ),
+]
+
 DISRUPTION_EXPECTED = {
     (*PREEMPTED, "n0", 0): ("affected", "Disrupted", "elastic-ignore-outputs"),
     (*EXIT0, "n0", 0): ("affected", "Preempted", "exit-0-after-signal"),
     (*SPOT_JOB, "n0", 0): ("affected", "SpotInterrupted", "elastic-ignore-outputs"),
     (*ADMIN_ONLY, "n0", 0): ("affected", "TaintManagerEviction", "exit-0-after-signal"),
+    (*PROM_ONLY, "n0", 0): ("affected", "PreemptionByScheduler", "exit-0-after-signal"),
 }

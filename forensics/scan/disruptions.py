@@ -8,9 +8,10 @@ from collections import defaultdict
 
 from forensics.config import Settings
 from forensics.evidence.flyte_names import namespace_for
-from forensics.model import AttemptRecord, Disruption, ExecutionRecord
+from forensics.model import AttemptRecord, Disruption, ExecutionRecord, Window
 from forensics.scan.resolve import pod_keys
-from forensics.sources.k8s_events import EventsRead, PodKey
+from forensics.sources import Sources
+from forensics.sources.k8s_events import EventsRead, PodKey, events_client, read_disruptions
 
 
 class DisruptionIndex:
@@ -23,13 +24,18 @@ class DisruptionIndex:
         self._by_pod: dict[PodKey, list[Disruption]] = {}
         self._index: dict[tuple[str, str], list[PodKey]] = {}
 
-    def fill(self, read: EventsRead) -> None:
+    def fill(self, *reads: EventsRead) -> None:
+        """Index what each source read (events in Loki, Prometheus' conditions)."""
+        by_pod: dict[PodKey, list[Disruption]] = defaultdict(list)
+        for read in reads:
+            for key, found in read.by_pod.items():
+                by_pod[key].extend(found)
         index: dict[tuple[str, str], list[PodKey]] = defaultdict(list)
-        for ns, pod in read.by_pod:
+        for ns, pod in by_pod:
             for name in pod_keys(pod):
                 index[(ns, name)].append((ns, pod))
         with self._lock:
-            self._by_pod, self._index = dict(read.by_pod), dict(index)
+            self._by_pod, self._index = dict(by_pod), dict(index)
 
     def pods(self) -> frozenset[PodKey]:
         """The (namespace, pod) of every pod with disruption evidence in the window: where a
@@ -64,3 +70,34 @@ class DisruptionIndex:
 
 def _order(d: Disruption) -> tuple[object, ...]:
     return (d.at, d.pod or "", d.reason, d.source)
+
+
+def disruption_sources_on(settings: Settings) -> bool:
+    """Whether a disruption source beside Admin's reasons is configured."""
+    return settings.k8s_events.enabled or settings.prometheus.url is not None
+
+
+def disruption_reads(
+    sources: Sources, window: Window, stop: threading.Event | None = None
+) -> list[EventsRead]:
+    """Read every configured disruption source over `window` (each with its own gaps):
+    the pods with disruption evidence, for the scan, `show` and a sweep that narrows its
+    listings to where evidence points (`DisruptionIndex.pods`)."""
+    settings = sources.settings
+    reads = []
+    if settings.k8s_events.enabled:
+        client, own = events_client(settings, sources.loki)
+        try:
+            reads.append(read_disruptions(client, settings, window, stop=stop))
+        finally:
+            if own:
+                client.close()
+    if settings.prometheus.url is not None:
+        from forensics.sources.prometheus import PrometheusClient, read_conditions
+
+        prom = PrometheusClient(settings.prometheus)
+        try:
+            reads.append(read_conditions(prom, window))
+        finally:
+            prom.close()
+    return reads

@@ -22,14 +22,13 @@ from forensics.model import (
     SignalHit,
     Window,
 )
-from forensics.scan.disruptions import DisruptionIndex
+from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import owner_of
 from forensics.scan.run import Candidate
 from forensics.scan.scope import pod_query
 from forensics.scan.signals import SignalLines
 from forensics.sources import Sources
-from forensics.sources.k8s_events import events_client, read_disruptions
 from forensics.sources.loki import ShardOutcome
 
 
@@ -107,20 +106,14 @@ def examine(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None)
 
 
 def _disruptions(sources: Sources, result: Examination) -> DisruptionIndex:
-    """The pods' disruption events over the examination's window (`[k8s_events]`, when on);
-    a failed read is a gap of source `k8s-events`, as in a scan."""
+    """The pods' disruption evidence over the examination's window (`[k8s_events]`,
+    `[prometheus]`, when on); a failed read is a gap of that source, as in a scan."""
     index = DisruptionIndex()
-    settings = sources.settings
-    if not settings.k8s_events.enabled:
-        return index
-    client, own = events_client(settings, sources.loki)
-    try:
-        read = read_disruptions(client, settings, result.window)
-    finally:
-        if own:
-            client.close()
-    result.gaps.extend(read.gaps)
-    index.fill(read)
+    if disruption_sources_on(sources.settings):
+        reads = disruption_reads(sources, result.window)
+        for read in reads:
+            result.gaps.extend(read.gaps)
+        index.fill(*reads)
     return index
 
 

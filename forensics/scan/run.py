@@ -50,7 +50,7 @@ from forensics.model import (
 )
 from forensics.progress import Progress
 from forensics.scan import sweep
-from forensics.scan.disruptions import DisruptionIndex
+from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
 from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
@@ -64,7 +64,6 @@ from forensics.scan.signals import (
 )
 from forensics.scan.tally import Tally
 from forensics.sources import Sources
-from forensics.sources.k8s_events import events_client, read_disruptions
 from forensics.sources.loki import ShardOutcome
 
 log = logging.getLogger("elastic-audit")
@@ -231,19 +230,16 @@ class ScanRun:
         self.progress.advance("loki")
 
     def _events_phase(self) -> None:
-        """The pods whose disruption Kubernetes recorded in the window (`[k8s_events]`)."""
-        client, own = events_client(self.settings, self.sources.loki)
-        try:
-            read = read_disruptions(client, self.settings, self.window, stop=self._stop)
-        finally:
-            if own:
-                client.close()
-        self.tally.add_gaps(read.gaps)
-        self.disruptions.fill(read)
+        """The pods whose disruption Kubernetes recorded in the window: events in Loki
+        (`[k8s_events]`) and DisruptionTarget conditions in Prometheus (`[prometheus]`)."""
+        reads = disruption_reads(self.sources, self.window, self._stop)
+        for read in reads:
+            self.tally.add_gaps(read.gaps)
+        self.disruptions.fill(*reads)
 
     def _loki_phase(self) -> None:
         events = None
-        if self.settings.k8s_events.enabled:
+        if disruption_sources_on(self.settings):
             events = threading.Thread(
                 target=guarded,
                 args=(self._events_phase, self._stop, self._errors),
