@@ -120,7 +120,11 @@ class Tally:
         findings = sorted(
             self.findings,
             key=lambda f: (
-                f.signal.at if f.signal else f.succeeded_at or window.end,
+                f.signal.at
+                if f.signal
+                else f.disruption.at
+                if f.disruption
+                else f.succeeded_at or window.end,
                 str(f.attempt),
             ),
         )
