@@ -30,7 +30,7 @@ SOURCE = "k8s-events"
 # reason -> who gives it when the event does not say (its reporting controller or source).
 DISRUPTION_REASONS: dict[str, str] = {
     # kube-scheduler's preemption of a lower-priority victim
-    # (kubernetes pkg/scheduler/framework/preemption/preemption.go: "Preempted by pod ... on node ...")
+    # (kubernetes pkg/scheduler/framework/preemption/preemption.go: "Preempted by <ns>/<pod> on node <n>")
     "Preempted": "default-scheduler",
     # Karpenter's drain (sigs.k8s.io/karpenter pkg/controllers/node/termination/terminator/
     # events/events.go: EvictPod "Evicted pod", DisruptPodDelete "Deleting the pod to
@@ -175,7 +175,8 @@ _MESSAGES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     ),
     (re.compile(r"^Evicted pod$"), "Evicted", "karpenter"),
     (re.compile(r"^Spot interruption warning was triggered$"), "SpotInterrupted", "karpenter"),
-    (re.compile(r"^Preempted by (?:a )?pod\b.* on node \S+"), "Preempted", "default-scheduler"),
+    # "Preempted by %v/%v on node %v" (preemptor's namespace/name; some releases its pod UID)
+    (re.compile(r"^Preempted by \S+(?: \S+)? on node \S+"), "Preempted", "default-scheduler"),
     (
         re.compile(r"^Marking for deletion Pod \S+"),
         "TaintManagerEviction",

@@ -173,7 +173,8 @@ def scheduler_preempted(ns: str, pod: str, at: datetime, node: str) -> K8sEvent:
         ns,
         pod,
         "Preempted",
-        f"Preempted by pod 7c1d3a52-0b8e-4e59-a1f4-3e6a9d2b5c70 on node {node}",
+        # kubernetes pkg/scheduler/framework/preemption/preemption.go: the preemptor's ns/name
+        f"Preempted by {ns}/llm-serve-7f9c4d-xk2p9 on node {node}",
         at,
         controller="default-scheduler",
         action="Preempting",
