@@ -76,9 +76,10 @@ from rich.console import Console
 from rich.table import Table
 
 from forensics.config import Settings
-from forensics.evidence.logs import SIGNAL_LINE_REGEX
-from forensics.model import to_ns
+from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_signal
+from forensics.model import LogEntry, to_ns
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
+from forensics.sandbox.k8s_events import K8sEvent, event_line, karpenter_disrupted
 from forensics.sandbox.loki_server import LokiFaults, LokiServer
 from forensics.sandbox.s3_server import S3Faults, S3Server
 from forensics.sandbox.stack import Sandbox, sandbox_env
@@ -91,6 +92,7 @@ PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_quer
 ADMIN_PAGE = 100  # the client's Admin page size
 DEFAULT_WORKERS = Settings.workers
 ROWS = ("1x", "serial", "noise", "10x", "latency")
+DISRUPTIONS = False  # --disruptions: Kubernetes events in Loki, `[k8s_events]` on
 ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
 
 
@@ -382,6 +384,30 @@ def expected_ok(run: Run, month: SyntheticMonth) -> bool:
     return got == month.expected
 
 
+def add_disruption_events(month: SyntheticMonth) -> int:
+    """With `--disruptions`: Karpenter's `Disrupted` event (Alloy logfmt) five seconds before
+    every signalled pod's first signal line, and as many events of no Flyte pod (notebooks, the
+    nodes themselves): the verdicts stay those expected; the scan reads one more source."""
+    first: dict[tuple[str, str], int] = {}
+    for line in month.scenario.log_lines:
+        hit = parse_signal(LogEntry.make(line.ts_ns, line.labels, line.line))
+        if hit is not None:
+            key = (hit.namespace, hit.pod)
+            first[key] = min(first.get(key, line.ts_ns), line.ts_ns)
+    added = []
+    for (ns, pod), ts in sorted(first.items()):
+        at = LogEntry(ts, (), "").at - timedelta(seconds=5)
+        added.append(
+            event_line(karpenter_disrupted(ns, pod, at, at + timedelta(minutes=2)), "alloy-logfmt")
+        )
+        node = K8sEvent(
+            "", f"ip-{len(added)}", "Disrupted", "Disrupting Node", at, "karpenter", kind="Node"
+        )
+        added.append(event_line(node, "alloy-logfmt"))
+    month.scenario.log_lines.extend(added)
+    return len(added)
+
+
 def run_size(
     label: str,
     size: Size,
@@ -395,8 +421,12 @@ def run_size(
     times: dict[str, float] = {}
     t = time.perf_counter()
     month = month_of(size)
+    if DISRUPTIONS:
+        console.log(f"{label}: {add_disruption_events(month)} Kubernetes event line(s) added")
     times["generate"] = time.perf_counter() - t
     minimal = minimum(month, tuple(Settings().flyte.domains))
+    if DISRUPTIONS:  # one events query per 24 h shard, read beside the signals
+        minimal = replace(minimal, loki=minimal.loki + len(month.window.split(timedelta(hours=24))))
     runs: list[Run] = []
     with stack(month, size, lat, home, times) as (box, s3):
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
@@ -525,7 +555,14 @@ def main() -> None:
         help=f"comma-separated subset of {', '.join(ROWS)} (default: all)",
     )
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--disruptions",
+        action="store_true",
+        help="also ship Karpenter events for the signalled pods and scan with [k8s_events] on",
+    )
     args = parser.parse_args()
+    global DISRUPTIONS
+    DISRUPTIONS = args.disruptions
 
     console = Console(stderr=True)
     scale = 10 if args.quick else 1
@@ -540,6 +577,9 @@ def main() -> None:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(ROWS)}")
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
         home = Path(tmp)
+        if DISRUPTIONS:  # found by the default search: $XDG_CONFIG_HOME/elastic-audit/config.toml
+            (home / "elastic-audit").mkdir()
+            (home / "elastic-audit" / "config.toml").write_text("[k8s_events]\nenabled = true\n")
         counts: list[int | None] = [None] if "1x" in rows else []
         counts += [1] if "serial" in rows else []
         if counts:
