@@ -210,3 +210,13 @@ def test_prometheus_down_is_a_gap_never_an_all_clear(capsys, tmp_path, prometheu
     assert all("HTTP 503" in g["error"] for g in report["gaps"])
     found = {key(f): f for f in report["findings"]}
     assert (*PROM_ONLY, "n0", 0) not in found
+
+
+def test_table_and_markdown_say_the_findings_per_disruption_reason(capsys):
+    code, out, _ = run(["scan", *WINDOW, "-o", "table", "--no-progress"], capsys)
+    assert code == 1
+    assert "Findings by disruption: Disrupted 1, SpotInterrupted 1, TaintManagerEviction 1" in out
+    assert "Disrupted 10-02 03:00:00" in out  # the event stands where a signal would
+    code, out, _ = run(["scan", *WINDOW, "-o", "markdown", "--no-progress"], capsys)
+    assert "findings by disruption: Disrupted" in out
+    assert "Kubernetes `Disrupted` by karpenter for pod" in out

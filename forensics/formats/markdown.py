@@ -103,6 +103,10 @@ def _counts(report: Report) -> list[str]:
     s = report.summary
     rows: list[tuple[object, ...]] = [("affected", s.affected), ("suspected", s.suspected)]
     rows += [(f"cleared: {k}", v) for k, v in sorted(s.cleared.items())]
+    if set(s.by_disruption_reason) - {"none"}:
+        rows += [
+            (f"findings by disruption: {k}", v) for k, v in sorted(s.by_disruption_reason.items())
+        ]
     return _section("Counts", ("class", "attempts"), rows)
 
 

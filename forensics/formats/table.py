@@ -215,4 +215,10 @@ def render(report: Report, *, width: int | None = None) -> str:
     if cleared:
         text = "Cleared: " + ", ".join(f"{k} {v}" for k, v in sorted(cleared.items()))
         lines.append(prose(text, width))
+    by_reason = report.summary.by_disruption_reason
+    if set(by_reason) - {"none"}:  # only when some disruption evidence was found
+        text = "Findings by disruption: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(by_reason.items())
+        )
+        lines.append(prose(text, width))
     return "\n".join(lines) + "\n"
