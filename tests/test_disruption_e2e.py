@@ -220,3 +220,35 @@ def test_table_and_markdown_say_the_findings_per_disruption_reason(capsys):
     code, out, _ = run(["scan", *WINDOW, "-o", "markdown", "--no-progress"], capsys)
     assert "findings by disruption: Disrupted" in out
     assert "Kubernetes `Disrupted` by karpenter for pod" in out
+
+
+def test_a_prometheus_answer_that_is_no_matrix_is_a_gap(capsys, tmp_path, prometheus):
+    server, url = prometheus
+    _config(tmp_path, CONFIG + f'[prometheus]\nurl = "{url}"\n')
+    bad = {"metric": {"namespace": "gs1-production", "pod": "x", "reason": "Other"}}
+    server.answer = {
+        "status": "success",
+        "data": {"resultType": "matrix", "result": [{**bad, "values": [["soon", "1"]]}]},
+    }
+    try:
+        code, report = _scan(capsys)
+    finally:
+        server.answer = None
+    assert code == 3 and {g["source"] for g in report["gaps"]} == {"prometheus"}
+    assert "not a Prometheus matrix" in report["gaps"][0]["error"]
+
+
+def test_pods_with_disruption_evidence_is_what_a_narrowing_sweep_reads(tmp_path, prometheus):
+    from forensics.config import load_settings
+    from forensics.model import Window
+    from forensics.scan.disruptions import pods_with_disruption_evidence
+    from forensics.sources import Sources
+
+    _, url = prometheus
+    _config(tmp_path, EVENTS_CONFIG + f'[prometheus]\nurl = "{url}"\n')
+    with Sources.from_settings(load_settings()) as sources:
+        pods, gaps = pods_with_disruption_evidence(sources, Window(*DISRUPTION_WINDOW))
+    assert gaps == []
+    assert (PREEMPTED[0] + "-" + PREEMPTED[1], f"{PREEMPTED[2]}-n0-0") in pods
+    assert ("gs1-production", f"{PROM_ONLY[2]}-n0-0") in pods  # from Prometheus
+    assert ("research-notebooks", "jupyter-alice-0") in pods  # every pod named, Flyte's or not

@@ -43,10 +43,11 @@ class SandboxCondition:
 @dataclass
 class PrometheusServer:
     """`with PrometheusServer(conditions) as url:` serves them until the block ends;
-    `status` set to e.g. 503 makes every query fail that way."""
+    `status` set to e.g. 503 makes every query fail that way, `answer` replaces every body."""
 
     conditions: list[SandboxCondition] = field(default_factory=list)
     status: int | None = None
+    answer: dict[str, Any] | None = None  # a 200 body served instead (a proxy's, a broken one)
     requests: int = 0
 
     def __post_init__(self) -> None:
@@ -71,6 +72,8 @@ class PrometheusServer:
         self.requests += 1
         if self.status is not None:
             return self.status, _error("unavailable", "sandbox fault")
+        if self.answer is not None:
+            return 200, self.answer
         try:
             start, end = _time(params, "start"), _time(params, "end")
             step = _step(params.get("step", ""))

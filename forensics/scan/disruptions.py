@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from forensics.config import Settings
 from forensics.evidence.flyte_names import namespace_for
-from forensics.model import AttemptRecord, Disruption, ExecutionRecord, Window
+from forensics.model import AttemptRecord, Disruption, ExecutionRecord, Gap, Window
 from forensics.scan.resolve import pod_keys
 from forensics.sources import Sources
 from forensics.sources.k8s_events import EventsRead, PodKey, events_client, read_disruptions
@@ -101,3 +101,16 @@ def disruption_reads(
         finally:
             prom.close()
     return reads
+
+
+def pods_with_disruption_evidence(
+    sources: Sources, window: Window, stop: threading.Event | None = None
+) -> tuple[frozenset[PodKey], list[Gap]]:
+    """The (namespace, pod) of every pod a configured disruption source (events in Loki,
+    Prometheus) names in `window`, and the gaps of the read: where a sweep that lists only
+    elastic tasks' attempts must also look. Admin's `closure.reasons` come with the attempts
+    themselves, so they cannot point a sweep anywhere before it lists them."""
+    reads = disruption_reads(sources, window, stop)
+    index = DisruptionIndex()
+    index.fill(*reads)
+    return index.pods(), [g for read in reads for g in read.gaps]

@@ -121,11 +121,15 @@ def read_conditions(client: PrometheusClient, window: Window) -> EventsRead:
     out = EventsRead()
     for shard in window.split(step * MAX_STEPS):
         try:
-            result = client.query_range(QUERY, shard, step)
+            found = series_disruptions(client.query_range(QUERY, shard, step))
         except RuntimeError as e:
             out.gaps.append(Gap(SOURCE, shard.start, shard.end, f"{client.url}: {e}"))
             continue
-        for d in series_disruptions(result):
+        except (ValueError, TypeError, AttributeError, OverflowError) as e:
+            why = f"not a Prometheus matrix ({type(e).__name__}: {e})"
+            out.gaps.append(Gap(SOURCE, shard.start, shard.end, f"{client.url}: {why}"))
+            continue
+        for d in found:
             assert d.namespace is not None and d.pod is not None
             seen = out.by_pod.setdefault((d.namespace, d.pod), [])
             if not any(x.reason == d.reason for x in seen):  # a series crossing shards
