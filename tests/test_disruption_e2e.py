@@ -70,7 +70,9 @@ def test_preempted_run_whose_lines_are_gone_is_affected_by_its_karpenter_event(c
     assert f["cause"] == "elastic-ignore-outputs"
 
 
-def test_spot_interrupted_replica_proves_its_pytorchjob(capsys):
+def test_spot_interrupted_replica_proves_its_pytorchjob_and_every_event_finding_is_found(capsys):
+    # AT_THE_EDGE: ended 30 s into the window, disrupted 40 s before: events are read from an
+    # hour before the window's start.
     _, report = _scan(capsys)
     found = {key(f): f for f in report["findings"]}
     for k, (verdict, reason, cause) in DISRUPTION_EXPECTED.items():
@@ -95,7 +97,7 @@ def test_non_elastic_task_that_exited_0_after_preemption_is_a_finding_with_its_c
     assert f["disruption"]["at"] == "2026-10-03T05:00:00Z"  # the event's time, not the sink's
     # the elastic neighbours' events are Alloy's, not read by this selector: no reason known
     by_reason = report["summary"]["findings_by_disruption_reason"]
-    assert by_reason == {"Preempted": 1, "TaintManagerEviction": 1, "none": 2}
+    assert by_reason == {"Preempted": 1, "TaintManagerEviction": 1, "none": 3}
 
 
 def test_healthy_task_drained_after_it_finished_is_not_a_finding(capsys):
@@ -106,7 +108,7 @@ def test_healthy_task_drained_after_it_finished_is_not_a_finding(capsys):
     # Only tasks the evidence points at are examined: the notebook pod's event and the node's
     # are no attempt's.
     by_reason = report["summary"]["findings_by_disruption_reason"]
-    assert by_reason == {"Disrupted": 1, "SpotInterrupted": 1, "TaintManagerEviction": 1}
+    assert by_reason == {"Disrupted": 2, "SpotInterrupted": 1, "TaintManagerEviction": 1}
 
 
 def test_admin_reasons_alone_prove_a_plain_task_evicted_by_the_taint_manager(capsys, tmp_path):
@@ -215,7 +217,7 @@ def test_prometheus_down_is_a_gap_never_an_all_clear(capsys, tmp_path, prometheu
 def test_table_and_markdown_say_the_findings_per_disruption_reason(capsys):
     code, out, _ = run(["scan", *WINDOW, "-o", "table", "--no-progress"], capsys)
     assert code == 1
-    assert "Findings by disruption: Disrupted 1, SpotInterrupted 1, TaintManagerEviction 1" in out
+    assert "Findings by disruption: Disrupted 2, SpotInterrupted 1, TaintManagerEviction 1" in out
     assert "Disrupted 10-02 03:00:00" in out  # the event stands where a signal would
     code, out, _ = run(["scan", *WINDOW, "-o", "markdown", "--no-progress"], capsys)
     assert "findings by disruption: Disrupted" in out

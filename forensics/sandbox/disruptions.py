@@ -41,6 +41,8 @@ ADMIN_ONLY = ("gs1", "production", "v5i9o3p7a1s5d9f3g7h1")
 # A plain task the scheduler preempted, seen only by kube-state-metrics' DisruptionTarget metric
 # in Prometheus (`DISRUPTION_CONDITIONS`, served by sandbox/prometheus_server.py).
 PROM_ONLY = ("gs1", "production", "w6o0p4a8s2d6f0g4h8j2")
+# An elastic task that ended just after the window's start, disrupted just before it.
+AT_THE_EDGE = ("gs1", "production", "y8a2s6d0f4g8h2j6k0l4")
 
 
 def _t(day: int, hh: int, mm: int, ss: int) -> datetime:
@@ -101,6 +103,13 @@ def disruption_neighbours(b: ScenarioBuilder) -> None:
     b.one_node(*gs1, name, "SUCCEEDED", _t(7, 1, 0, 0), ok + timedelta(seconds=2),
                _try(name, 0, "SUCCEEDED", _t(7, 1, 0, 5), ok, plain))
 
+    name = AT_THE_EDGE[2]
+    ok = DISRUPTION_WINDOW[0] + timedelta(seconds=30)
+    b.one_node(*gs1, name, "SUCCEEDED", ok - timedelta(hours=3), ok + timedelta(seconds=2),
+               _try(name, 0, "SUCCEEDED", ok - timedelta(hours=3), ok, elastic))
+    events.append((karpenter_disrupted(ns, f"{name}-n0-0", ok - timedelta(seconds=40),
+                                       ok + timedelta(minutes=1)), "alloy-logfmt"))
+
     # Noise the reader must ignore: a notebook pod (no Flyte task), the spot node itself.
     events.append((kubelet_killing("research-notebooks", "jupyter-alice-0", "notebook",
                                    _t(2, 12, 0, 0), "ip-10-0-3-3"), "alloy-logfmt"))
@@ -143,4 +152,5 @@ DISRUPTION_EXPECTED = {
     (*SPOT_JOB, "n0", 0): ("affected", "SpotInterrupted", "elastic-ignore-outputs"),
     (*ADMIN_ONLY, "n0", 0): ("affected", "TaintManagerEviction", "exit-0-after-signal"),
     (*PROM_ONLY, "n0", 0): ("affected", "PreemptionByScheduler", "exit-0-after-signal"),
+    (*AT_THE_EDGE, "n0", 0): ("affected", "Disrupted", "elastic-ignore-outputs"),
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from datetime import timedelta
 
 from forensics.config import Settings
 from forensics.evidence.flyte_names import namespace_for
@@ -72,6 +73,11 @@ def _order(d: Disruption) -> tuple[object, ...]:
     return (d.at, d.pod or "", d.reason, d.source)
 
 
+# A pod is disrupted before it ends, by up to its termination grace period: an attempt that ended
+# early in the window may have been disrupted shortly before it (docs/verdicts.md).
+EVENT_LEAD = timedelta(hours=1)
+
+
 def disruption_sources_on(settings: Settings) -> bool:
     """Whether a disruption source beside Admin's reasons is configured."""
     return settings.k8s_events.enabled or settings.prometheus.url is not None
@@ -80,10 +86,11 @@ def disruption_sources_on(settings: Settings) -> bool:
 def disruption_reads(
     sources: Sources, window: Window, stop: threading.Event | None = None
 ) -> list[EventsRead]:
-    """Read every configured disruption source over `window` (each with its own gaps):
-    the pods with disruption evidence, for the scan, `show` and a sweep that narrows its
-    listings to where evidence points (`DisruptionIndex.pods`)."""
+    """Read every configured disruption source over `window`, from `EVENT_LEAD` before its
+    start (each with its own gaps): the pods with disruption evidence, for the scan, `show` and a
+    sweep that narrows its listings to where evidence points (`DisruptionIndex.pods`)."""
     settings = sources.settings
+    window = Window(window.start - EVENT_LEAD, window.end)
     reads = []
     if settings.k8s_events.enabled:
         client, own = events_client(settings, sources.loki)

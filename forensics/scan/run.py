@@ -8,7 +8,9 @@ and each elastic success of a task that declares no outputs one outputs.pb check
 are joined to the swept attempts by pod name, so a signalled attempt costs no extra Admin call;
 only signalled pods that no swept execution claims are looked up one by one (`resolve`). Memory
 holds what is in flight, the signalled pods and the findings: it grows with candidates, not with
-log lines.
+log lines. The disruption sources (events, Prometheus) are read beside the signals and are
+final with them. One module past ~400 lines on purpose: the run's threads share its candidates'
+states under one lock, and each phase reads next to the others.
 """
 
 from __future__ import annotations

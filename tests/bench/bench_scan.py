@@ -77,12 +77,13 @@ from rich.table import Table
 
 from forensics.config import Settings
 from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_signal
-from forensics.model import LogEntry, to_ns
+from forensics.model import LogEntry, Window, to_ns
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.k8s_events import K8sEvent, event_line, karpenter_disrupted
 from forensics.sandbox.loki_server import LokiFaults, LokiServer
 from forensics.sandbox.s3_server import S3Faults, S3Server
 from forensics.sandbox.stack import Sandbox, sandbox_env
+from forensics.scan.disruptions import EVENT_LEAD
 
 # Run as a script (`python tests/bench/...`): tests/ on sys.path for the test-only `support`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -425,8 +426,10 @@ def run_size(
         console.log(f"{label}: {add_disruption_events(month)} Kubernetes event line(s) added")
     times["generate"] = time.perf_counter() - t
     minimal = minimum(month, tuple(Settings().flyte.domains))
-    if DISRUPTIONS:  # one events query per 24 h shard, read beside the signals
-        minimal = replace(minimal, loki=minimal.loki + len(month.window.split(timedelta(hours=24))))
+    if DISRUPTIONS:  # one events query per 24 h shard, read beside the signals, from EVENT_LEAD
+        w = month.window
+        shards = Window(w.start - EVENT_LEAD, w.end).split(timedelta(hours=24))
+        minimal = replace(minimal, loki=minimal.loki + len(shards))
     runs: list[Run] = []
     with stack(month, size, lat, home, times) as (box, s3):
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
