@@ -254,3 +254,11 @@ def test_pods_with_disruption_evidence_is_what_a_narrowing_sweep_reads(tmp_path,
     assert (PREEMPTED[0] + "-" + PREEMPTED[1], f"{PREEMPTED[2]}-n0-0") in pods
     assert ("gs1-production", f"{PROM_ONLY[2]}-n0-0") in pods  # from Prometheus
     assert ("research-notebooks", "jupyter-alice-0") in pods  # every pod named, Flyte's or not
+
+
+def test_event_lines_in_a_shape_no_shipper_writes_are_shown_never_dropped(capsys, tmp_path):
+    _config(tmp_path, EVENTS_CONFIG + f"selector = '{EXPORTER_SELECTOR}'\n")
+    code, _, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    assert code == 1
+    assert "1 line(s) matched" in err and "in no shape an event shipper writes" in err
+    assert '"pod":"gs1-production/some-pod"' in err

@@ -140,6 +140,21 @@ def _alloy(fields: dict[str, object], entry: LogEntry, namespace_label: str) -> 
     )
 
 
+def is_event(line: str) -> bool:
+    """Whether a line is a shipped Kubernetes event in a shape this module reads (whatever its
+    object or reason): a line the filter matched that is not one is shown, never dropped."""
+    text = line.strip()
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(obj, dict) and (
+            isinstance(obj.get("involvedObject"), dict) or ("name" in obj and "reason" in obj)
+        )
+    return _logfmt(text) is not None
+
+
 def parse_event(entry: LogEntry, *, namespace_label: str = "namespace") -> Disruption | None:
     """The pod disruption one shipped Kubernetes event records, or None (another kind of object,
     a reason that is no disruption, a line that is no event). The format is recognised per

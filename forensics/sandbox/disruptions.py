@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from forensics.model import UTC
+from forensics.model import UTC, to_ns
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.k8s_events import (
+    EXPORTER_LABELS,
     K8sEvent,
     event_line,
     karpenter_disrupted,
@@ -22,7 +23,7 @@ from forensics.sandbox.k8s_events import (
     spot_interrupted,
 )
 from forensics.sandbox.prometheus_server import SandboxCondition
-from forensics.sandbox.scenario import Scenario
+from forensics.sandbox.scenario import SandboxLogLine, Scenario
 
 DISRUPTION_WINDOW = (datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 10, 8, tzinfo=UTC))
 # An elastic task preempted by Karpenter's consolidation; its pod's log lines are gone (the
@@ -118,6 +119,11 @@ def disruption_neighbours(b: ScenarioBuilder) -> None:
                             component="karpenter", kind="Node", type="Warning"), "alloy-json"))
     for ev, fmt in events:
         b.scenario.log_lines.append(event_line(ev, fmt))
+    # An event exporter configured with a custom `layout` (pkg/sinks/tmpl.go): its own keys only,
+    # no involvedObject; the tool cannot read it and says so.
+    b.scenario.log_lines.append(SandboxLogLine(
+        to_ns(_t(6, 12, 0, 0)), dict(EXPORTER_LABELS),
+        '{"reason":"Evicted","pod":"gs1-production/some-pod","message":"Evicted pod"}'))
 # fmt: on
 
 

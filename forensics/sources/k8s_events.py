@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from forensics.concurrency import Stopped
 from forensics.config import Settings
 from forensics.errors import SourceError
-from forensics.evidence.k8s_events import EVENT_LINE_REGEX, SOURCE, parse_event
+from forensics.evidence.k8s_events import EVENT_LINE_REGEX, SOURCE, is_event, parse_event
 from forensics.model import Disruption, Gap, Window
 from forensics.sources.logql import build_query
 from forensics.sources.loki import LokiClient, ShardOutcome
@@ -30,6 +30,8 @@ class EventsRead:
     by_pod: dict[PodKey, list[Disruption]] = field(default_factory=dict)
     gaps: list[Gap] = field(default_factory=list)
     skipped: int = 0
+    unreadable: int = 0  # matched the filter, but in no shape an event shipper writes
+    unreadable_example: str | None = None
 
 
 def events_query(settings: Settings) -> str:
@@ -69,6 +71,10 @@ def read_disruptions(
                     on_shard(item)
                 continue
             d = parse_event(item, namespace_label=settings.k8s_events.namespace_label)
+            if d is None and not is_event(item.line):
+                out.unreadable += 1
+                if out.unreadable_example is None:
+                    out.unreadable_example = item.line[:500]
             if d is None or d.namespace is None or d.pod is None or d.at not in window:
                 out.skipped += 1
                 continue
@@ -81,6 +87,15 @@ def read_disruptions(
         items.close()
     for events in out.by_pod.values():
         events.sort(key=lambda d: (d.at, d.reason))
+    if out.unreadable:
+        # e.g. the event exporter with a custom `layout`: its disruptions cannot be seen
+        log.warning(
+            "Kubernetes events: %d line(s) matched %s but are in no shape an event shipper "
+            "writes (docs/configuration.md [k8s_events]); the first: %s",
+            out.unreadable,
+            query,
+            out.unreadable_example,
+        )
     log.info(
         "Kubernetes events %s: %d disrupted pod(s), %d other line(s), %d gap(s)",
         query,
