@@ -262,3 +262,19 @@ def test_event_lines_in_a_shape_no_shipper_writes_are_shown_never_dropped(capsys
     assert code == 1
     assert "1 line(s) matched" in err and "in no shape an event shipper writes" in err
     assert '"pod":"gs1-production/some-pod"' in err
+
+
+def test_csv_rows_carry_the_cause_and_the_disruption(capsys):
+    import csv
+    import io
+
+    code, out, _ = run(["scan", *WINDOW, "-o", "csv", "--no-progress"], capsys)
+    assert code == 1
+    rows = {r["execution"]: r for r in csv.DictReader(io.StringIO(out))}
+    r = rows[PREEMPTED[2]]
+    assert (r["cause"], r["disruption_source"], r["disruption_reason"]) == (
+        "elastic-ignore-outputs",
+        "k8s-events",
+        "Disrupted",
+    )
+    assert (r["disruption_initiator"], r["disruption_at"]) == ("karpenter", "2026-10-02T03:00:00Z")
