@@ -343,14 +343,15 @@ class ScanRun:
             signal = hits.get(att.ref)
             c = by_ref.get(att.ref)
             disruption = self.disruptions.for_attempt(ex, att, self.settings)
-            later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
-            if c is None and signal is None and disruption is not None:
+            if c is None and signal is None:
                 # The whole class (docs/verdicts.md): any task's success whose pod Kubernetes
                 # recorded as disrupted is examined; only where evidence points (bounded cost).
-                if disruption_candidate(att, self.window):
+                if disruption is not None and disruption_candidate(att, self.window):
+                    later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
                     self._signalled(Candidate(ex, att, None, later, disruption=disruption))
                 continue
             if signal is not None:
+                later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
                 if c is None:
                     self._signalled(Candidate(ex, att, signal, later, disruption=disruption))
                     continue
