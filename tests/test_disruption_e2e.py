@@ -250,6 +250,11 @@ def test_pods_with_disruption_evidence_is_what_a_narrowing_sweep_reads(tmp_path,
     _config(tmp_path, EVENTS_CONFIG + f'[prometheus]\nurl = "{url}"\n')
     with Sources.from_settings(load_settings()) as sources:
         pods, gaps = pods_with_disruption_evidence(sources, Window(*DISRUPTION_WINDOW))
+        # as the scan reads them: only the namespaces of Flyte's projects are kept
+        flyte, _ = pods_with_disruption_evidence(
+            sources, Window(*DISRUPTION_WINDOW), keep=lambda ns: ns.startswith("gs1-")
+        )
+    assert flyte == {p for p in pods if p[0] == "gs1-production"} and flyte != pods
     assert gaps == []
     assert (PREEMPTED[0] + "-" + PREEMPTED[1], f"{PREEMPTED[2]}-n0-0") in pods
     assert ("gs1-production", f"{PROM_ONLY[2]}-n0-0") in pods  # from Prometheus

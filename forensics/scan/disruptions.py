@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import timedelta
 
 from forensics.config import Settings
@@ -84,18 +85,22 @@ def disruption_sources_on(settings: Settings) -> bool:
 
 
 def disruption_reads(
-    sources: Sources, window: Window, stop: threading.Event | None = None
+    sources: Sources,
+    window: Window,
+    stop: threading.Event | None = None,
+    keep: Callable[[str], bool] | None = None,
 ) -> list[EventsRead]:
     """Read every configured disruption source over `window`, from `EVENT_LEAD` before its
     start (each with its own gaps): the pods with disruption evidence, for the scan, `show` and a
-    sweep that narrows its listings to where evidence points (`DisruptionIndex.pods`)."""
+    sweep that narrows its listings to where evidence points (`DisruptionIndex.pods`). `keep`
+    says which namespaces matter (the scan: Flyte's), so memory follows Flyte's pods."""
     settings = sources.settings
     window = Window(window.start - EVENT_LEAD, window.end)
     reads = []
     if settings.k8s_events.enabled:
         client, own = events_client(settings, sources.loki)
         try:
-            reads.append(read_disruptions(client, settings, window, stop=stop))
+            reads.append(read_disruptions(client, settings, window, stop=stop, keep=keep))
         finally:
             if own:
                 client.close()
@@ -104,20 +109,23 @@ def disruption_reads(
 
         prom = PrometheusClient(settings.prometheus)
         try:
-            reads.append(read_conditions(prom, window))
+            reads.append(read_conditions(prom, window, keep))
         finally:
             prom.close()
     return reads
 
 
 def pods_with_disruption_evidence(
-    sources: Sources, window: Window, stop: threading.Event | None = None
+    sources: Sources,
+    window: Window,
+    stop: threading.Event | None = None,
+    keep: Callable[[str], bool] | None = None,
 ) -> tuple[frozenset[PodKey], list[Gap]]:
     """The (namespace, pod) of every pod a configured disruption source (events in Loki,
     Prometheus) names in `window`, and the gaps of the read: where a sweep that lists only
     elastic tasks' attempts must also look. Admin's `closure.reasons` come with the attempts
     themselves, so they cannot point a sweep anywhere before it lists them."""
-    reads = disruption_reads(sources, window, stop)
+    reads = disruption_reads(sources, window, stop, keep)
     index = DisruptionIndex()
     index.fill(*reads)
     return index.pods(), [g for read in reads for g in read.gaps]

@@ -234,10 +234,16 @@ class ScanRun:
     def _events_phase(self) -> None:
         """The pods whose disruption Kubernetes recorded in the window: events in Loki
         (`[k8s_events]`) and DisruptionTarget conditions in Prometheus (`[prometheus]`)."""
-        reads = disruption_reads(self.sources, self.window, self._stop)
+        reads = disruption_reads(self.sources, self.window, self._stop, self._flyte_namespace)
         for read in reads:
             self.tally.add_gaps(read.gaps)
         self.disruptions.fill(*reads)
+
+    def _flyte_namespace(self, ns: str) -> bool:
+        """A namespace some project and domain in scope maps to (events elsewhere are no
+        attempt's, and are not kept)."""
+        pd = self.projects.project_domain(ns)
+        return pd is not None and self.scope.covers(*pd)
 
     def _loki_phase(self) -> None:
         events = None

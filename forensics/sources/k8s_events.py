@@ -55,8 +55,11 @@ def read_disruptions(
     *,
     on_shard: Callable[[ShardOutcome], None] | None = None,
     stop: threading.Event | None = None,
+    keep: Callable[[str], bool] | None = None,
 ) -> EventsRead:
-    """Every pod disruption recorded in `window`, per (namespace, pod), earliest first."""
+    """Every pod disruption recorded in `window`, per (namespace, pod), earliest first; with
+    `keep`, only those of the namespaces it accepts (memory follows Flyte's pods, not the
+    cluster's)."""
     lk = settings.loki
     out = EventsRead()
     query = events_query(settings)
@@ -76,6 +79,9 @@ def read_disruptions(
                 if out.unreadable_example is None:
                     out.unreadable_example = item.line[:500]
             if d is None or d.namespace is None or d.pod is None or d.at not in window:
+                out.skipped += 1
+                continue
+            if keep is not None and not keep(d.namespace):
                 out.skipped += 1
                 continue
             out.by_pod.setdefault((d.namespace, d.pod), []).append(d)

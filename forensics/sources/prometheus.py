@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -115,8 +116,11 @@ def series_disruptions(result: list[dict[str, Any]]) -> list[Disruption]:
     return found
 
 
-def read_conditions(client: PrometheusClient, window: Window) -> EventsRead:
-    """Every pod's DisruptionTarget condition seen in `window`, per (namespace, pod)."""
+def read_conditions(
+    client: PrometheusClient, window: Window, keep: Callable[[str], bool] | None = None
+) -> EventsRead:
+    """Every pod's DisruptionTarget condition seen in `window`, per (namespace, pod); with
+    `keep`, only those of the namespaces it accepts."""
     step = client.settings.step
     out = EventsRead()
     for shard in window.split(step * MAX_STEPS):
@@ -131,6 +135,8 @@ def read_conditions(client: PrometheusClient, window: Window) -> EventsRead:
             continue
         for d in found:
             assert d.namespace is not None and d.pod is not None
+            if keep is not None and not keep(d.namespace):
+                continue
             seen = out.by_pod.setdefault((d.namespace, d.pod), [])
             if not any(x.reason == d.reason for x in seen):  # a series crossing shards
                 seen.append(d)
