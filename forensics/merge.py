@@ -193,7 +193,17 @@ def _summary(reports: list[Doc], findings: list[Doc], pending: list[Doc], duplic
         "unparsed_lines": unparsed,
         "unparsed_example": example,
         "cost": totals_of(_cost_row(f) for f in findings),
+        "findings_by_disruption_reason": _by_reason(findings),
     }
+
+
+def _by_reason(findings: list[Doc]) -> dict[str, int]:
+    """`summary.findings_by_disruption_reason` of the merged findings ("none": no evidence)."""
+    counts: dict[str, int] = {}
+    for f in findings:
+        reason = (f.get("disruption") or {}).get("reason") or "none"
+        counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _cost_row(f: Mapping[str, Any]) -> CostRow:

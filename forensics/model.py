@@ -151,6 +151,31 @@ class SignalHit:
 
 
 @dataclass(frozen=True)
+class Disruption:
+    """Kubernetes' own record that a pod was disrupted (docs/report.md `disruption`): an event
+    naming the pod (Loki, Admin's `reasons`) or its `DisruptionTarget` condition (Prometheus)."""
+
+    source: str  # "k8s-events" | "admin-reasons" | "prometheus"
+    reason: str  # the event's reason ("Preempted", "Disrupted", ...) or the condition's
+    initiator: str | None  # who disrupted it: "karpenter", "default-scheduler", "kubelet", ...
+    at: datetime
+    namespace: str | None
+    pod: str | None
+    text: str  # the event's own message, as recorded
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "reason": self.reason,
+            "initiator": self.initiator,
+            "at": rfc3339(self.at),
+            "namespace": self.namespace,
+            "pod": self.pod,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
 class AttemptRecord:
     """One task attempt as Flyte Admin records it (plain data, no protobuf)."""
 
@@ -179,6 +204,9 @@ class AttemptRecord:
     # subtask's own `ref.node_id` is propeller's unique id for it (`n0-0-n3`, GenerateUniqueID).
     array_node: str | None = None
     array_index: int | None = None
+    # Kubernetes events about the attempt's pod that Admin keeps in `closure.reasons`
+    # (propeller's `send-object-events`): the disruptions among them (docs/report.md `disruption`).
+    disruptions: tuple[Disruption, ...] = ()
 
     @property
     def is_elastic(self) -> bool:
@@ -333,6 +361,10 @@ class Finding:
     ] = ()  # docs/report.md `evidence`: why the finding is weaker, late signals
     parent: ParentNode | None = None  # the parent execution's node, for a child execution
     cost: Cost | None = None  # None: not priced (docs/report.md `cost`)
+    # Kubernetes' record of the disruption (docs/report.md `disruption`), and what made the
+    # success silent (docs/verdicts.md "Causes").
+    disruption: Disruption | None = None
+    cause: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         sig = signal_dict(self.signal) if self.signal is not None else None
@@ -351,6 +383,8 @@ class Finding:
             "links": dict(self.links),
             "notes": list(self.evidence),
             "cost": self.cost.as_dict() if self.cost else None,
+            "disruption": self.disruption.as_dict() if self.disruption else None,
+            "cause": self.cause,
         }
 
 
@@ -432,6 +466,9 @@ class Summary:
     unparsed_lines: int = 0
     unparsed_example: UnparsedLine | None = None
     cost: Mapping[str, object] | None = None  # the findings' cost totals (`forensics/cost.py`)
+    # findings per disruption reason ("none": no disruption evidence but the signal line or
+    # the missing outputs.pb alone), docs/report.md `summary`
+    by_disruption_reason: dict[str, int] = field(default_factory=dict)
 
     def clear(self, reason: str) -> None:
         """Count one attempt cleared for `reason` (a `detect.Cleared`, kept as its value)."""
@@ -450,6 +487,7 @@ class Summary:
             "unparsed_lines": self.unparsed_lines,
             "unparsed_example": self.unparsed_example.as_dict() if self.unparsed_example else None,
             "cost": dict(self.cost) if self.cost is not None else None,
+            "findings_by_disruption_reason": dict(sorted(self.by_disruption_reason.items())),
         }
 
 

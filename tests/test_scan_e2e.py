@@ -72,6 +72,8 @@ def test_reference_incident_is_reported_exactly_as_the_spec_shows(env, capsys):
             "flyte": "https://flyte.example.com/console/projects/gs1/domains/production/executions/azvg5f9v9974m78fvlf7"
         },
         "notes": [],
+        "disruption": None,
+        "cause": "elastic-ignore-outputs",
     }
     assert report["window"] == {"start": "2026-09-04T00:00:00Z", "end": "2026-09-11T00:00:00Z"}
     assert report["complete"] is True and report["gaps"] == []

@@ -49,6 +49,10 @@ console_url = "http://localhost:30080/console"
 
 [checkpoints]
 input = "checkpoint_dir"
+
+# Kubernetes events shipped by Grafana Alloy (docs/configuration.md): a second witness
+[k8s_events]
+enabled = true
 """
 
 

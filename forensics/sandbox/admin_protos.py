@@ -188,6 +188,11 @@ def task_execution_proto(
     set_time(closure, "created_at", a.started_at)
     set_time(closure, "updated_at", end or a.started_at)
     set_duration(closure, a.started_at, end)
+    for at, message in a.reasons:
+        # flyteadmin appends each event's reasons (transformers/task_execution.go); propeller
+        # sends the watched object's k8s events as EventReason{reason: note, occurred_at}
+        # (flytepropeller pkg/controller/nodes/task/k8s/plugin_manager.go).
+        closure.reasons.add(message=message).occurred_at.CopyFrom(timestamp(at))
     data_dir = ex.node_data_dir(node.node_id)
     input_uri = f"{data_dir}/inputs.pb"
     if a.inline_outputs:

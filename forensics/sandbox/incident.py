@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from forensics.model import UTC, ExecutionRef, to_ns
+from forensics.sandbox.k8s_events import event_line, karpenter_disrupted
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxExecution,
@@ -33,6 +34,8 @@ WINDOW_END = datetime(2026, 9, 11, tzinfo=UTC)
 MODELS_BUCKET = "exa-models"
 REFERENCE = ("gs1", "production", "azvg5f9v9974m78fvlf7")
 REFERENCE_CHECKPOINT = "s3://exa-models/checkpoints/gs1-distill/bigmodel-c42-nem1b-a2-lr5em5-v1/"
+# Proved by an event alone (neighbour 15): seen only with `[k8s_events]` on, as `demo` runs.
+EVENT_ONLY = ("gs1", "production", "x7p1a5s9d3f7g1h5j9k3")
 
 
 @dataclass(frozen=True)
@@ -430,6 +433,17 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
                _try(name, 0, "SUCCEEDED", _t(2, 1, 0, 5), _t(2, 2, 0, 7), task))
     b.signal_pod(_t(2, 2, 0, 0), ns, f"{name}-n0-0", f"{name}-n0-0")
 
+    # 15. Proved by an event alone: a plain (non-elastic) task whose SIGTERM handler exited 0 when
+    #     Karpenter consolidated its node. No log line says so; Alloy shipped Karpenter's
+    #     `Disrupted` event (logfmt). Not examined without `[k8s_events]` (a plain task is looked
+    #     at only where evidence points); with it, affected (cause exit-0-after-signal).
+    name = EVENT_ONLY[2]
+    ok = _t(8, 4, 0, 31)
+    b.one_node(*gs1, name, "SUCCEEDED", _t(8, 3, 0, 0), ok + timedelta(seconds=2),
+               _try(name, 0, "SUCCEEDED", _t(8, 3, 0, 5), ok, b.task(*gs1, "eval.score", version=0)))
+    b.scenario.log_lines.append(event_line(
+        karpenter_disrupted(ns, f"{name}-n0-0", _t(8, 4, 0, 0), _t(8, 4, 2, 0)), "alloy-logfmt"))
+
     relaunch_neighbours(b)
 
     # Unrelated noise in the task namespaces: ordinary training logs that Loki filters out.
@@ -540,6 +554,8 @@ EXPECTED_FINDINGS = {
     ("gs1", "production", "e8r4t2y6u0i3o7p1a5s9", "n0-0-dn1", 0): "affected",
     ("gs1", "production", "j4k8l2z6x0c3v7b1n5m9", "n0", 0): "suspected",
 }
+# With `[k8s_events]` on (as `demo` runs): the event alone proves neighbour 15.
+EXPECTED_WITH_EVENTS = {**EXPECTED_FINDINGS, (*EVENT_ONLY, "n0", 0): "affected"}
 EXPECTED_CLEARED = {
     "outputs-written": 2,  # 7's successful retry and 11 (healthy, no signal)
     "signal-then-outputs-written": 1,  # 6

@@ -63,6 +63,9 @@ class SandboxAttempt:
     # propeller's inline raw-output policy: the outputs travel in the event and flyteadmin
     # offloads them under its own prefix, so Admin's output_uri is not <output_dir>/outputs.pb.
     inline_outputs: bool = False
+    # Kubernetes events about the attempt's pod that propeller's `send-object-events` passes on
+    # and Admin keeps in `closure.reasons`: (occurred_at, message) each.
+    reasons: list[tuple[datetime, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -11,11 +11,12 @@ that declare no outputs one outputs.pb check each, or one listing of their prefi
 are joined to the swept attempts by pod name, so a signalled attempt costs no extra Admin call;
 only signalled pods that no swept execution claims are looked up one by one (`resolve`). Memory
 holds what is in flight, the signalled pods and the findings: it grows with candidates, not with
-log lines.
+log lines. The disruption sources (events, Prometheus) are read beside the signals and are
+final with them.
 
 The module stays whole past ~400 lines because every step shares the candidates' states, the
 lock and the lanes; the parts that need none of them live in `sweep`, `join`, `resolve`,
-`callplan`, `signals` and `tally`.
+`callplan`, `signals`, `disruptions` and `tally`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from forensics.detect import (
     assert_never,
     build_finding,
     decide,
+    disruption_candidate,
     earliest,
     finding_links,
     needs_outputs_check,
@@ -44,6 +46,7 @@ from forensics.errors import NotFoundError, SourceError
 from forensics.model import (
     AttemptRecord,
     AttemptRef,
+    Disruption,
     ExecutionRecord,
     ExecutionRef,
     Finding,
@@ -57,6 +60,7 @@ from forensics.model import (
 from forensics.progress import Progress
 from forensics.scan import sweep
 from forensics.scan.callplan import by_prefix
+from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
 from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
@@ -91,10 +95,18 @@ class Candidate:
     checked: bool = False  # outputs known (or not needed)
     final: bool = False  # signal known
     done: bool = False
+    disruption: Disruption | None = None  # Kubernetes' record of the pod's disruption
 
     def decide(self) -> Decision:
-        """The verdict, once the signal and the outputs are known."""
-        return decide(self.att, self.ex, self.signal, self.outputs, later_attempts=self.later)
+        """The verdict, once the signal, the disruption and the outputs are known."""
+        return decide(
+            self.att,
+            self.ex,
+            self.signal,
+            self.outputs,
+            later_attempts=self.later,
+            disruption=self.disruption,
+        )
 
 
 def scan(
@@ -128,6 +140,7 @@ class ScanRun:
         self._swept: dict[tuple[str, str], set[str]] = {}
         # Signals: the index that joins them to attempts, and whether it is final.
         self._pods = PodIndex()
+        self.disruptions = DisruptionIndex()  # filled with the signals, before they are final
         self._signals_final = False
         self._parked: list[
             tuple[ExecutionRecord, list[AttemptRecord], list[Candidate], Sequence[SkippedNode]]
@@ -246,7 +259,53 @@ class ScanRun:
         gaps.extend(Gap("loki", part.start, part.end, error) for part, error in item.failures)
         self.progress.advance("loki")
 
+    def _events_phase(self) -> None:
+        """The pods whose disruption Kubernetes recorded in the window: events in Loki
+        (`[k8s_events]`) and DisruptionTarget conditions in Prometheus (`[prometheus]`)."""
+        reads = disruption_reads(self.sources, self.window, self._stop, self._flyte_namespace)
+        for read in reads:
+            self.tally.add_gaps(read.gaps)
+        self.disruptions.fill(*reads)
+        # A disrupted pod points the sweep at its node whatever its task (docs/performance.md):
+        # a plain task that exited 0 after its node was drained is examined too.
+        pointed = []
+        for ns, pod in self.disruptions.pods():
+            pd = self.projects.project_domain(ns)
+            if pd is not None:
+                pointed.append((*pd, pod))
+        self._pods.point(pointed)
+
+    def _flyte_namespace(self, ns: str) -> bool:
+        """A namespace some project and domain in scope maps to (events elsewhere are no
+        attempt's, and are not kept)."""
+        pd = self.projects.project_domain(ns)
+        return pd is not None and self.scope.covers(*pd)
+
     def _loki_phase(self) -> None:
+        events = None
+        if disruption_sources_on(self.settings):
+            events = threading.Thread(
+                target=guarded,
+                args=(self._events_phase, self._stop, self._errors),
+                name="k8s-events",
+                daemon=True,
+            )
+            events.start()
+        try:
+            self._signals_phase()
+        finally:
+            if events is not None:
+                join(events, self._errors)  # disruptions are final with the signals
+        with self._lock:
+            self._signals_final = True
+            parked, self._parked = self._parked, []
+        for ex, attempts, candidates, skipped in parked:
+            if skipped:  # it may list the nodes the evidence points at: in the Admin lane
+                self._admin_lane.submit(partial(self._settle, ex, attempts, candidates, skipped))
+            else:
+                self._settle(ex, attempts, candidates)
+
+    def _signals_phase(self) -> None:
         hits, lines = self._signals()
         log_unparsed(lines)
         self.tally.unparsed(lines.unparsed, lines.unparsed_example)
@@ -260,14 +319,6 @@ class ScanRun:
                 signalled.append((*pd, hit))
         self._pods.fill(signalled)
         self.tally.clear(Cleared.SIGNAL_NOT_FLYTE_POD, not_flyte)
-        with self._lock:
-            self._signals_final = True
-            parked, self._parked = self._parked, []
-        for ex, attempts, candidates, skipped in parked:
-            if skipped:  # it may list the nodes the signals point at: in the Admin lane
-                self._admin_lane.submit(partial(self._settle, ex, attempts, candidates, skipped))
-            else:
-                self._settle(ex, attempts, candidates)
 
     def _not_a_project(self, ns: str, hit: SignalHit) -> int:
         """A signalled namespace no project and domain maps to: 1 when it is no Flyte pod at all;
@@ -381,13 +432,22 @@ class ScanRun:
         for att in attempts:
             signal = hits.get(att.ref)
             c = by_ref.get(att.ref)
+            disruption = self.disruptions.for_attempt(ex, att, self.settings)
+            if c is None and signal is None:
+                # The whole class (docs/verdicts.md): any task's success whose pod Kubernetes
+                # recorded as disrupted is examined; only where evidence points (bounded cost).
+                if disruption is not None and disruption_candidate(att, self.window):
+                    later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
+                    self._signalled(Candidate(ex, att, None, later, disruption=disruption))
+                continue
             if signal is not None:
                 later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
                 if c is None:
-                    self._signalled(Candidate(ex, att, signal, later))
+                    self._signalled(Candidate(ex, att, signal, later, disruption=disruption))
                     continue
                 c.later = later
             if c is not None:
+                c.disruption = disruption
                 self._release(c, signal)
 
     # -- signalled pods that no swept execution claimed: one by one --------------------------------
@@ -401,7 +461,8 @@ class ScanRun:
         self._admin_lane.drain()
         for ex, att, hits in late.values():
             later = [a for a in self.lookups.attempts(ex.ref) if a.ref.node_id == att.ref.node_id]
-            self._signalled(Candidate(ex, att, earliest(hits), later))
+            disruption = self.disruptions.for_attempt(ex, att, self.settings)
+            self._signalled(Candidate(ex, att, earliest(hits), later, disruption=disruption))
 
     def _resolve_one(
         self,
@@ -489,5 +550,7 @@ class ScanRun:
         if decision.is_finding:
             checkpoint = self.lookups.checkpoint(ex, att, signal)
             links = finding_links(self.settings, ex, signal)
-            finding = build_finding(decision, ex, att, signal, checkpoint, links)
+            finding = build_finding(
+                decision, ex, att, signal, checkpoint, links, disruption=c.disruption
+            )
         self.tally.record(decision, ex, att, signal, finding)

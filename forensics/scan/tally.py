@@ -104,6 +104,10 @@ class Tally:
             self.findings.append(finding)
             self.finding_executions[ex.ref] = ex
             self.finding_attempts[att.ref] = att
+            # docs/report.md `summary.findings_by_disruption_reason`
+            reason = finding.disruption.reason if finding.disruption else "none"
+            by_reason = self.summary.by_disruption_reason
+            by_reason[reason] = by_reason.get(reason, 0) + 1
 
     def _count(self, decision: Decision, att: AttemptRecord, signal: SignalHit | None) -> None:
         summary = self.summary
@@ -129,7 +133,11 @@ class Tally:
         findings = sorted(
             self.findings,
             key=lambda f: (
-                f.signal.at if f.signal else f.succeeded_at or window.end,
+                f.signal.at
+                if f.signal
+                else f.disruption.at
+                if f.disruption
+                else f.succeeded_at or window.end,
                 str(f.attempt),
             ),
         )

@@ -1,7 +1,8 @@
 """Admin's protobuf answers as our plain records: executions, attempts, inputs, task facts.
 
 Pure functions over flyteidl messages; what Admin and propeller put where is described in
-`forensics/sources/admin.py`'s module docstring.
+`forensics/sources/admin.py`'s module docstring. One module a little past ~400 lines on purpose:
+each reading of an Admin message sits beside the others that build the same records.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from google.protobuf import json_format
 
 from forensics.errors import SourceError
 from forensics.evidence.flyte_names import generated_name, unique_node_id
+from forensics.evidence.k8s_events import reason_of_message
 from forensics.model import (
     UTC,
     AttemptRecord,
     AttemptRef,
+    Disruption,
     ExecutionRecord,
     ExecutionRef,
     ParentNode,
@@ -349,7 +352,27 @@ def attempt_record(
         task_id=task_id,
         outputs_declared=template.outputs_declared if template else False,
         outputs_unknown=out_unknown,
+        disruptions=closure_disruptions(
+            te, namespaces[0] if namespaces else None, c.metadata.generated_name or None
+        ),
     )
+
+
+def closure_disruptions(
+    te: task_execution_pb2.TaskExecution, namespace: str | None, pod: str | None
+) -> tuple[Disruption, ...]:
+    """The disruptions among the Kubernetes events Admin keeps for an attempt's object in
+    `closure.reasons` (flyteidl admin/task_execution.proto `Reason`: `occurred_at`, `message`),
+    earliest first; the object is the pod for a single-pod plugin."""
+    found = []
+    for r in te.closure.reasons:
+        known = reason_of_message(r.message)
+        if known is None or not r.HasField("occurred_at"):
+            continue
+        reason, initiator = known
+        at = r.occurred_at.ToDatetime(tzinfo=UTC)
+        found.append(Disruption("admin-reasons", reason, initiator, at, namespace, pod, r.message))
+    return tuple(sorted(found, key=lambda d: (d.at, d.reason)))
 
 
 def compiled_templates(tasks: Iterable[Any]) -> dict[tuple[str, ...], TaskTemplate]:

@@ -82,12 +82,14 @@ from rich.console import Console
 from rich.table import Table
 
 from forensics.config import Settings
-from forensics.evidence.logs import SIGNAL_LINE_REGEX
-from forensics.model import to_ns
+from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_signal
+from forensics.model import LogEntry, Window, to_ns
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
+from forensics.sandbox.k8s_events import K8sEvent, event_line, karpenter_disrupted
 from forensics.sandbox.loki_server import LokiFaults, LokiServer
 from forensics.sandbox.s3_server import S3Faults, S3Server
 from forensics.sandbox.stack import Sandbox, sandbox_env
+from forensics.scan.disruptions import EVENT_LEAD
 
 # Run as a script (`python tests/bench/...`): tests/ on sys.path for the test-only `support`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -100,6 +102,7 @@ ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real")
 # A real Loki answers a 24 h shard of a month of 1M lines in seconds (it reads every chunk of
 # the selected streams in the range to apply the line filters): 2 s per ~33,000 lines.
 LOKI_LINE_S = 60e-6
+DISRUPTIONS = False  # --disruptions: Kubernetes events in Loki, `[k8s_events]` on
 ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
 OPTIONS: dict[str, str] = {}  # --profile, --cli-pythonpath
 
@@ -219,7 +222,6 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
     w = month.window
     sc = month.scenario
     pages = _loki_pages(month)
-
     per_pd: Counter[tuple[str, str]] = Counter()
     tasks: set[tuple[str, str, str]] = set()
     admin = 0
@@ -450,6 +452,30 @@ def expected_ok(run: Run, month: SyntheticMonth) -> bool:
     return got == month.expected
 
 
+def add_disruption_events(month: SyntheticMonth) -> int:
+    """With `--disruptions`: Karpenter's `Disrupted` event (Alloy logfmt) five seconds before
+    every signalled pod's first signal line, and as many events of no Flyte pod (notebooks, the
+    nodes themselves): the verdicts stay those expected; the scan reads one more source."""
+    first: dict[tuple[str, str], int] = {}
+    for line in month.scenario.log_lines:
+        hit = parse_signal(LogEntry.make(line.ts_ns, line.labels, line.line))
+        if hit is not None:
+            key = (hit.namespace, hit.pod)
+            first[key] = min(first.get(key, line.ts_ns), line.ts_ns)
+    added = []
+    for (ns, pod), ts in sorted(first.items()):
+        at = LogEntry(ts, (), "").at - timedelta(seconds=5)
+        added.append(
+            event_line(karpenter_disrupted(ns, pod, at, at + timedelta(minutes=2)), "alloy-logfmt")
+        )
+        node = K8sEvent(
+            "", f"ip-{len(added)}", "Disrupted", "Disrupting Node", at, "karpenter", kind="Node"
+        )
+        added.append(event_line(node, "alloy-logfmt"))
+    month.scenario.log_lines.extend(added)
+    return len(added)
+
+
 def run_size(
     label: str,
     size: Size,
@@ -463,10 +489,16 @@ def run_size(
     times: dict[str, float] = {}
     t = time.perf_counter()
     month = month_of(size)
+    if DISRUPTIONS:
+        console.log(f"{label}: {add_disruption_events(month)} Kubernetes event line(s) added")
     times["generate"] = time.perf_counter() - t
     minimal = minimum(month, tuple(Settings().flyte.domains))
     if lat.loki_per_line:
         minimal.loki_lines = _shard_lines(month)
+    if DISRUPTIONS:  # one events query per 24 h shard, read beside the signals, from EVENT_LEAD
+        w = month.window
+        shards = Window(w.start - EVENT_LEAD, w.end).split(timedelta(hours=24))
+        minimal = replace(minimal, loki=minimal.loki + len(shards))
     runs: list[Run] = []
     with stack(month, size, lat, home, times) as (box, s3):
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
@@ -588,6 +620,17 @@ def verdicts(runs: list[Run]) -> list[str]:
     return out
 
 
+def _apply_options(args: argparse.Namespace) -> None:
+    """The options every run reads: --profile, --cli-pythonpath, --disruptions."""
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        OPTIONS["profile"] = args.profile
+    if args.cli_pythonpath:
+        OPTIONS["cli_pythonpath"] = args.cli_pythonpath
+    global DISRUPTIONS
+    DISRUPTIONS = args.disruptions
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -618,12 +661,13 @@ def main() -> None:
         help="PYTHONPATH of the CLI process only: another checkout's `forensics` (before/after "
         "rows against the same servers)",
     )
+    parser.add_argument(
+        "--disruptions",
+        action="store_true",
+        help="also ship Karpenter events for the signalled pods and scan with [k8s_events] on",
+    )
     args = parser.parse_args()
-    if args.profile:
-        Path(args.profile).mkdir(parents=True, exist_ok=True)
-        OPTIONS["profile"] = args.profile
-    if args.cli_pythonpath:
-        OPTIONS["cli_pythonpath"] = args.cli_pythonpath
+    _apply_options(args)
 
     console = Console(stderr=True)
     scale = 10 if args.quick else 1
@@ -638,6 +682,9 @@ def main() -> None:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(ROWS)}")
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
         home = Path(tmp)
+        if DISRUPTIONS:  # found by the default search: $XDG_CONFIG_HOME/elastic-audit/config.toml
+            (home / "elastic-audit").mkdir()
+            (home / "elastic-audit" / "config.toml").write_text("[k8s_events]\nenabled = true\n")
         counts: list[int | None] = [None] if "1x" in rows else []
         counts += [1] if "serial" in rows else []
         if counts:
