@@ -130,8 +130,13 @@ WHOLE_SECOND = timedelta(seconds=1)
 
 
 def end_precision(attempt: AttemptRecord) -> timedelta:
-    """How far after Admin's recorded end a signal may lie and still precede the real end."""
-    return timedelta(0) if attempt.task_type == "pytorch" else WHOLE_SECOND
+    """How far after Admin's recorded end a signal may lie and still precede the real end.
+
+    An end read from `updated_at` (an attempt propeller never saw RUNNING) is propeller's own
+    report time, at or after the pod's exit and not truncated: no slack after it."""
+    if attempt.task_type == "pytorch" or attempt.end_from == "updated_at":
+        return timedelta(0)
+    return WHOLE_SECOND
 
 
 def signal_precedes_end(attempt: AttemptRecord, signal: SignalHit) -> bool:
@@ -277,6 +282,11 @@ def finding_links(
 def shape_notes(ex: ExecutionRecord, att: AttemptRecord) -> tuple[str, ...]:
     """What a finding's shape means for the operator: a child execution, an array subtask."""
     notes: tuple[str, ...] = ()
+    if att.end_from == "updated_at":
+        notes += (
+            "Admin recorded no start for this attempt (propeller never saw it RUNNING): its end "
+            "is the terminal event's report time (updated_at), at or after the pod's exit",
+        )
     if att.array_node is not None:
         notes += (f"subtask {att.array_index} of array (map) node {att.array_node}",)
     if ex.parent is not None:

@@ -179,6 +179,15 @@ class AttemptRecord:
     # subtask's own `ref.node_id` is propeller's unique id for it (`n0-0-n3`, GenerateUniqueID).
     array_node: str | None = None
     array_index: int | None = None
+    # Which Admin field `ended_at` comes from (docs/verdicts.md, "The attempt's end"): "duration"
+    # (started_at + duration) or "updated_at" — the terminal event's report time, for an attempt
+    # propeller never saw RUNNING (flyteadmin sets StartedAt and Duration only from a RUNNING
+    # event, `pkg/repositories/transformers/task_execution.go`); None while it has not ended.
+    end_from: str | None = None
+    # A nested node: its parent's unique id and its own spec id (`metadata.spec_node_id`), so a
+    # trial of a retried dynamic parent can be told from its re-run (`detect.rerun_of`).
+    parent_node: str | None = None
+    spec_node_id: str | None = None
 
     @property
     def is_elastic(self) -> bool:

@@ -183,10 +183,16 @@ def task_execution_proto(
     end = a.ended_at
     if end is not None and a.task.task_type != "pytorch":
         end = end.replace(microsecond=0)
-    set_time(closure, "started_at", a.started_at)
     set_time(closure, "created_at", a.started_at)
-    set_time(closure, "updated_at", end or a.started_at)
-    set_duration(closure, a.started_at, end)
+    if a.never_running:
+        # flyteadmin `transformers/task_execution.go`: StartedAt only from a RUNNING event,
+        # Duration only after one ("task execution is missing StartedAt"); UpdatedAt is the
+        # terminal event's reported_at, propeller's time.Now() (`nodes/task/transformer.go`).
+        set_time(closure, "updated_at", a.ended_at or a.started_at)
+    else:
+        set_time(closure, "started_at", a.started_at)
+        set_time(closure, "updated_at", end or a.started_at)
+        set_duration(closure, a.started_at, end)
     data_dir = ex.node_data_dir(node.node_id)
     input_uri = f"{data_dir}/inputs.pb"
     if a.inline_outputs:

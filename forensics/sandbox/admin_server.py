@@ -340,10 +340,23 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
             if node.proto.metadata.is_dynamic:
                 wf = request.id.execution_id
                 rec = self.state.executions[(wf.project, wf.domain, wf.name)]
+                # The dynamic's compiled closure holds the tasks of every node it generated,
+                # those inside its sub-workflows too (flytepropeller v1.16.8 `nodes/dynamic/
+                # dynamic_workflow.go` buildDynamicWorkflow: CompileWorkflow(wf,
+                # djSpec.GetSubworkflows(), compileTasks(djSpec.GetTasks()))); a nested dynamic's
+                # children are compiled later, by it.
                 tasks: dict[tuple[str, str, str, str], SandboxTask] = {}
-                for child in rec.nodes:
-                    if child.parent == request.id.node_id:
+                below, frontier = set(), {request.id.node_id}
+                while frontier:
+                    kids = [n for n in rec.nodes if n.parent in frontier]
+                    for child in kids:
                         tasks.update((task_key(t), t) for t in child.task_defs)
+                    frontier = {
+                        n.proto.id.node_id
+                        for n in kids
+                        if n.proto.metadata.is_parent_node and not n.proto.metadata.is_dynamic
+                    } - below
+                    below |= frontier
                 dyn = resp.dynamic_workflow
                 dyn.id.CopyFrom(
                     identifier_pb2.Identifier(

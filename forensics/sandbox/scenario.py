@@ -54,6 +54,10 @@ class SandboxAttempt:
     # propeller's inline raw-output policy: the outputs travel in the event and flyteadmin
     # offloads them under its own prefix, so Admin's output_uri is not <output_dir>/outputs.pb.
     inline_outputs: bool = False
+    # Propeller never saw the pod RUNNING (Pending -> Succeeded between two rounds): flyteadmin
+    # then records no started_at and no duration, and `updated_at` is the terminal event's
+    # report time (`transformers/task_execution.go`); `ended_at` is that report time.
+    never_running: bool = False
 
 
 @dataclass
@@ -113,6 +117,9 @@ class SandboxExecution:
     annotations: dict[str, str] = field(default_factory=dict)
     service_account: str = ""  # spec.security_context.run_as.k8s_service_account
     raw_output_prefix: str = ""  # spec.raw_output_data_config.output_location_prefix
+    # Archived in the console / `flytectl update execution --archive` (flyteadmin
+    # UpdateExecution: closure.state_change_details, the `state` column EXECUTION_ARCHIVED).
+    archived: bool = False
 
     def node_data_dir(self, node_id: str) -> str:
         """`s3://<bucket>/metadata/propeller/<project>-<domain>-<name>/<node>/data` (no slash)."""

@@ -114,6 +114,7 @@ class ScanRun:
         self.tally = Tally()  # what the run finds: counts, findings, pending, gaps
         self._lock = threading.Lock()  # the candidates' states, the swept and parked executions
         self._swept: dict[tuple[str, str], set[str]] = {}
+        self._listed: dict[tuple[str, str], set[str]] = {}
         # Signals: the index that joins them to attempts, and whether it is final.
         self._pods = PodIndex()
         self._signals_final = False
@@ -170,7 +171,9 @@ class ScanRun:
         )
         loki.start()
         self.progress.start("sweep", "Sweeping Admin executions", None)
-        todo = sweep.listings(self.projects, self.scope, self.window)
+        todo = sweep.listings(
+            self.projects, self.scope, self.window, self.settings.flyte.clock_skew
+        )
         listers = [
             threading.Thread(
                 target=guarded, args=(job, self._stop, self._errors), name=f"list-{i}", daemon=True
@@ -261,11 +264,21 @@ class ScanRun:
             project,
             domain,
             filters,
-            lambda ex: self._admin_lane.submit(partial(self._sweep_execution, ex)),
+            self._on_listed,
         )
         if error is not None:
             w = self.window
             self.tally.add_gap(Gap("admin", w.start, w.end, f"{project}/{domain}: {error}"))
+
+    def _on_listed(self, ex: ExecutionRecord) -> None:
+        """Sweep each listed execution once: the listings are disjoint when read, but an
+        execution may move from one to the other while they are (a running one that ends)."""
+        with self._lock:
+            listed = self._listed.setdefault((ex.ref.project, ex.ref.domain), set())
+            if ex.ref.name in listed:
+                return
+            listed.add(ex.ref.name)
+        self._admin_lane.submit(partial(self._sweep_execution, ex))
 
     def _sweep_execution(self, ex: ExecutionRecord) -> None:
         try:

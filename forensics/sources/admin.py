@@ -458,14 +458,25 @@ class AdminClient:
         self._collect(ref, None, out)
         return out
 
-    def _collect(self, ref: ExecutionRef, parent: str | None, out: list[AttemptRecord]) -> None:
+    def _collect(
+        self,
+        ref: ExecutionRef,
+        parent: str | None,
+        out: list[AttemptRecord],
+        dynamic: str | None = None,
+    ) -> None:
+        """The attempts under `parent`; `dynamic` is the nearest dynamic ancestor, whose compiled
+        workflow holds the templates of every task below it, sub-workflows included (flyteadmin
+        `node_execution_manager.go` GetNodeExecutionData answers `dynamic_workflow` only for the
+        node that has a dynamic closure; a sub-workflow node in between has none)."""
         for node in list(self._node_executions(ref, parent)):
             if is_start_or_end(node):
                 continue
             if may_have_tasks(node):
                 for te in self._task_executions(ref, node.id.node_id):
-                    own = self._attempt_record(ref, node, te, parent)
-                    tpl = self._task_template(ref, own.task_id, parent) if own.task_id else None
+                    own = self._attempt_record(ref, node, te, dynamic)
+                    own = dataclasses.replace(own, parent_node=parent)
+                    tpl = self._task_template(ref, own.task_id, dynamic) if own.task_id else None
                     subtasks = subtask_records(own, node, te, tpl.type if tpl else "")
                     if subtasks:
                         # The array's own attempt stays (show lists it); its subtasks' pods
@@ -474,7 +485,8 @@ class AdminClient:
                     out.append(own)
                     out.extend(subtasks)
             if node.metadata.is_parent_node:
-                self._collect(ref, node.id.node_id, out)
+                inner = node.id.node_id if node.metadata.is_dynamic else dynamic
+                self._collect(ref, node.id.node_id, out, inner)
 
     def _node_executions(
         self, ref: ExecutionRef, parent: str | None

@@ -159,9 +159,9 @@ def subtask_records(
         return []
     execution = own.ref.execution
     array_attempt = _dir_attempt(own.output_dir)
-    ended = own.ended_at
+    ended, end_from = own.ended_at, own.end_from
     if ended is None:
-        ended = _time(te.closure, "updated_at")
+        ended, end_from = _time(te.closure, "updated_at"), "updated_at"
     out = []
     for r in resources:
         phase = _enum_name(core_execution_pb2.TaskExecution.Phase, r.phase)
@@ -180,6 +180,7 @@ def subtask_records(
                 task_type=task_type,  # the mapped task's (the array's own is `container_array`)
                 is_array=False,
                 ended_at=ended if phase in _TERMINAL_TASK_PHASES else None,
+                end_from=end_from if phase in _TERMINAL_TASK_PHASES else None,
                 output_dir=sub_dir,
                 outputs_unknown=sub_unknown,
                 pods=tuple(dict.fromkeys(p for p in pods if p)),
@@ -312,9 +313,7 @@ def attempt_record(
     c = te.closure
     phase = _enum_name(core_execution_pb2.TaskExecution.Phase, c.phase)
     started = _time(c, "started_at")
-    ended = None
-    if started is not None and phase in _TERMINAL_TASK_PHASES and c.HasField("duration"):
-        ended = started + c.duration.ToTimedelta()
+    ended, end_from = attempt_end(c, phase, started)
     tid = te.id.task_id
     task_id = (tid.project, tid.domain, tid.name, tid.version)
     namespaces = [p.namespace for p in c.log_context.pods if p.namespace]
@@ -336,7 +335,30 @@ def attempt_record(
         task_id=task_id,
         outputs_declared=template.outputs_declared if template else False,
         outputs_unknown=out_unknown,
+        end_from=end_from,
+        spec_node_id=node.metadata.spec_node_id or None,
     )
+
+
+def attempt_end(
+    c: task_execution_pb2.TaskExecutionClosure, phase: str, started: datetime | None
+) -> tuple[datetime | None, str | None]:
+    """A finished attempt's end and the field it comes from (docs/verdicts.md, "The attempt's end").
+
+    flyteadmin sets `started_at` only on a RUNNING event and `duration` only on a terminal event
+    after one (`pkg/repositories/transformers/task_execution.go` addTaskStartedState,
+    addTaskTerminalState: "task execution is missing StartedAt"). A pod that went Pending ->
+    Succeeded between two propeller rounds has neither. Its closure's `updated_at` is then the
+    terminal event's `reported_at` (UpdateTaskExecutionModel), which propeller stamps with
+    `time.Now()` as it reports the phase it observed (flytepropeller `nodes/task/transformer.go`
+    ToTaskExecutionEvent): the end as propeller saw it, at or after the pod's exit, never before.
+    """
+    if phase not in _TERMINAL_TASK_PHASES:
+        return None, None
+    if started is not None and c.HasField("duration"):
+        return started + c.duration.ToTimedelta(), "duration"
+    reported = _time(c, "updated_at")
+    return reported, ("updated_at" if reported is not None else None)
 
 
 def compiled_templates(tasks: Iterable[Any]) -> dict[tuple[str, ...], TaskTemplate]:

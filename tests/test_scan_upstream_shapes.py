@@ -1,0 +1,159 @@
+"""End to end: upstream shapes that a scan used to miss quietly or flag falsely (docs/upstream.md,
+"Shapes read from Flyte's source"). Each execution is recorded the way flyteadmin and propeller
+record it; the upstream file and function are cited beside each.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import jsonschema
+import pytest
+from support.cli import run
+from support.scan import CONFIG, WINDOW, key, sandbox_fixtures
+
+from forensics.evidence.flyte_names import generated_name
+from forensics.sandbox.incident import ScenarioBuilder, _try
+from forensics.sandbox.scenario import SandboxExecution, SandboxNode
+
+UTC = timezone.utc
+HERE = Path(__file__).parent
+NS = "gs1-production"
+GS1 = ("gs1", "production")
+
+NEVER = "e1neverrunning000000"
+ARCHIVED = "e2archived0000000000"
+# Long enough that propeller hashes its pod names (`encoding.FixedLengthUniqueIDForParts`, 50).
+ARCHIVED_LONG = "e2archivedwithalongnamethatpropellerhashes000000"
+SKEW = "e3clockskew000000000"
+NESTED = "e7nestedindynamic000"
+NESTED_TASK = "sweep.nested_train"
+NESTED_NODE = (
+    "n0-0-dn0-0-n0"  # GenerateUniqueID(n0-0-dn0, 0, n0): a task in the dynamic's sub-workflow
+)
+
+
+def _t(day: int, hh: int, mm: int = 0, ss: int = 0) -> datetime:
+    return datetime(2026, 9, day, hh, mm, ss, tzinfo=UTC)
+
+
+def _scenario():
+    b = ScenarioBuilder()
+    train = b.task(*GS1, "bigmodel.train")
+
+    # 1. Pending -> Succeeded between two propeller rounds: flyteadmin records no started_at and
+    #    no duration (`transformers/task_execution.go` addTaskTerminalState, "task execution is
+    #    missing StartedAt"); no outputs.pb, no signal line survived.
+    b.one_node(*GS1, NEVER, "SUCCEEDED", _t(5, 1), _t(5, 1, 1),
+               _try(NEVER, 0, "SUCCEEDED", _t(5, 1, 0, 5), _t(5, 1, 0, 40), train,
+                    never_running=True))  # fmt: skip
+
+    # 2. Archived executions (flyteadmin ListExecutions adds state = EXECUTION_ACTIVE unless the
+    #    filters name `state`, `execution_manager.go` addStateFilter): one silent, one signalled
+    #    whose pod name is hashed.
+    b.one_node(*GS1, ARCHIVED, "SUCCEEDED", _t(6, 1), _t(6, 1, 1),
+               _try(ARCHIVED, 0, "SUCCEEDED", _t(6, 1, 0, 5), _t(6, 1, 0, 40), train),
+               archived=True)  # fmt: skip
+    pod = generated_name([ARCHIVED_LONG, "n0", 0])
+    assert pod != f"{ARCHIVED_LONG}-n0-0"  # hashed
+    sig = _t(6, 2, 0, 30)
+    b.one_node(*GS1, ARCHIVED_LONG, "SUCCEEDED", _t(6, 2), _t(6, 2, 1),
+               _try(ARCHIVED_LONG, 0, "SUCCEEDED", _t(6, 2, 0, 5), sig + timedelta(seconds=3),
+                    train, pods=[pod]),
+               archived=True)  # fmt: skip
+    b.signal_pod(sig, NS, pod, pod)
+
+    # 3. Two clocks: the attempt's end is the pod's node time (flyteplugins `k8s/pod/plugin.go`),
+    #    the execution's updated_at propeller's (`transformers/execution.go`). The node runs 4s
+    #    ahead: the end lies 2s inside the window, updated_at 2s before it.
+    b.one_node(*GS1, SKEW, "SUCCEEDED", _t(3, 20), _t(3, 23, 59, 58),
+               _try(SKEW, 0, "SUCCEEDED", _t(3, 21), _t(4, 0, 0, 2), train))  # fmt: skip
+
+    # 7. An unregistered elastic task inside a sub-workflow of a @dynamic (pyflyte run --remote
+    #    registers only static dependencies): its template is in the dynamic's compiled workflow
+    #    (flyteadmin `node_execution_manager.go` GetNodeExecutionData `dynamic_workflow`).
+    plan = b.task(*GS1, "sweep.plan", version=0)
+    nested = b.task(*GS1, NESTED_TASK)
+    b.add(SandboxExecution(*GS1, NESTED, "SUCCEEDED", _t(7, 1), _t(7, 3), nodes=[
+        SandboxNode("n0", "SUCCEEDED", is_parent=True, is_dynamic=True, attempts=[
+            _try(NESTED, 0, "SUCCEEDED", _t(7, 1, 0, 5), _t(7, 1, 0, 30), plan, write_outputs=True),
+        ]),
+        SandboxNode("n0-0-dn0", "SUCCEEDED", spec_node_id="dn0", parent_unique_id="n0",
+                    is_parent=True),
+        SandboxNode(NESTED_NODE, "SUCCEEDED", spec_node_id="n0", parent_unique_id="n0-0-dn0",
+                    attempts=[_try(NESTED, 0, "SUCCEEDED", _t(7, 1, 1), _t(7, 2), nested,
+                                   node=NESTED_NODE)]),
+    ]))  # fmt: skip
+    return b.build()
+
+
+box, _env = sandbox_fixtures(_scenario)
+
+
+@pytest.fixture(autouse=True)
+def _unregistered(box):
+    box.admin.faults.unregistered_tasks = {(*GS1, NESTED_TASK, "v1")}
+    yield
+    box.admin.faults.unregistered_tasks = set()
+
+
+def _scan(capsys, *window: str) -> dict:
+    code, out, err = run(["scan", *(window or WINDOW), "-o", "json", "--no-progress"], capsys)
+    assert out, err
+    rep = json.loads(out)
+    assert code == (1 if rep["findings"] else 0)
+    assert rep["complete"] and rep["gaps"] == [], rep["gaps"]
+    jsonschema.validate(rep, json.loads((HERE / "report.schema.json").read_text()))
+    return rep
+
+
+def _findings(rep: dict) -> dict[tuple, dict]:
+    return {key(f): f for f in rep["findings"]}
+
+
+def test_an_attempt_never_seen_running_has_an_end_and_is_judged(capsys):
+    # flyteadmin `transformers/task_execution.go`: no StartedAt/Duration without a RUNNING event;
+    # the end falls back on the closure's updated_at (the terminal event's reported_at).
+    f = _findings(_scan(capsys))[(*GS1, NEVER, "n0", 0)]
+    assert f["verdict"] == "suspected" and f["outputs_written"] is False
+    assert f["succeeded_at"] == "2026-09-05T01:00:40Z"
+    assert any("never saw it RUNNING" in n and "updated_at" in n for n in f["notes"])
+
+
+def test_archived_executions_are_swept_like_active_ones(capsys):
+    # flyteadmin `execution_manager.go` addStateFilter: the sweep filters on state itself.
+    found = _findings(_scan(capsys))
+    assert found[(*GS1, ARCHIVED, "n0", 0)]["verdict"] == "suspected"
+    hashed = found[(*GS1, ARCHIVED_LONG, "n0", 0)]
+    assert hashed["verdict"] == "affected"
+    assert hashed["signal"]["pod"] == generated_name([ARCHIVED_LONG, "n0", 0])
+
+
+def test_skewed_clocks_at_a_window_boundary_are_listed_once(capsys):
+    # The attempt's end (node clock) is inside [09-04, 09-11), its execution's updated_at
+    # (propeller's) before it: listed through the clock-skew margin, judged by its own end.
+    inside = _findings(_scan(capsys))
+    assert inside[(*GS1, SKEW, "n0", 0)]["verdict"] == "suspected"
+    before = _findings(_scan(capsys, "--since", "2026-09-03", "--until", "2026-09-04"))
+    assert (*GS1, SKEW, "n0", 0) not in before  # adjacent windows: reported exactly once
+
+
+def test_no_margin_misses_the_skewed_attempt(capsys):
+    # `[flyte] clock_skew = "0s"` lists by Admin's times alone: the boundary case is missed,
+    # which is why the default tolerates five minutes (docs/configuration.md).
+    Path("elastic-audit.toml").write_text(
+        CONFIG.replace("[flyte]\n", '[flyte]\nclock_skew = "0s"\n')
+    )
+    assert (*GS1, SKEW, "n0", 0) not in _findings(_scan(capsys))
+
+
+def test_unregistered_task_in_a_dynamics_subworkflow_is_known_elastic(box, capsys):
+    # The template is looked up in the nearest dynamic ancestor's compiled workflow, through the
+    # sub-workflow node in between (flyteadmin GetNodeExecutionData answers it only for n0).
+    before = box.admin.call_counts()
+    f = _findings(_scan(capsys))[(*GS1, NESTED, NESTED_NODE, 0)]
+    assert f["verdict"] == "suspected" and f["outputs_written"] is False
+    calls = box.admin.call_counts() - before
+    assert calls["GetNodeExecutionData"] >= 1
