@@ -14,8 +14,10 @@ from enum import Enum
 from typing import NoReturn
 
 from forensics.config import Settings
+from forensics.evidence.flyte_names import unique_node_id
 from forensics.model import (
     AttemptRecord,
+    AttemptRef,
     Checkpoint,
     ExecutionRecord,
     Finding,
@@ -62,6 +64,11 @@ class Cleared(_StrEnum):
     # missing outputs.pb into "OutputsNotFound" (flyteorg/flyte flytepropeller
     # pkg/controller/nodes/task/handler.go), so Flyte's own success proves it was written.
     OUTPUTS_DECLARED = "outputs-declared"
+    # A trial of a retried @dynamic parent: propeller re-ran every child under the parent's new
+    # attempt (`nodes/common/utils.go` GenerateUniqueID: `n0-<k>-dnX`), and that re-run
+    # succeeded; the workflow went on with the re-run's outputs, not this trial's. The re-run is
+    # judged on its own (docs/verdicts.md).
+    SUPERSEDED = "superseded-by-rerun"
 
 
 FAILED_PHASES = frozenset({"FAILED", "RETRYABLE_FAILED", "ABORTED", "TIMED_OUT"})
@@ -75,6 +82,7 @@ class Decision:
     outcome: Verdict | Cleared
     note: str | None = None  # why a finding is weaker than it looks (e.g. outputs unknown)
     outputs: ObjectCheck | None = None
+    rerun: AttemptRef | None = None  # the attempt that re-ran a superseded trial
 
     @property
     def verdict(self) -> Verdict | None:
@@ -105,15 +113,46 @@ def decide(
     outputs: ObjectCheck | None,
     *,
     later_attempts: Sequence[AttemptRecord] = (),
+    execution_attempts: Sequence[AttemptRecord] = (),
 ) -> Decision:
     """The one decision about an attempt whose signal and outputs are known (scan, show and
-    relaunch all judge through it); a failed attempt's outputs are not read."""
+    relaunch all judge through it); a failed attempt's outputs are not read. A finding whose
+    trial was re-run successfully under its dynamic parent's later attempt (among
+    `execution_attempts`, every attempt of the execution) is cleared as superseded."""
     if signal is not None:
         outputs = outputs if attempt.phase == "SUCCEEDED" else None
         d = classify_signalled(attempt, execution, signal, outputs, later_attempts=later_attempts)
     else:
         d = classify_unsignalled(attempt, outputs)
+    if d.is_finding:
+        rerun = rerun_of(attempt, execution_attempts)
+        if rerun is not None:
+            d = Decision(Cleared.SUPERSEDED, note=f"re-run as {rerun.ref}", rerun=rerun.ref)
     return replace(d, outputs=outputs)
+
+
+def rerun_of(attempt: AttemptRecord, attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:
+    """The successful re-run of a dynamic parent's child under a later attempt of the parent.
+
+    propeller names a dynamic's child `GenerateUniqueID(parent unique id, parent attempt, spec
+    id)` (flytepropeller `nodes/common/utils.go`, hashed past 20 characters) and, when the
+    parent is retried, runs every child again under the parent's new attempt. The trial's
+    parent attempt is the one whose id reproduces the trial's; its re-run is the same spec id
+    under a later parent attempt, SUCCEEDED (the last such, if several).
+    """
+    parent, spec = attempt.parent_node, attempt.spec_node_id
+    if parent is None or spec is None:
+        return None
+    tries = sorted({a.ref.attempt for a in attempts if a.ref.node_id == parent})
+    own = next((k for k in tries if unique_node_id(parent, k, spec) == attempt.ref.node_id), None)
+    if own is None:
+        return None
+    for k in reversed([k for k in tries if k > own]):
+        rerun_id = unique_node_id(parent, k, spec)
+        done = [a for a in attempts if a.ref.node_id == rerun_id and a.phase == "SUCCEEDED"]
+        if done:
+            return max(done, key=lambda a: a.ref.attempt)
+    return None
 
 
 def earliest(hits: Iterable[SignalHit]) -> SignalHit | None:

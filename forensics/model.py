@@ -347,6 +347,23 @@ class Pending:
 
 
 @dataclass(frozen=True)
+class Superseded:
+    """A trial of a retried dynamic parent whose re-run under the parent's later attempt
+    succeeded (docs/report.md `superseded`): cleared, and named with the attempt that re-ran it."""
+
+    attempt: AttemptRef
+    rerun: AttemptRef
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "execution": self.attempt.execution.as_dict(),
+            "node_id": self.attempt.node_id,
+            "attempt": self.attempt.attempt,
+            "rerun": {"node_id": self.rerun.node_id, "attempt": self.rerun.attempt},
+        }
+
+
+@dataclass(frozen=True)
 class Unresolved:
     """A signalled pod that is evidently Flyte's but resolves to no attempt: a configuration
     problem (namespace template, domains) the report shows instead of clearing it (docs/verdicts.md)."""
@@ -425,6 +442,7 @@ class Report:
     findings: tuple[Finding, ...]
     pending: tuple[Pending, ...] = ()
     unresolved: tuple[Unresolved, ...] = ()
+    superseded: tuple[Superseded, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -441,6 +459,7 @@ class Report:
             "findings": [f.as_dict() for f in self.findings],
             "pending": [p.as_dict() for p in self.pending],
             "unresolved": [u.as_dict() for u in self.unresolved],
+            "superseded": [s.as_dict() for s in self.superseded],
         }
 
     def __iter__(self) -> Iterator[Finding]:

@@ -264,7 +264,8 @@ def _label(decision: Decision) -> tuple[str, str | None]:
         case Verdict.AFFECTED | Verdict.SUSPECTED | Verdict.PENDING as verdict:
             return str(verdict), decision.note
         case Cleared() as cleared:
-            return "not-affected", str(cleared)
+            # a superseded trial names its re-run (decision.note)
+            return "not-affected", f"{cleared}: {decision.note}" if decision.note else str(cleared)
         case _:
             assert_never(decision.outcome)
 

@@ -29,6 +29,7 @@ ARCHIVED = "e2archived0000000000"
 ARCHIVED_LONG = "e2archivedwithalongnamethatpropellerhashes000000"
 SKEW = "e3clockskew000000000"
 NESTED = "e7nestedindynamic000"
+SUPER = "e4supersededtrial000"
 NESTED_TASK = "sweep.nested_train"
 NESTED_NODE = (
     "n0-0-dn0-0-n0"  # GenerateUniqueID(n0-0-dn0, 0, n0): a task in the dynamic's sub-workflow
@@ -85,6 +86,22 @@ def _scenario():
         SandboxNode(NESTED_NODE, "SUCCEEDED", spec_node_id="n0", parent_unique_id="n0-0-dn0",
                     attempts=[_try(NESTED, 0, "SUCCEEDED", _t(7, 1, 1), _t(7, 2), nested,
                                    node=NESTED_NODE)]),
+    ]))  # fmt: skip
+
+    # 4. A retried @dynamic parent: its trial dn0 under attempt 0 succeeded silently, the parent
+    #    failed for another reason and was retried, and propeller re-ran dn0 under attempt 1
+    #    (`nodes/common/utils.go` GenerateUniqueID: n0-1-dn0), which wrote its outputs.
+    b.add(SandboxExecution(*GS1, SUPER, "SUCCEEDED", _t(8, 1), _t(8, 4), nodes=[
+        SandboxNode("n0", "SUCCEEDED", is_parent=True, is_dynamic=True, attempts=[
+            _try(SUPER, 0, "RETRYABLE_FAILED", _t(8, 1, 0, 5), _t(8, 2, 30), plan),
+            _try(SUPER, 1, "SUCCEEDED", _t(8, 2, 31), _t(8, 3, 50), plan, write_outputs=True),
+        ]),
+        SandboxNode("n0-0-dn0", "SUCCEEDED", spec_node_id="dn0", parent_unique_id="n0",
+                    attempts=[_try(SUPER, 0, "SUCCEEDED", _t(8, 1, 1), _t(8, 2), train,
+                                   node="n0-0-dn0")]),
+        SandboxNode("n0-1-dn0", "SUCCEEDED", spec_node_id="dn0", parent_unique_id="n0",
+                    attempts=[_try(SUPER, 0, "SUCCEEDED", _t(8, 2, 32), _t(8, 3, 40), train,
+                                   node="n0-1-dn0", write_outputs=True)]),
     ]))  # fmt: skip
     return b.build()
 
@@ -157,3 +174,32 @@ def test_unregistered_task_in_a_dynamics_subworkflow_is_known_elastic(box, capsy
     assert f["verdict"] == "suspected" and f["outputs_written"] is False
     calls = box.admin.call_counts() - before
     assert calls["GetNodeExecutionData"] >= 1
+
+
+def test_a_superseded_trial_is_cleared_and_names_its_rerun(capsys):
+    # flytepropeller `nodes/common/utils.go` GenerateUniqueID: the retried parent re-ran dn0 as
+    # n0-1-dn0, which wrote its outputs; the first trial is no finding.
+    rep = _scan(capsys)
+    assert not any(k[2] == SUPER for k in _findings(rep))
+    assert rep["summary"]["cleared"]["superseded-by-rerun"] == 1
+    assert rep["superseded"] == [
+        {
+            "execution": {"project": "gs1", "domain": "production", "name": SUPER},
+            "node_id": "n0-0-dn0",
+            "attempt": 0,
+            "rerun": {"node_id": "n0-1-dn0", "attempt": 0},
+        }
+    ]
+
+
+def test_show_and_relaunch_treat_a_superseded_trial_as_cleared(box, capsys, tmp_path, monkeypatch):
+    code, out, _ = run(["show", f"gs1:production:{SUPER}", "-o", "json"], capsys)
+    shown = {(a["node_id"], a["attempt"]): a for a in json.loads(out)["attempts"]}
+    assert shown[("n0-0-dn0", 0)]["verdict"] == "not-affected"
+    assert shown[("n0-0-dn0", 0)]["reason"] == (
+        f"superseded-by-rerun: re-run as gs1:production:{SUPER}/n0-1-dn0/0"
+    )
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    code, out, _ = run(["relaunch", f"gs1:production:{SUPER}", "--yes", "-o", "json"], capsys)
+    assert code == 1 and json.loads(out)[0]["status"] == "refused"
+    assert box.admin.call_counts()["RelaunchExecution"] == 0

@@ -78,7 +78,7 @@ def examine(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None)
     hits = _signals(sources, ex, attempts, result)
     for a in attempts:
         later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
-        c = Candidate(ex, a, earliest(hits.get(a.ref, [])), later)
+        c = Candidate(ex, a, earliest(hits.get(a.ref, [])), later, siblings=attempts)
         # show lists outputs.pb for every success, declared outputs included (the verdict
         # does not read it for those: Flyte proved them).
         c.outputs = lookups.outputs(a) if a.phase == "SUCCEEDED" else None

@@ -75,6 +75,7 @@ class Candidate:
     att: AttemptRecord
     signal: SignalHit | None = None
     later: Sequence[AttemptRecord] = ()  # the attempts of the same node (retried or not)
+    siblings: Sequence[AttemptRecord] = ()  # every attempt of the execution (re-runs of trials)
     outputs: ObjectCheck | None = None
     checked: bool = False  # outputs known (or not needed)
     final: bool = False  # signal known
@@ -82,7 +83,14 @@ class Candidate:
 
     def decide(self) -> Decision:
         """The verdict, once the signal and the outputs are known."""
-        return decide(self.att, self.ex, self.signal, self.outputs, later_attempts=self.later)
+        return decide(
+            self.att,
+            self.ex,
+            self.signal,
+            self.outputs,
+            later_attempts=self.later,
+            execution_attempts=self.siblings,
+        )
 
 
 def scan(
@@ -289,7 +297,9 @@ class ScanRun:
             return
         finally:
             self.progress.advance("sweep")
-        candidates = [Candidate(ex, a) for a in attempts if sweep_candidate(a, self.window)]
+        candidates = [
+            Candidate(ex, a, siblings=attempts) for a in attempts if sweep_candidate(a, self.window)
+        ]
         # Whether signalled or not, an elastic success needs its outputs.pb checked now, unless
         # its task declares outputs (Flyte then proved them before accepting the success).
         for c in candidates:
@@ -320,7 +330,7 @@ class ScanRun:
             if signal is not None:
                 later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
                 if c is None:
-                    self._signalled(Candidate(ex, att, signal, later))
+                    self._signalled(Candidate(ex, att, signal, later, siblings=attempts))
                     continue
                 c.later = later
             if c is not None:
@@ -336,8 +346,9 @@ class ScanRun:
             self._admin_lane.submit(partial(self._resolve_one, key, late))
         self._admin_lane.drain()
         for ex, att, hits in late.values():
-            later = [a for a in self.lookups.attempts(ex.ref) if a.ref.node_id == att.ref.node_id]
-            self._signalled(Candidate(ex, att, earliest(hits), later))
+            every = self.lookups.attempts(ex.ref)
+            later = [a for a in every if a.ref.node_id == att.ref.node_id]
+            self._signalled(Candidate(ex, att, earliest(hits), later, siblings=every))
 
     def _resolve_one(
         self,

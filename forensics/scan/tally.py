@@ -18,6 +18,7 @@ from forensics.model import (
     Report,
     SignalHit,
     Summary,
+    Superseded,
     UnparsedLine,
     Unresolved,
     Window,
@@ -33,6 +34,7 @@ class Tally:
         self.findings: list[Finding] = []
         self.pending: list[Pending] = []
         self.unresolved: list[Unresolved] = []
+        self.superseded: list[Superseded] = []
         self.gaps: list[Gap] = []
         self.finding_executions: dict[ExecutionRef, ExecutionRecord] = {}
 
@@ -75,6 +77,8 @@ class Tally:
         """Count one decided attempt and keep what the report lists of it."""
         with self._lock:
             self._count(decision, att, signal)
+            if decision.rerun is not None:
+                self.superseded.append(Superseded(att.ref, decision.rerun))
             if finding is None:
                 return
             outputs = decision.outputs
@@ -135,4 +139,5 @@ class Tally:
             tuple(findings),
             pending=tuple(pending),
             unresolved=tuple(unresolved),
+            superseded=tuple(sorted(self.superseded, key=lambda x: str(x.attempt))),
         )
