@@ -148,6 +148,13 @@ class SignalHit:
     container: str | None
     kind: str  # "agent" | "exit_barrier" | "flytekit"
     line: str
+    # Where `at` comes from (docs/report.md `signal.at_source`): the line's own time — "cri" (the
+    # container runtime's prefix), "glog" (torch's glog prefix), "logging" (a Python logging
+    # prefix) — or "loki", the entry's timestamp (what the shipper pushed) when the line has none.
+    at_source: str = "loki"
+    # Loki's timestamp for the entry (None: same as `at`): which window's query read the line,
+    # so that a window boundary between the two times neither drops nor repeats it.
+    loki_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -323,6 +330,7 @@ def signal_dict(hit: SignalHit) -> dict[str, object]:
         "name": hit.signal,
         "number": hit.number,
         "at": rfc3339(hit.at),
+        "at_source": hit.at_source,
         "namespace": hit.namespace,
         "pod": hit.pod,
     }

@@ -30,6 +30,8 @@ ARCHIVED_LONG = "e2archivedwithalongnamethatpropellerhashes000000"
 SKEW = "e3clockskew000000000"
 NESTED = "e7nestedindynamic000"
 SUPER = "e4supersededtrial000"
+STAMPED_CRI = "e5shipperstampedcri0"
+STAMPED_GLOG = "e5shipperstampedglog"
 NESTED_TASK = "sweep.nested_train"
 NESTED_NODE = (
     "n0-0-dn0-0-n0"  # GenerateUniqueID(n0-0-dn0, 0, n0): a task in the dynamic's sub-workflow
@@ -103,6 +105,19 @@ def _scenario():
                     attempts=[_try(SUPER, 0, "SUCCEEDED", _t(8, 2, 32), _t(8, 3, 40), train,
                                    node="n0-1-dn0", write_outputs=True)]),
     ]))  # fmt: skip
+
+    # 5. Shipper-stamped times: Loki holds the time the shipper read each line, 8s late; the
+    #    line's own time is in its CRI prefix (containerd) or torch's glog prefix. The pod exits
+    #    0.7s after its signal; an emergency checkpoint is written 0.8s after the signal.
+    for name, wrap in ((STAMPED_CRI, "cri"), (STAMPED_GLOG, "raw")):
+        sig = _t(9, 3, 0, 0).replace(microsecond=200_000)
+        b.one_node(*GS1, name, "SUCCEEDED", _t(9, 2), _t(9, 3, 1),
+                   _try(name, 0, "SUCCEEDED", _t(9, 2, 0, 5), sig + timedelta(milliseconds=700),
+                        train),
+                   inputs={"checkpoint_dir": f"s3://exa-models/{name}/"})  # fmt: skip
+        b.signal_pod(sig, NS, f"{name}-n0-0", f"{name}-n0-0", wrap=wrap,
+                     stamp_lag=timedelta(seconds=8))  # fmt: skip
+        b.checkpoint_objects(f"s3://exa-models/{name}/", [sig + timedelta(milliseconds=800)])
     return b.build()
 
 
@@ -203,3 +218,15 @@ def test_show_and_relaunch_treat_a_superseded_trial_as_cleared(box, capsys, tmp_
     code, out, _ = run(["relaunch", f"gs1:production:{SUPER}", "--yes", "-o", "json"], capsys)
     assert code == 1 and json.loads(out)[0]["status"] == "refused"
     assert box.admin.call_counts()["RelaunchExecution"] == 0
+
+
+@pytest.mark.parametrize(("name", "source"), [(STAMPED_CRI, "cri"), (STAMPED_GLOG, "glog")])
+def test_the_lines_own_time_is_used_not_the_shippers_stamp(capsys, name, source):
+    # Loki keeps the shipper's push time; the CRI prefix (`<RFC3339Nano> stderr F`) and torch's
+    # glog prefix keep the line's own. Graded on it: before the (whole-second) end, so affected.
+    f = _findings(_scan(capsys))[(*GS1, name, "n0", 0)]
+    assert f["verdict"] == "affected"
+    assert f["signal"]["at"] == "2026-09-09T03:00:00.200000Z"
+    assert f["signal"]["at_source"] == source
+    assert not any("after the attempt's end" in n for n in f["notes"])
+    assert f["checkpoint"]["written_after_signal"] is True
