@@ -64,6 +64,10 @@ class Cleared(_StrEnum):
     # missing outputs.pb into "OutputsNotFound" (flyteorg/flyte flytepropeller
     # pkg/controller/nodes/task/handler.go), so Flyte's own success proves it was written.
     OUTPUTS_DECLARED = "outputs-declared"
+    # No signal, and the attempt's node folder has expired (outputs.pb and the node's inputs.pb,
+    # which propeller writes before the node runs, are both gone): nothing says it went wrong and
+    # S3 can no longer say it went right. Not a finding on a guess (docs/verdicts.md).
+    OUTPUTS_EXPIRED = "outputs-expired"
     # A trial of a retried @dynamic parent: propeller re-ran every child under the parent's new
     # attempt (`nodes/common/utils.go` GenerateUniqueID: `n0-<k>-dnX`), and that re-run
     # succeeded; the workflow went on with the re-run's outputs, not this trial's. The re-run is
@@ -233,6 +237,8 @@ def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck | None) ->
     """An elastic attempt that ended SUCCEEDED in the window with no death-signal evidence."""
     if attempt.outputs_declared:
         return Decision(Cleared.OUTPUTS_DECLARED)
+    if outputs is not None and outputs.expired:
+        return Decision(Cleared.OUTPUTS_EXPIRED, note=outputs.reason)
     if outputs is None or outputs.state == "unknown":
         return _unchecked(outputs)
     if outputs.state == "present":

@@ -186,6 +186,9 @@ class AttemptRecord:
     # subtask's own `ref.node_id` is propeller's unique id for it (`n0-0-n3`, GenerateUniqueID).
     array_node: str | None = None
     array_index: int | None = None
+    # `<node data dir>/inputs.pb`, which propeller writes before the node runs: the witness that
+    # tells an expired node folder from outputs never written (`storage.judge_outputs`).
+    inputs_uri: str | None = None
     # Which Admin field `ended_at` comes from (docs/verdicts.md, "The attempt's end"): "duration"
     # (started_at + duration) or "updated_at" — the terminal event's report time, for an attempt
     # propeller never saw RUNNING (flyteadmin sets StartedAt and Duration only from a RUNNING
@@ -250,6 +253,9 @@ class ObjectCheck:
 
     state: str
     reason: str | None = None
+    # An `unknown` outputs.pb whose node folder has expired (its inputs.pb, written before the
+    # node ran, is gone too): written or never, S3 can no longer tell (docs/verdicts.md).
+    expired: bool = False
 
 
 @dataclass(frozen=True)

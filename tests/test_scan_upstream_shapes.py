@@ -32,6 +32,7 @@ NESTED = "e7nestedindynamic000"
 SUPER = "e4supersededtrial000"
 STAMPED_CRI = "e5shipperstampedcri0"
 STAMPED_GLOG = "e5shipperstampedglog"
+EXPIRED = "e6lifecycleexpired00"
 NESTED_TASK = "sweep.nested_train"
 NESTED_NODE = (
     "n0-0-dn0-0-n0"  # GenerateUniqueID(n0-0-dn0, 0, n0): a task in the dynamic's sub-workflow
@@ -118,6 +119,15 @@ def _scenario():
         b.signal_pod(sig, NS, f"{name}-n0-0", f"{name}-n0-0", wrap=wrap,
                      stamp_lag=timedelta(seconds=8))  # fmt: skip
         b.checkpoint_objects(f"s3://exa-models/{name}/", [sig + timedelta(milliseconds=800)])
+
+    # 6. A healthy run whose node folder a bucket lifecycle rule expired: outputs.pb and the
+    #    node's inputs.pb (propeller writes it before the node runs, `nodes/executor.go`
+    #    preExecute) are both gone.
+    b.add(SandboxExecution(*GS1, EXPIRED, "SUCCEEDED", _t(10, 1), _t(10, 2), nodes=[
+        SandboxNode("n0", "SUCCEEDED", expired=True, attempts=[
+            _try(EXPIRED, 0, "SUCCEEDED", _t(10, 1, 0, 5), _t(10, 1, 50), train,
+                 write_outputs=True)]),
+    ]))  # fmt: skip
     return b.build()
 
 
@@ -230,3 +240,28 @@ def test_the_lines_own_time_is_used_not_the_shippers_stamp(capsys, name, source)
     assert f["signal"]["at_source"] == source
     assert not any("after the attempt's end" in n for n in f["notes"])
     assert f["checkpoint"]["written_after_signal"] is True
+
+
+def test_expired_outputs_are_no_finding_and_never_missing(box, capsys):
+    # The witness: `<node data dir>/inputs.pb`, written by propeller before the node runs
+    # (flytepropeller `nodes/executor.go` preExecute). Gone with outputs.pb: expired, not
+    # "never written"; present (every other attempt here): outputs.pb is truly missing.
+    box.s3.requests.clear()
+    rep = _scan(capsys)
+    assert not any(k[2] == EXPIRED for k in _findings(rep))
+    assert rep["summary"]["cleared"]["outputs-expired"] == 1
+    assert _findings(rep)[(*GS1, NEVER, "n0", 0)]["outputs_written"] is False
+    heads = [r.path for r in box.s3.requests if r.method == "HEAD"]
+    witness = [h for h in heads if h.endswith("/inputs.pb")]
+    # One more HEAD per candidate whose outputs.pb is missing, none for the others.
+    missing = [h for h in heads if h.endswith("/outputs.pb")]
+    assert EXPIRED in " ".join(witness) and len(witness) <= len(missing)
+
+
+def test_show_of_an_expired_run_is_complete_and_says_why(capsys):
+    code, out, _ = run(["show", f"gs1:production:{EXPIRED}", "-o", "json"], capsys)
+    shown = json.loads(out)
+    (attempt,) = shown["attempts"]
+    assert code == 0 and shown["gaps"] == []
+    assert attempt["verdict"] == "not-affected" and attempt["outputs"] == "unknown"
+    assert attempt["reason"].startswith("outputs-expired: outputs.pb is absent and so is")

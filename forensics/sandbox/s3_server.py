@@ -309,9 +309,18 @@ class S3Server:
 
 
 def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, datetime | None]]:
-    """(bucket, key, body, last_modified) of each attempt's outputs.pb / error.pb."""
+    """(bucket, key, body, last_modified) of each node's inputs.pb and each attempt's
+    outputs.pb / error.pb."""
     for execution in scenario.executions:
         for node in execution.nodes:
+            if node.expired:
+                continue  # a lifecycle rule removed the whole node folder
+            if node.attempts:
+                # propeller writes the node's inputs before it runs (flytepropeller v1.16.8
+                # `nodes/executor.go` preExecute: WriteProtobuf(GetInputsFile(dataDir))).
+                bucket, key = _split(f"{execution.node_data_dir(node.node_id)}/inputs.pb")
+                first = min(a.started_at for a in node.attempts)
+                yield bucket, key, _outputs_pb(), first
             for sub in node.subtasks:
                 if sub.write_outputs:
                     bucket, prefix = _split(scenario.subtask_output_dir(execution, node, sub))

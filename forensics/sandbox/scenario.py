@@ -88,6 +88,9 @@ class SandboxNode:
     inputs: dict[str, str | list[str]] = field(default_factory=dict)
     subtasks: list[SandboxSubtask] = field(default_factory=list)  # array nodes (is_array)
     child_execution: tuple[str, str, str] | None = None  # a launch-plan node's child execution
+    # A bucket lifecycle rule expired the node's folder: its inputs.pb (which propeller writes
+    # before the node runs, `nodes/executor.go` preExecute) and every outputs.pb are gone.
+    expired: bool = False
 
 
 @dataclass

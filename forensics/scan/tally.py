@@ -84,7 +84,12 @@ class Tally:
             outputs = decision.outputs
             # An S3 read that failed is a gap a rescan can close; a location Admin's record
             # does not give (inline raw-output policy) is not: the finding itself says why.
-            if outputs is not None and outputs.state == "unknown" and not att.outputs_unknown:
+            if (
+                outputs is not None
+                and outputs.state == "unknown"
+                and not att.outputs_unknown
+                and not outputs.expired  # no rescan brings an expired folder back
+            ):
                 self.gaps.append(
                     Gap(
                         "s3",

@@ -337,6 +337,9 @@ def attempt_record(
         outputs_unknown=out_unknown,
         end_from=end_from,
         spec_node_id=node.metadata.spec_node_id or None,
+        inputs_uri=next(
+            (u for u in (te.input_uri, node.input_uri) if u.endswith("/inputs.pb")), None
+        ),
     )
 
 

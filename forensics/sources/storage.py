@@ -131,6 +131,8 @@ class ObjectStore:
         self.attempts = 0  # HTTP requests, retries included
         # Buckets proven to exist: a 404 from HeadObject there is a missing key, not a bucket.
         self._buckets_seen: set[str] = set()
+        self._witnesses: dict[str, ObjectCheck] = {}  # node inputs.pb -> present / missing
+        self._witness_locks: dict[str, threading.Lock] = {}
         events = self._client.meta.events
         events.register("before-call.s3", self._count_call)
         events.register("before-send.s3", self._count_attempt)
@@ -222,11 +224,29 @@ class ObjectStore:
         self._buckets_seen.add(bucket)
         return ObjectCheck("present")
 
-    def outputs_check(self, output_dir: str) -> ObjectCheck:
-        """Whether the attempt wrote `<output_dir>outputs.pb` (the dir ends with `/`)."""
+    def outputs_check(self, output_dir: str, inputs_uri: str | None = None) -> ObjectCheck:
+        """Whether the attempt wrote `<output_dir>outputs.pb` (the dir ends with `/`); when it
+        is missing and `inputs_uri` (the node's inputs.pb) is given, that witness is read too
+        (one more HEAD, for missing outputs only) to tell expired from never written."""
         if not output_dir.endswith("/"):
             output_dir += "/"
-        return self.check_object(output_dir + OUTPUTS_FILE)
+        outputs = self.check_object(output_dir + OUTPUTS_FILE)
+        if outputs.state != "missing" or inputs_uri is None:
+            return outputs
+        return judge_outputs(outputs, self._witness(inputs_uri), inputs_uri)
+
+    def _witness(self, inputs_uri: str) -> ObjectCheck:
+        """A node's inputs.pb, read once per scan (the subtasks of a map share their node's)."""
+        with self._lock:
+            key_lock = self._witness_locks.setdefault(inputs_uri, threading.Lock())
+        with key_lock:  # concurrent subtasks of one map wait for the one read
+            known = self._witnesses.get(inputs_uri)
+            if known is not None:
+                return known
+            check = self.check_object(inputs_uri)
+            if check.state != "unknown":  # an error is retried by the next attempt needing it
+                self._witnesses[inputs_uri] = check
+            return check
 
     def list_prefix(self, uri: str) -> PrefixListing:
         """Count and newest LastModified under a prefix (`s3://b/p` lists `p/`), or why unknown.
@@ -260,6 +280,38 @@ class ObjectStore:
         if latest is None:
             return PrefixListing(listed, "empty")
         return PrefixListing(listed, "present", objects=count, latest=latest.astimezone(UTC))
+
+
+def judge_outputs(outputs: ObjectCheck, witness: ObjectCheck, inputs_uri: str) -> ObjectCheck:
+    """An attempt's outputs.pb check, given whether its node's inputs.pb exists.
+
+    Pure, so that any way of learning the two (two HEADs, or one prefix listing that holds both
+    keys) reaches the same answer. propeller writes `<node data dir>/inputs.pb` in preExecute,
+    before the node runs (flytepropeller v1.16.8 `nodes/executor.go`: `Resolve` always returns a
+    map, `WriteProtobuf(GetInputsFile(dataDir))`), so it is older than any outputs.pb of the
+    node. An age-based lifecycle expiration removes the older object first: inputs.pb present
+    means outputs.pb was never written (`missing`); inputs.pb gone too means the folder expired
+    (or was deleted), and S3 can no longer tell — `unknown`, `expired`, never `missing`.
+    """
+    if outputs.state != "missing":
+        return outputs
+    match witness.state:
+        case "present":
+            return outputs
+        case "missing":
+            return ObjectCheck(
+                "unknown",
+                f"outputs.pb is absent and so is the node's {inputs_uri}, which propeller writes "
+                "before the node runs: the folder has expired (a bucket lifecycle rule) or was "
+                "deleted, so whether outputs.pb was ever written cannot be told",
+                expired=True,
+            )
+        case _:
+            return ObjectCheck(
+                "unknown",
+                f"outputs.pb is absent, and the node's {inputs_uri} that would tell expired from "
+                f"never written could not be read: {witness.reason}",
+            )
 
 
 # A fixed User-Agent: botocore otherwise rebuilds its default one (platform, config and feature
