@@ -21,7 +21,9 @@ def test_witness_gone_too_means_expired_never_missing():
 
 def test_an_unreadable_witness_leaves_the_outputs_unknown_not_expired():
     got = judge_outputs(MISSING, ObjectCheck("unknown", "forbidden (403)"), INPUTS)
-    assert (got.state, got.expired) == ("unknown", False) and "forbidden (403)" in (got.reason or "")
+    assert (got.state, got.expired) == ("unknown", False) and "forbidden (403)" in (
+        got.reason or ""
+    )
 
 
 def test_outputs_found_need_no_witness():

@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import grpc
 import jsonschema
 import pytest
 from support.cli import run
@@ -265,3 +266,33 @@ def test_show_of_an_expired_run_is_complete_and_says_why(capsys):
     assert code == 0 and shown["gaps"] == []
     assert attempt["verdict"] == "not-affected" and attempt["outputs"] == "unknown"
     assert attempt["reason"].startswith("outputs-expired: outputs.pb is absent and so is")
+
+
+def test_a_hashed_pod_of_an_archived_execution_resolves(box, capsys):
+    # The sweep's listing of 09-06 fails (a gap); the signalled pod, whose name is hashed, is then
+    # resolved through the executions live at its signal (`resolve._among_live`), which must ask
+    # for archived ones too (flyteadmin `execution_manager.go` addStateFilter).
+    Path("elastic-audit.toml").write_text(CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n"))
+    box.admin.faults.failing_filters["execution_created_at,2026-09-07"] = (
+        grpc.StatusCode.UNAVAILABLE
+    )
+    try:
+        code, out, err = run(
+            [
+                "scan",
+                "--since",
+                "2026-09-06",
+                "--until",
+                "2026-09-07",
+                "-o",
+                "json",
+                "--no-progress",
+            ],
+            capsys,
+        )
+    finally:
+        box.admin.faults.failing_filters.clear()
+    rep = json.loads(out)
+    assert code == 3 and not rep["complete"], err  # the failed listing is a gap
+    assert rep["unresolved"] == []
+    assert _findings(rep)[(*GS1, ARCHIVED_LONG, "n0", 0)]["verdict"] == "affected"
