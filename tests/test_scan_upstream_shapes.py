@@ -26,6 +26,7 @@ GS1 = ("gs1", "production")
 
 NEVER = "e1neverrunning000000"
 ARCHIVED = "e2archived0000000000"
+ARCHIVED_RELAUNCH = "e2archivedrelaunch00"
 # Long enough that propeller hashes its pod names (`encoding.FixedLengthUniqueIDForParts`, 50).
 ARCHIVED_LONG = "e2archivedwithalongnamethatpropellerhashes000000"
 SKEW = "e3clockskew000000000"
@@ -61,6 +62,9 @@ def _scenario():
     b.one_node(*GS1, ARCHIVED, "SUCCEEDED", _t(6, 1), _t(6, 1, 1),
                _try(ARCHIVED, 0, "SUCCEEDED", _t(6, 1, 0, 5), _t(6, 1, 0, 40), train),
                archived=True)  # fmt: skip
+    # ... relaunched since, and that relaunch archived too: `relaunched_as` must still name it.
+    b.add(SandboxExecution(*GS1, ARCHIVED_RELAUNCH, "SUCCEEDED", _t(6, 5), _t(6, 6),
+                           mode="RELAUNCH", reference_execution=(*GS1, ARCHIVED), archived=True))  # fmt: skip
     pod = generated_name([ARCHIVED_LONG, "n0", 0])
     assert pod != f"{ARCHIVED_LONG}-n0-0"  # hashed
     sig = _t(6, 2, 0, 30)
@@ -169,6 +173,7 @@ def test_archived_executions_are_swept_like_active_ones(capsys):
     # flyteadmin `execution_manager.go` addStateFilter: the sweep filters on state itself.
     found = _findings(_scan(capsys))
     assert found[(*GS1, ARCHIVED, "n0", 0)]["verdict"] == "suspected"
+    assert found[(*GS1, ARCHIVED, "n0", 0)]["relaunched_as"]["name"] == ARCHIVED_RELAUNCH
     hashed = found[(*GS1, ARCHIVED_LONG, "n0", 0)]
     assert hashed["verdict"] == "affected"
     assert hashed["signal"]["pod"] == generated_name([ARCHIVED_LONG, "n0", 0])
@@ -296,3 +301,17 @@ def test_a_hashed_pod_of_an_archived_execution_resolves(box, capsys):
     assert code == 3 and not rep["complete"], err  # the failed listing is a gap
     assert rep["unresolved"] == []
     assert _findings(rep)[(*GS1, ARCHIVED_LONG, "n0", 0)]["verdict"] == "affected"
+
+
+def test_relaunch_sees_an_archived_relaunch_and_does_not_relaunch_again(
+    box, capsys, tmp_path, monkeypatch
+):
+    # Exactly once (docs/commands.md, relaunch): a relaunch the operator archived since still
+    # exists, so it is found (the look-up filters on state, as flyteadmin requires).
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    before = box.admin.call_counts()["RelaunchExecution"]
+    code, out, _ = run(["relaunch", f"gs1:production:{ARCHIVED}", "--yes", "-o", "json"], capsys)
+    (outcome,) = json.loads(out)
+    assert outcome["status"] == "already-relaunched", outcome
+    assert ARCHIVED_RELAUNCH in outcome["reason"]
+    assert box.admin.call_counts()["RelaunchExecution"] == before

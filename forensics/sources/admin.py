@@ -76,6 +76,7 @@ from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, Sour
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
+    any_state,
     created_since,
     join_filters,
     mode_is,
@@ -766,7 +767,9 @@ class AdminClient:
         mode and reference are checked again here so a server ignoring the filter cannot mislead.
         """
         out: dict[ExecutionRef, ExecutionRef] = {}
-        filters = [mode_is("RELAUNCH"), created_since(since)]
+        # An archived relaunch is still a relaunch (flyteadmin lists only active executions
+        # unless the filters name `state`, `execution_manager.go` addStateFilter).
+        filters = [mode_is("RELAUNCH"), created_since(since), any_state()]
         for rec in self.list_executions(project, domain, filters=filters):
             if rec.mode == "RELAUNCH" and rec.reference_execution is not None:
                 out.setdefault(rec.reference_execution, rec.ref)
