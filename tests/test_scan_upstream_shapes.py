@@ -312,6 +312,6 @@ def test_relaunch_sees_an_archived_relaunch_and_does_not_relaunch_again(
     before = box.admin.call_counts()["RelaunchExecution"]
     code, out, _ = run(["relaunch", f"gs1:production:{ARCHIVED}", "--yes", "-o", "json"], capsys)
     (outcome,) = json.loads(out)
-    assert outcome["status"] == "already-relaunched", outcome
+    assert code == 0 and outcome["status"] == "already-relaunched", outcome
     assert ARCHIVED_RELAUNCH in outcome["reason"]
     assert box.admin.call_counts()["RelaunchExecution"] == before

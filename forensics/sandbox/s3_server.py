@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from forensics.errors import ConfigError
-from forensics.sandbox.scenario import Scenario
+from forensics.sandbox.scenario import SandboxExecution, Scenario
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -303,6 +303,17 @@ class S3Server:
                 backend.create_bucket(bucket, region_name="us-east-1")
         objects = ((o.bucket, o.key, o.body, o.last_modified) for o in scenario.objects)
         for bucket, key, body, modified in (*objects, *files):
+            stored = backend.put_object(bucket, key, body)
+            if modified is not None:
+                stored.last_modified = _naive_utc(modified)
+
+    def add_execution(self, execution: SandboxExecution) -> None:
+        """The files propeller writes for an execution added while the sandbox runs (node
+        inputs.pb, each attempt's outputs.pb / error.pb), as `seed` writes them for the rest."""
+        backend = _moto_s3_backend()
+        for bucket, key, body, modified in _attempt_files(Scenario(executions=[execution])):
+            if bucket not in backend.buckets:
+                backend.create_bucket(bucket, region_name="us-east-1")
             stored = backend.put_object(bucket, key, body)
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
