@@ -28,3 +28,16 @@ def test_an_unreadable_witness_leaves_the_outputs_unknown_not_expired():
 
 def test_outputs_found_need_no_witness():
     assert judge_outputs(PRESENT, ObjectCheck("missing"), INPUTS) == PRESENT
+
+
+def test_which_lifecycle_rules_may_have_expired_a_key():
+    from forensics.sources.storage import _expires
+
+    key = "metadata/propeller/p-d-x/n0/data/inputs.pb"
+    days = {"Expiration": {"Days": 30}, "Status": "Enabled"}
+    assert _expires({**days, "Filter": {"Prefix": "metadata/"}}, key)
+    assert _expires({**days, "Filter": {"And": {"Prefix": "metadata/", "Tags": []}}}, key)
+    assert _expires({**days, "Prefix": ""}, key)  # the legacy form: the whole bucket
+    assert not _expires({**days, "Filter": {"Prefix": "raw/"}}, key)
+    assert not _expires({**days, "Status": "Disabled", "Filter": {}}, key)
+    assert not _expires({"Status": "Enabled", "Filter": {}, "Transitions": []}, key)

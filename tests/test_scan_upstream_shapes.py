@@ -9,6 +9,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import boto3
 import grpc
 import jsonschema
 import pytest
@@ -264,13 +265,35 @@ def test_expired_outputs_are_no_finding_and_never_missing(box, capsys):
     assert EXPIRED in " ".join(witness) and len(witness) <= len(missing)
 
 
-def test_show_of_an_expired_run_is_complete_and_says_why(capsys):
+def test_show_of_an_expired_run_is_complete_and_says_why(box, capsys):
     code, out, _ = run(["show", f"gs1:production:{EXPIRED}", "-o", "json"], capsys)
     shown = json.loads(out)
     (attempt,) = shown["attempts"]
     assert code == 0 and shown["gaps"] == []
     assert attempt["verdict"] == "not-affected" and attempt["outputs"] == "unknown"
     assert attempt["reason"].startswith("outputs-expired: outputs.pb is absent and so is")
+    assert attempt["reason"].endswith("no lifecycle rule of the bucket expires it: it was deleted")
+    # With the bucket's lifecycle rule (GetBucketLifecycleConfiguration), the reason names it.
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=box.s3.url,
+        region_name="us-east-1",
+        aws_access_key_id="sandbox",
+        aws_secret_access_key="sandbox",
+    )
+    rule = {"ID": "expire-metadata", "Status": "Enabled", "Filter": {"Prefix": "metadata/"}}
+    s3.put_bucket_lifecycle_configuration(
+        Bucket="flyte-metadata",
+        LifecycleConfiguration={"Rules": [{**rule, "Expiration": {"Days": 30}}]},
+    )
+    try:
+        _code, out, _ = run(["show", f"gs1:production:{EXPIRED}", "-o", "json"], capsys)
+    finally:
+        s3.delete_bucket_lifecycle(Bucket="flyte-metadata")
+    (attempt,) = json.loads(out)["attempts"]
+    assert attempt["reason"].endswith(
+        "the bucket's lifecycle rule 'expire-metadata' (after 30 days under 'metadata/') expires it"
+    )
 
 
 def test_a_hashed_pod_of_an_archived_execution_resolves(box, capsys):

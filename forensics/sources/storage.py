@@ -133,6 +133,7 @@ class ObjectStore:
         self._buckets_seen: set[str] = set()
         self._witnesses: dict[str, ObjectCheck] = {}  # node inputs.pb -> present / missing
         self._witness_locks: dict[str, threading.Lock] = {}
+        self._lifecycles: dict[str, list[dict[str, Any]] | str] = {}  # bucket -> rules or error
         events = self._client.meta.events
         events.register("before-call.s3", self._count_call)
         events.register("before-send.s3", self._count_attempt)
@@ -233,7 +234,40 @@ class ObjectStore:
         outputs = self.check_object(output_dir + OUTPUTS_FILE)
         if outputs.state != "missing" or inputs_uri is None:
             return outputs
-        return judge_outputs(outputs, self._witness(inputs_uri), inputs_uri)
+        judged = judge_outputs(outputs, self._witness(inputs_uri), inputs_uri)
+        if judged.expired:
+            bucket, key = split_s3_uri(inputs_uri, need_key=True)
+            why = self.lifecycle_note(bucket, key)
+            judged = ObjectCheck(judged.state, f"{judged.reason}; {why}", expired=True)
+        return judged
+
+    def lifecycle_note(self, bucket: str, key: str) -> str:
+        """What the bucket's lifecycle configuration says about `key`: the rule that expires it,
+        that none does, or why it could not be read (GetBucketLifecycleConfiguration, once per
+        bucket per scan, only for folders found gone)."""
+        with self._lock:
+            key_lock = self._witness_locks.setdefault(f"lifecycle:{bucket}", threading.Lock())
+        with key_lock:
+            if bucket not in self._lifecycles:
+                self._lifecycles[bucket] = self._read_lifecycle(bucket)
+        rules = self._lifecycles[bucket]
+        if isinstance(rules, str):
+            return f"the bucket's lifecycle configuration could not be read ({rules})"
+        for rule in rules:
+            if _expires(rule, key):
+                return f"the bucket's lifecycle rule {_describe_rule(rule)} expires it"
+        return "no lifecycle rule of the bucket expires it: it was deleted"
+
+    def _read_lifecycle(self, bucket: str) -> list[dict[str, Any]] | str:
+        try:
+            answer = self._client.get_bucket_lifecycle_configuration(Bucket=bucket)
+        except ClientError as e:
+            if _code(e) == "NoSuchLifecycleConfiguration":
+                return []
+            return describe_error(e)
+        except BotoCoreError as e:
+            return describe_error(e)
+        return list(answer.get("Rules", ()))
 
     def _witness(self, inputs_uri: str) -> ObjectCheck:
         """A node's inputs.pb, read once per scan (the subtasks of a map share their node's)."""
@@ -280,6 +314,33 @@ class ObjectStore:
         if latest is None:
             return PrefixListing(listed, "empty")
         return PrefixListing(listed, "present", objects=count, latest=latest.astimezone(UTC))
+
+
+def _rule_prefix(rule: dict[str, Any]) -> str:
+    """The key prefix an S3 lifecycle rule is limited to (`Filter.Prefix`, `Filter.And.Prefix`
+    or the legacy top-level `Prefix`; "" for the whole bucket)."""
+    f = rule.get("Filter") or {}
+    return str(f.get("Prefix") or (f.get("And") or {}).get("Prefix") or rule.get("Prefix") or "")
+
+
+def _expires(rule: dict[str, Any], key: str) -> bool:
+    """Whether an enabled rule with an `Expiration` may have expired `key` (tag and size
+    conditions are not read: such a rule counts as one that may)."""
+    expiration = rule.get("Expiration") or {}
+    ages = expiration.get("Days") or expiration.get("Date")
+    return rule.get("Status") == "Enabled" and bool(ages) and key.startswith(_rule_prefix(rule))
+
+
+def _describe_rule(rule: dict[str, Any]) -> str:
+    expiration = rule.get("Expiration") or {}
+    when = (
+        f"after {expiration['Days']} days"
+        if expiration.get("Days")
+        else f"from {expiration.get('Date')}"
+    )
+    prefix = _rule_prefix(rule)
+    where = f" under {prefix!r}" if prefix else ""
+    return f"{rule.get('ID') or '(unnamed)'!r} ({when}{where})"
 
 
 def judge_outputs(outputs: ObjectCheck, witness: ObjectCheck, inputs_uri: str) -> ObjectCheck:
