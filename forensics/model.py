@@ -187,7 +187,7 @@ class AttemptRecord:
     array_node: str | None = None
     array_index: int | None = None
     # `<node data dir>/inputs.pb`, which propeller writes before the node runs: the witness that
-    # tells an expired node folder from outputs never written (`storage.judge_outputs`).
+    # tells an expired node folder from outputs never written (`expiry.judge_outputs`).
     inputs_uri: str | None = None
     # Which Admin field `ended_at` comes from (docs/verdicts.md, "The attempt's end"): "duration"
     # (started_at + duration) or "updated_at" — the terminal event's report time, for an attempt

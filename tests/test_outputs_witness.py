@@ -1,10 +1,10 @@
-"""`storage.judge_outputs`: outputs.pb absent, told apart by the node's inputs.pb (the witness
+"""`expiry.judge_outputs`: outputs.pb absent, told apart by the node's inputs.pb (the witness
 propeller writes before the node runs, flytepropeller `nodes/executor.go` preExecute)."""
 
 from __future__ import annotations
 
 from forensics.model import ObjectCheck
-from forensics.sources.storage import judge_outputs
+from forensics.sources.expiry import expires, judge_outputs
 
 INPUTS = "s3://flyte-metadata/metadata/propeller/p-d-x/n0/data/inputs.pb"
 MISSING, PRESENT = ObjectCheck("missing"), ObjectCheck("present")
@@ -31,13 +31,11 @@ def test_outputs_found_need_no_witness():
 
 
 def test_which_lifecycle_rules_may_have_expired_a_key():
-    from forensics.sources.storage import _expires
-
     key = "metadata/propeller/p-d-x/n0/data/inputs.pb"
     days = {"Expiration": {"Days": 30}, "Status": "Enabled"}
-    assert _expires({**days, "Filter": {"Prefix": "metadata/"}}, key)
-    assert _expires({**days, "Filter": {"And": {"Prefix": "metadata/", "Tags": []}}}, key)
-    assert _expires({**days, "Prefix": ""}, key)  # the legacy form: the whole bucket
-    assert not _expires({**days, "Filter": {"Prefix": "raw/"}}, key)
-    assert not _expires({**days, "Status": "Disabled", "Filter": {}}, key)
-    assert not _expires({"Status": "Enabled", "Filter": {}, "Transitions": []}, key)
+    assert expires({**days, "Filter": {"Prefix": "metadata/"}}, key)
+    assert expires({**days, "Filter": {"And": {"Prefix": "metadata/", "Tags": []}}}, key)
+    assert expires({**days, "Prefix": ""}, key)  # the legacy form: the whole bucket
+    assert not expires({**days, "Filter": {"Prefix": "raw/"}}, key)
+    assert not expires({**days, "Status": "Disabled", "Filter": {}}, key)
+    assert not expires({"Status": "Enabled", "Filter": {}, "Transitions": []}, key)
