@@ -39,3 +39,12 @@ def test_which_lifecycle_rules_may_have_expired_a_key():
     assert not expires({**days, "Filter": {"Prefix": "raw/"}}, key)
     assert not expires({**days, "Status": "Disabled", "Filter": {}}, key)
     assert not expires({"Status": "Enabled", "Filter": {}, "Transitions": []}, key)
+
+
+def test_a_prefix_listing_answers_the_witness_without_another_call():
+    from forensics.sources.expiry import judge_from_keys
+
+    assert judge_from_keys(MISSING, INPUTS, frozenset({INPUTS})) == MISSING
+    expired = judge_from_keys(MISSING, INPUTS, frozenset())
+    assert (expired.state, expired.expired) == ("unknown", True)
+    assert judge_from_keys(MISSING, None, frozenset()) == MISSING  # no witness known: as before

@@ -12,7 +12,7 @@ from typing import Any
 
 from forensics.model import ObjectCheck
 
-__all__ = ["describe_rule", "expires", "judge_outputs", "rule_prefix"]
+__all__ = ["describe_rule", "expires", "judge_from_keys", "judge_outputs", "rule_prefix"]
 
 
 def rule_prefix(rule: dict[str, Any]) -> str:
@@ -72,3 +72,14 @@ def judge_outputs(outputs: ObjectCheck, witness: ObjectCheck, inputs_uri: str) -
                 f"outputs.pb is absent, and the node's {inputs_uri} that would tell expired from "
                 f"never written could not be read: {witness.reason}",
             )
+
+
+def judge_from_keys(
+    outputs: ObjectCheck, inputs_uri: str | None, keys: frozenset[str]
+) -> ObjectCheck:
+    """`judge_outputs` from a complete listing of a prefix that holds the node's folder (an
+    execution's metadata prefix holds every node's inputs.pb): no call beyond the listing."""
+    if outputs.state != "missing" or inputs_uri is None:
+        return outputs
+    witness = ObjectCheck("present" if inputs_uri in keys else "missing")
+    return judge_outputs(outputs, witness, inputs_uri)
