@@ -101,6 +101,10 @@ class FlyteSettings:
     timeout: float = 30.0  # gRPC deadline of one Admin call, seconds
     retries: int = 3  # per call, on UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED
     retry_backoff: float = 0.5  # seconds; doubles per retry
+    # The clock skew tolerated between a pod's node (an attempt's end) and propeller/flyteadmin
+    # (an execution's created_at/updated_at): the sweep's listings are widened by it on both
+    # sides (docs/configuration.md, `admin_filters.attempts_may_end_during`).
+    clock_skew: timedelta = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,13 @@ def _duration(v: Any) -> timedelta:
     if d < MIN_SHARD:
         # A shard is one Loki query (or more): seconds-long shards turn a week into 600k calls.
         raise ValueError(f"must be at least {MIN_SHARD.seconds // 60} minute, not {v!r}")
+    return d
+
+
+def _skew(v: Any) -> timedelta:
+    d = parse_duration(_str(v))
+    if d is None or d < timedelta(0) or d > timedelta(days=1):
+        raise ValueError(f"must be a duration from 0s to 24h such as 5m, not {v!r}")
     return d
 
 
@@ -318,6 +329,7 @@ _SCHEMA: dict[str, dict[str, Any]] = {
         "timeout": _float,
         "retries": _retries,
         "retry_backoff": _backoff,
+        "clock_skew": _skew,
     },
     "checkpoints": {"input": _nonempty, "template": _checkpoint_template},
     "scan": {"workers": _workers},

@@ -15,8 +15,10 @@ from enum import Enum
 from typing import NoReturn
 
 from forensics.config import Settings
+from forensics.evidence.flyte_names import unique_node_id
 from forensics.model import (
     AttemptRecord,
+    AttemptRef,
     Checkpoint,
     Disruption,
     ExecutionRecord,
@@ -68,6 +70,15 @@ class Cleared(_StrEnum):
     # evidence"), but outputs.pb exists: before the end (it finished its work in time), or after.
     DISRUPTION_OUTPUTS_WRITTEN = "disruption-then-outputs-written"
     DISRUPTION_AFTER_SUCCESS = "disruption-after-success"
+    # No signal, and the attempt's node folder has expired (outputs.pb and the node's inputs.pb,
+    # which propeller writes before the node runs, are both gone): nothing says it went wrong and
+    # S3 can no longer say it went right. Not a finding on a guess (docs/verdicts.md).
+    OUTPUTS_EXPIRED = "outputs-expired"
+    # A trial of a retried @dynamic parent: propeller re-ran every child under the parent's new
+    # attempt (`nodes/common/utils.go` GenerateUniqueID: `n0-<k>-dnX`), and that re-run
+    # succeeded; the workflow went on with the re-run's outputs, not this trial's. The re-run is
+    # judged on its own (docs/verdicts.md).
+    SUPERSEDED = "superseded-by-rerun"
 
 
 class Cause(_StrEnum):
@@ -99,6 +110,7 @@ class Decision:
     outcome: Verdict | Cleared
     note: str | None = None  # why a finding is weaker than it looks (e.g. outputs unknown)
     outputs: ObjectCheck | None = None
+    rerun: AttemptRef | None = None  # the attempt that re-ran a superseded trial
 
     @property
     def verdict(self) -> Verdict | None:
@@ -130,12 +142,15 @@ def decide(
     *,
     later_attempts: Sequence[AttemptRecord] = (),
     disruption: Disruption | None = None,
+    execution_attempts: Sequence[AttemptRecord] = (),
 ) -> Decision:
     """The one decision about an attempt whose signal, disruption and outputs are known (scan,
     show and relaunch all judge through it); a failed attempt's outputs are not read.
 
     A disruption event is a second witness (docs/verdicts.md "Disruption evidence"): alone it
-    grades a success as a signal line does; beside a late signal it can only raise the grade."""
+    grades a success as a signal line does; beside a late signal it can only raise the grade.
+    A finding whose trial was re-run successfully under its dynamic parent's later attempt
+    (among `execution_attempts`, every attempt of the execution) is cleared as superseded."""
     if signal is not None:
         outputs = outputs if attempt.phase == "SUCCEEDED" else None
         d = classify_signalled(attempt, execution, signal, outputs, later_attempts=later_attempts)
@@ -150,6 +165,10 @@ def decide(
         d = classify_disrupted(attempt, disruption, outputs)
     else:
         d = classify_unsignalled(attempt, outputs)
+    if d.is_finding:
+        rerun = rerun_of(attempt, execution_attempts)
+        if rerun is not None:
+            d = Decision(Cleared.SUPERSEDED, note=f"re-run as {rerun.ref}", rerun=rerun.ref)
     return replace(d, outputs=outputs)
 
 
@@ -197,6 +216,30 @@ def late_disruption_note(attempt: AttemptRecord, disruption: Disruption) -> str:
     return text
 
 
+def rerun_of(attempt: AttemptRecord, attempts: Sequence[AttemptRecord]) -> AttemptRecord | None:
+    """The successful re-run of a dynamic parent's child under a later attempt of the parent.
+
+    propeller names a dynamic's child `GenerateUniqueID(parent unique id, parent attempt, spec
+    id)` (flytepropeller `nodes/common/utils.go`, hashed past 20 characters) and, when the
+    parent is retried, runs every child again under the parent's new attempt. The trial's
+    parent attempt is the one whose id reproduces the trial's; its re-run is the same spec id
+    under a later parent attempt, SUCCEEDED (the last such, if several).
+    """
+    parent, spec = attempt.parent_node, attempt.spec_node_id
+    if parent is None or spec is None:
+        return None
+    tries = sorted({a.ref.attempt for a in attempts if a.ref.node_id == parent})
+    own = next((k for k in tries if unique_node_id(parent, k, spec) == attempt.ref.node_id), None)
+    if own is None:
+        return None
+    for k in reversed([k for k in tries if k > own]):
+        rerun_id = unique_node_id(parent, k, spec)
+        done = [a for a in attempts if a.ref.node_id == rerun_id and a.phase == "SUCCEEDED"]
+        if done:
+            return max(done, key=lambda a: a.ref.attempt)
+    return None
+
+
 def earliest(hits: Iterable[SignalHit]) -> SignalHit | None:
     """The earliest death-signal line among an attempt's pods (docs/report.md `signal`)."""
     return min(hits, key=lambda h: (h.at, h.pod), default=None)
@@ -211,8 +254,13 @@ WHOLE_SECOND = timedelta(seconds=1)
 
 
 def end_precision(attempt: AttemptRecord) -> timedelta:
-    """How far after Admin's recorded end a signal may lie and still precede the real end."""
-    return timedelta(0) if attempt.task_type == "pytorch" else WHOLE_SECOND
+    """How far after Admin's recorded end a signal may lie and still precede the real end.
+
+    An end read from `updated_at` (an attempt propeller never saw RUNNING) is propeller's own
+    report time, at or after the pod's exit and not truncated: no slack after it."""
+    if attempt.task_type == "pytorch" or attempt.end_from == "updated_at":
+        return timedelta(0)
+    return WHOLE_SECOND
 
 
 def signal_precedes_end(attempt: AttemptRecord, signal: SignalHit) -> bool:
@@ -270,6 +318,8 @@ def classify_unsignalled(attempt: AttemptRecord, outputs: ObjectCheck | None) ->
     """An elastic attempt that ended SUCCEEDED in the window with no death-signal evidence."""
     if attempt.outputs_declared:
         return Decision(Cleared.OUTPUTS_DECLARED)
+    if outputs is not None and outputs.expired:
+        return Decision(Cleared.OUTPUTS_EXPIRED, note=outputs.reason)
     if outputs is None or outputs.state == "unknown":
         return _unchecked(outputs)
     if outputs.state == "present":
@@ -358,6 +408,11 @@ def finding_links(
 def shape_notes(ex: ExecutionRecord, att: AttemptRecord) -> tuple[str, ...]:
     """What a finding's shape means for the operator: a child execution, an array subtask."""
     notes: tuple[str, ...] = ()
+    if att.end_from == "updated_at":
+        notes += (
+            "Admin recorded no start for this attempt (propeller never saw it RUNNING): its end "
+            "is the terminal event's report time (updated_at), at or after the pod's exit",
+        )
     if att.array_node is not None:
         notes += (f"subtask {att.array_index} of array (map) node {att.array_node}",)
     if ex.parent is not None:

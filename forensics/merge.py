@@ -31,7 +31,7 @@ from typing import Any
 
 from forensics.cost import CostRow, totals_of
 from forensics.errors import UsageError
-from forensics.model import UTC, rfc3339
+from forensics.model import UTC, AttemptRef, ExecutionRef, rfc3339
 
 SCHEMA_VERSION = 1
 SOURCES = ("loki", "admin", "s3")
@@ -151,6 +151,17 @@ def _unresolved(reports: list[Doc]) -> tuple[list[Doc], int]:
     return out, dropped
 
 
+def _superseded(reports: list[Doc]) -> list[Doc]:
+    """Each superseded trial once (two slices may both clear it), in the scan's order."""
+    merged = {_attempt_key(x): x for r in reports for x in r.get("superseded", ())}
+    return [merged[k] for k in sorted(merged, key=lambda k: str(_attempt_ref(k)))]
+
+
+def _attempt_ref(key: tuple[str, str, str, str, int]) -> AttemptRef:
+    project, domain, name, node_id, attempt = key
+    return AttemptRef(ExecutionRef(project, domain, name), node_id, attempt)
+
+
 def _gaps(
     reports: list[Doc], holes: Iterable[tuple[datetime, datetime]], start: datetime, end: datetime
 ) -> list[Doc]:
@@ -240,4 +251,5 @@ def merge_reports(reports: Iterable[Doc]) -> Doc:
         "findings": findings,
         "pending": pending,
         "unresolved": unresolved,
+        "superseded": _superseded(docs),
     }

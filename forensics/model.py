@@ -148,6 +148,13 @@ class SignalHit:
     container: str | None
     kind: str  # "agent" | "exit_barrier" | "flytekit"
     line: str
+    # Where `at` comes from (docs/report.md `signal.at_source`): the line's own time — "cri" (the
+    # container runtime's prefix), "glog" (torch's glog prefix), "logging" (a Python logging
+    # prefix) — or "loki", the entry's timestamp (what the shipper pushed) when the line has none.
+    at_source: str = "loki"
+    # Loki's timestamp for the entry (None: same as `at`): which window's query read the line,
+    # so that a window boundary between the two times neither drops nor repeats it.
+    loki_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +214,18 @@ class AttemptRecord:
     # Kubernetes events about the attempt's pod that Admin keeps in `closure.reasons`
     # (propeller's `send-object-events`): the disruptions among them (docs/report.md `disruption`).
     disruptions: tuple[Disruption, ...] = ()
+    # `<node data dir>/inputs.pb`, which propeller writes before the node runs: the witness that
+    # tells an expired node folder from outputs never written (`expiry.judge_outputs`).
+    inputs_uri: str | None = None
+    # Which Admin field `ended_at` comes from (docs/verdicts.md, "The attempt's end"): "duration"
+    # (started_at + duration) or "updated_at" — the terminal event's report time, for an attempt
+    # propeller never saw RUNNING (flyteadmin sets StartedAt and Duration only from a RUNNING
+    # event, `pkg/repositories/transformers/task_execution.go`); None while it has not ended.
+    end_from: str | None = None
+    # A nested node: its parent's unique id and its own spec id (`metadata.spec_node_id`), so a
+    # trial of a retried dynamic parent can be told from its re-run (`detect.rerun_of`).
+    parent_node: str | None = None
+    spec_node_id: str | None = None
 
     @property
     def is_elastic(self) -> bool:
@@ -271,6 +290,9 @@ class ObjectCheck:
 
     state: str
     reason: str | None = None
+    # An `unknown` outputs.pb whose node folder has expired (its inputs.pb, written before the
+    # node ran, is gone too): written or never, S3 can no longer tell (docs/verdicts.md).
+    expired: bool = False
 
 
 @dataclass(frozen=True)
@@ -394,6 +416,7 @@ def signal_dict(hit: SignalHit) -> dict[str, object]:
         "name": hit.signal,
         "number": hit.number,
         "at": rfc3339(hit.at),
+        "at_source": hit.at_source,
         "namespace": hit.namespace,
         "pod": hit.pod,
     }
@@ -414,6 +437,23 @@ class Pending:
             "attempt": self.attempt.attempt,
             "phase": self.phase,
             "signal": signal_dict(self.signal),
+        }
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """A trial of a retried dynamic parent whose re-run under the parent's later attempt
+    succeeded (docs/report.md `superseded`): cleared, and named with the attempt that re-ran it."""
+
+    attempt: AttemptRef
+    rerun: AttemptRef
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "execution": self.attempt.execution.as_dict(),
+            "node_id": self.attempt.node_id,
+            "attempt": self.attempt.attempt,
+            "rerun": {"node_id": self.rerun.node_id, "attempt": self.rerun.attempt},
         }
 
 
@@ -512,6 +552,7 @@ class Report:
     pending: tuple[Pending, ...] = ()
     unresolved: tuple[Unresolved, ...] = ()
     activity: Activity = field(default_factory=Activity)  # not in the JSON: the page's chart
+    superseded: tuple[Superseded, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -528,6 +569,7 @@ class Report:
             "findings": [f.as_dict() for f in self.findings],
             "pending": [p.as_dict() for p in self.pending],
             "unresolved": [u.as_dict() for u in self.unresolved],
+            "superseded": [s.as_dict() for s in self.superseded],
         }
 
     def __iter__(self) -> Iterator[Finding]:

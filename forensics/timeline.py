@@ -240,7 +240,7 @@ def _judge(tl: Timeline, e: Examined, now: datetime) -> None:
     a, outputs, checkpoint = e.attempt, e.outputs, e.checkpoint
     tag = _tag(a)
     at = a.ended_at or ex.updated_at or now
-    if outputs is not None and outputs.state == "unknown" and a.output_dir:
+    if outputs is not None and outputs.state == "unknown" and a.output_dir and not outputs.expired:
         tl.gaps.append(Gap("s3", at, at, f"{a.output_dir}outputs.pb: {outputs.reason}"))
     if checkpoint is not None and checkpoint.state == "unknown" and checkpoint.uri:
         tl.gaps.append(Gap("s3", at, at, f"checkpoint {checkpoint.uri}: {checkpoint.reason}"))
@@ -282,7 +282,8 @@ def _label(decision: Decision) -> tuple[str, str | None]:
         case Verdict.AFFECTED | Verdict.SUSPECTED | Verdict.PENDING as verdict:
             return str(verdict), decision.note
         case Cleared() as cleared:
-            return "not-affected", str(cleared)
+            # a superseded trial names its re-run (decision.note)
+            return "not-affected", f"{cleared}: {decision.note}" if decision.note else str(cleared)
         case _:
             assert_never(decision.outcome)
 

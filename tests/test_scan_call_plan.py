@@ -175,14 +175,22 @@ def test_one_listing_replaces_heads_only_where_it_costs_less():
 
     from forensics.scan.callplan import by_prefix
 
-    def checks(dirs):
+    def checks(dirs, inputs=None):
         return [
-            SimpleNamespace(att=SimpleNamespace(output_dir=d, outputs_unknown=None)) for d in dirs
+            SimpleNamespace(
+                att=SimpleNamespace(output_dir=d, outputs_unknown=None, inputs_uri=inputs)
+            )
+            for d in dirs
         ]
 
     array = "s3://m/metadata/propeller/p-d-x/n0/data/0/"
     subtasks = checks([f"{array}{i}/0/" for i in range(3)])
     assert by_prefix(subtasks, attempts=4) == array  # a map's subtasks: one listing
+    # ... that holds the node's inputs.pb too, the witness of expired outputs
+    witnessed = checks(
+        [f"{array}{i}/0/" for i in range(3)], "s3://m/metadata/propeller/p-d-x/n0/data/inputs.pb"
+    )
+    assert by_prefix(witnessed, attempts=4) == "s3://m/metadata/propeller/p-d-x/n0/data/"
     two = checks(
         ["s3://m/metadata/propeller/p-d-x/n0/data/0/", "s3://m/metadata/propeller/p-d-x/n5/data/0/"]
     )

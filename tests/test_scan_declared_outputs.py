@@ -58,7 +58,10 @@ def test_declared_outputs_success_is_cleared_without_reading_s3(box, capsys):
     assert report["summary"]["attempts_examined"] == 3
     assert report["summary"]["cleared"] == {"outputs-declared": 2}
     heads = [r.path for r in box.s3.requests if r.method == "HEAD"]
-    assert len(heads) == 1 and VOID in heads[0] and heads[0].endswith("/outputs.pb")
+    # Only the void task's outputs.pb, and (it is missing) its node's inputs.pb, the witness
+    # that tells never written from expired (docs/verdicts.md).
+    assert len(heads) == 2 and all(VOID in h for h in heads)
+    assert heads[0].endswith("/outputs.pb") and heads[1].endswith("/data/inputs.pb")
 
 
 def test_show_still_reads_outputs_pb_and_says_why_the_attempt_is_cleared(capsys):

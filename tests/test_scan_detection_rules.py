@@ -154,6 +154,7 @@ def test_a_signalled_attempt_not_finished_yet_is_pending_and_not_nothing_found(e
                 "name": "SIGTERM",
                 "number": 15,
                 "at": "2026-09-10T02:00:00Z",
+                "at_source": "glog",
                 "namespace": "inflight-production",
                 "pod": f"{PENDING}-n0-0",
             },

@@ -43,6 +43,7 @@ def test_reference_incident_is_reported_exactly_as_the_spec_shows(env, capsys):
     assert logs.startswith("https://grafana.example.com/explore?")
     assert ref["checkpoint"].pop("source") == "input:checkpoint_dir"
     assert ref["checkpoint"].pop("written_after_signal") is None
+    assert ref["signal"].pop("at_source") == "glog"  # the line's own time (docs/report.md)
     assert ref.pop("cost")["gpu_hours"] == 34.8656  # tests/test_report_html.py checks it all
     assert ref == {
         "execution": {"project": "gs1", "domain": "production", "name": "azvg5f9v9974m78fvlf7"},

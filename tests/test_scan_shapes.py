@@ -227,8 +227,9 @@ def test_map_subtasks_are_read_at_propellers_paths(box, capsys):
     box.s3.requests.clear()
     _code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     # The array's three subtasks are one execution's three outputs.pb checks: one listing of the
-    # array's data dir answers them all (docs/performance.md), under propeller's paths.
-    base = f"metadata/propeller/gs1-production-{MAP}/n0/data/0/"
+    # array node's data dir answers them all and the node's inputs.pb, the witness of expired
+    # outputs (docs/performance.md, docs/verdicts.md), under propeller's paths.
+    base = f"metadata/propeller/gs1-production-{MAP}/n0/data/"
     mine = [r for r in box.s3.requests if MAP in r.path or MAP in unquote(r.query)]
     assert [r.method for r in mine if r.method == "HEAD"] == []
     lists = [parse_qs(r.query)["prefix"] for r in mine if r.is_listing]
@@ -241,9 +242,10 @@ def test_map_subtasks_are_read_at_propellers_paths(box, capsys):
 
 def test_a_listing_that_fails_falls_back_to_a_head_per_subtask(box, capsys):
     base = f"metadata/propeller/gs1-production-{MAP}/n0/data/0/"
+    listed = f"metadata/propeller/gs1-production-{MAP}/n0/data/"
     saved = box.s3.faults
     box.s3.faults = S3Faults(
-        access_denied=[S3Rule(bucket="flyte-metadata", prefix=base, method="GET")]
+        access_denied=[S3Rule(bucket="flyte-metadata", prefix=listed, method="GET")]
     )
     box.s3.requests.clear()
     try:
@@ -253,7 +255,10 @@ def test_a_listing_that_fails_falls_back_to_a_head_per_subtask(box, capsys):
     denied = [r for r in box.s3.requests if r.is_listing and r.status == 403]
     assert len(denied) == 1  # the listing was tried, then each subtask HEADed
     heads = sorted(r.path for r in box.s3.requests if r.method == "HEAD" and MAP in r.path)
-    assert heads == [f"/flyte-metadata/{base}{i}/0/outputs.pb" for i in range(3)]
+    # The array node's inputs.pb is read once, as the witness for the subtasks whose outputs.pb
+    # is missing (docs/verdicts.md, expired outputs).
+    witness = f"/flyte-metadata/metadata/propeller/gs1-production-{MAP}/n0/data/inputs.pb"
+    assert heads == [f"/flyte-metadata/{base}{i}/0/outputs.pb" for i in range(3)] + [witness]
     rep = json.loads(out)
     assert rep["complete"] and _by_name(rep)[(*GS1, MAP, "n0-0-n1", 0)]["outputs_written"] is False
 

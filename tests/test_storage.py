@@ -348,3 +348,27 @@ def test_requests_name_the_tool_in_their_user_agent(store):
     for agent in sent:
         assert agent.startswith("elastic-audit/0.1.0 Boto3/")
         assert " Botocore/" in agent and " Python/" in agent
+
+
+def test_one_listing_answers_the_outputs_and_the_node_witness_as_heads_do(store, s3):
+    """An execution's metadata prefix holds every node's inputs.pb: listing it answers the
+    outputs.pb checks and the expired-or-never-written witness with no HEAD (docs/verdicts.md);
+    a prefix that does not hold the witness (a map's data directory) HEADs it once."""
+    ex = _execution()
+    inputs = f"{ex.node_data_dir('n0')}/inputs.pb"
+    prefix = ex.node_data_dir("n0").rsplit("/n0/", 1)[0] + "/"
+    keys = store.pb_keys_under(prefix)
+    assert isinstance(keys, frozenset) and inputs in keys
+    s3.requests.clear()
+    for attempt in (0, 1):
+        listed = store.outputs_listed(output_dir(attempt), inputs, prefix, keys)
+        assert listed == store.outputs_check(output_dir(attempt), inputs)
+    heads = [r for r in s3.requests if r.method == "HEAD"]
+    # only outputs_check's: the listed answers made no call
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in heads) == ["inputs.pb", *["outputs.pb"] * 2]
+    gone = store.outputs_listed(output_dir(1), inputs, prefix, keys - {inputs})
+    assert (gone.state, gone.expired) == ("unknown", True)  # never "missing" on a guess
+    s3.requests.clear()
+    below = output_dir(1)  # a listing of the attempt's own folder does not hold the witness
+    assert store.outputs_listed(below, inputs, below, frozenset()).state == "missing"
+    assert [r.path.rsplit("/", 1)[-1] for r in s3.requests] == []  # the witness is cached

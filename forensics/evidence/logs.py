@@ -14,6 +14,7 @@ from forensics.evidence.envelopes import (
     unwrap,
     unwrap_runtime,
 )
+from forensics.evidence.line_time import own_time
 from forensics.model import LogEntry, SignalHit
 
 __all__ = [
@@ -225,7 +226,8 @@ def parse_signal(
     before and trace-correlation fields (` trace_id=... span_id=...`) after, and may be wrapped by
     the container runtime and by a log shipper's JSON envelope (see `unwrap_runtime`). Only a line
     Loki's `SIGNAL_LINE_REGEX` filter matches is ever accepted, so the query is a superset of the
-    parser by construction. The hit's time is Loki's timestamp for the entry; namespace, pod and
+    parser by construction. The hit's time is the line's own (CRI prefix, glog or Python logging
+    prefix: `line_time.own_time`), else Loki's timestamp for the entry; namespace, pod and
     container come from the stream labels. Without a namespace or pod label the line cannot be
     attributed and None is returned.
     """
@@ -242,10 +244,13 @@ def parse_signal(
         if sig is None:
             continue
         name, number = sig
+        at, at_source = own_time(entry.line, m.group(0), m.groupdict().get("pylog"), entry.at)
         return SignalHit(
             signal=name,
             number=number,
-            at=entry.at,
+            at=at,
+            at_source=at_source,
+            loki_at=entry.at if at != entry.at else None,
             namespace=namespace,
             pod=pod,
             container=entry.label(container_label),

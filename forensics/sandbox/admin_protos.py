@@ -184,10 +184,16 @@ def task_execution_proto(
     end = a.ended_at
     if end is not None and a.task.task_type != "pytorch":
         end = end.replace(microsecond=0)
-    set_time(closure, "started_at", a.started_at)
     set_time(closure, "created_at", a.started_at)
-    set_time(closure, "updated_at", end or a.started_at)
-    set_duration(closure, a.started_at, end)
+    if a.never_running:
+        # flyteadmin `transformers/task_execution.go`: StartedAt only from a RUNNING event,
+        # Duration only after one ("task execution is missing StartedAt"); UpdatedAt is the
+        # terminal event's reported_at, propeller's time.Now() (`nodes/task/transformer.go`).
+        set_time(closure, "updated_at", a.ended_at or a.started_at)
+    else:
+        set_time(closure, "started_at", a.started_at)
+        set_time(closure, "updated_at", end or a.started_at)
+        set_duration(closure, a.started_at, end)
     for at, message in a.reasons:
         # flyteadmin appends each event's reasons (transformers/task_execution.go); propeller
         # sends the watched object's k8s events as EventReason{reason: note, occurred_at}

@@ -341,6 +341,11 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
             if node.proto.metadata.is_dynamic:
                 wf = request.id.execution_id
                 rec = self.state.executions[(wf.project, wf.domain, wf.name)]
+                # The dynamic's compiled closure holds the tasks of every node it generated,
+                # those inside its sub-workflows too (flytepropeller v1.16.8 `nodes/dynamic/
+                # dynamic_workflow.go` buildDynamicWorkflow: CompileWorkflow(wf,
+                # djSpec.GetSubworkflows(), compileTasks(djSpec.GetTasks()))): `compiled_rows`
+                # descends sub-workflows; a nested dynamic's children are compiled later, by it.
                 dyn = resp.dynamic_workflow
                 dyn.id.CopyFrom(
                     identifier_pb2.Identifier(

@@ -79,7 +79,8 @@ EXEC_COLUMNS: dict[str, Column] = {
     "execution_name": Column("str", lambda r: r.execution.id.name),
     "phase": Column("str", lambda r: WfPhase.Name(r.execution.closure.phase)),
     "mode": Column("int", lambda r: r.execution.spec.metadata.mode),
-    "state": Column("int", lambda r: 0),  # every sandbox execution is ACTIVE
+    # ExecutionState: 0 ACTIVE, 1 ARCHIVED (flyteadmin `models.Execution.State`)
+    "state": Column("int", lambda r: r.execution.closure.state_change_details.state),
     "user": Column("str", lambda r: r.execution.spec.metadata.principal),
     "launch_entity": Column("str", lambda r: "launch_plan"),
     "execution_created_at": Column("time", lambda r: proto_time(r.execution.closure, "created_at")),
@@ -232,6 +233,9 @@ class AdminState:
         set_time(closure, "started_at", started)
         if ex.phase in ("SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT"):
             set_duration(closure, started, ex.updated_at)
+        if ex.archived:
+            closure.state_change_details.state = execution_pb2.EXECUTION_ARCHIVED
+            set_time(closure.state_change_details, "occurred_at", ex.updated_at)
         execution = execution_pb2.Execution(
             id=execution_identifier(ex.project, ex.domain, ex.name), spec=spec, closure=closure
         )

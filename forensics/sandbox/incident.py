@@ -141,12 +141,22 @@ class ScenarioBuilder:
         return self._tasks[key]
 
     def log(
-        self, at: datetime, ns: str, pod: str, container: str, line: str, stream: str = "stderr"
+        self,
+        at: datetime,
+        ns: str,
+        pod: str,
+        container: str,
+        line: str,
+        stream: str = "stderr",
+        *,
+        stamped: datetime | None = None,
     ) -> None:
+        """One line written at `at`; Loki keeps `stamped` (default `at`): a shipper without a
+        time-parsing stage pushes the time it read the line, later (docs/upstream.md)."""
         labels = {self.labels.namespace: ns, self.labels.pod: pod, self.labels.container: container}
         if self.shipper is not None:
             line = ship(self.shipper, at, line, stream=stream, ns=ns, pod=pod, container=container)
-        self.scenario.log_lines.append(SandboxLogLine(to_ns(at), labels, line))
+        self.scenario.log_lines.append(SandboxLogLine(to_ns(stamped or at), labels, line))
 
     def propeller(self, at: datetime, ex: SandboxExecution, node: str, tasktype: str) -> None:
         ns = f"{ex.project}-{ex.domain}"
@@ -170,8 +180,10 @@ class ScenarioBuilder:
         sig: str = "15",
         pid: int = 107,
         plugin_lines: bool = True,
+        stamp_lag: timedelta = timedelta(0),
     ) -> None:
-        """The lines a preempted elastic pod logs: agent warning, worker teardown, flytekit."""
+        """The lines a preempted elastic pod logs: agent warning, worker teardown, flytekit;
+        Loki stamps each `stamp_lag` after it was written (a shipper's read time)."""
 
         def emit(t: datetime, msg: str) -> None:
             # A shipper reads the runtime's files and pushes its own envelope (or line) instead.
@@ -181,7 +193,7 @@ class ScenarioBuilder:
                 msg = cri(t, msg)
             elif wrap == "docker":
                 msg = docker_json(t, msg)
-            self.log(t, ns, pod, container, msg)
+            self.log(t, ns, pod, container, msg, stamped=t + stamp_lag)
 
         emit(at, glog_agent_line(at, pid, sig))
         emit(at + timedelta(milliseconds=2), glog_closing_line(at, pid, pid + 43))

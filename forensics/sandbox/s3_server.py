@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from forensics.errors import ConfigError
-from forensics.sandbox.scenario import Scenario
+from forensics.sandbox.scenario import SandboxExecution, Scenario
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -307,11 +307,31 @@ class S3Server:
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
 
+    def add_execution(self, execution: SandboxExecution) -> None:
+        """The files propeller writes for an execution added while the sandbox runs (node
+        inputs.pb, each attempt's outputs.pb / error.pb), as `seed` writes them for the rest."""
+        backend = _moto_s3_backend()
+        for bucket, key, body, modified in _attempt_files(Scenario(executions=[execution])):
+            if bucket not in backend.buckets:
+                backend.create_bucket(bucket, region_name="us-east-1")
+            stored = backend.put_object(bucket, key, body)
+            if modified is not None:
+                stored.last_modified = _naive_utc(modified)
+
 
 def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, datetime | None]]:
-    """(bucket, key, body, last_modified) of each attempt's outputs.pb / error.pb."""
+    """(bucket, key, body, last_modified) of each node's inputs.pb and each attempt's
+    outputs.pb / error.pb."""
     for execution in scenario.executions:
         for node in execution.nodes:
+            if node.expired:
+                continue  # a lifecycle rule removed the whole node folder
+            if node.attempts:
+                # propeller writes the node's inputs before it runs (flytepropeller v1.16.8
+                # `nodes/executor.go` preExecute: WriteProtobuf(GetInputsFile(dataDir))).
+                bucket, key = _split(f"{execution.node_data_dir(node.node_id)}/inputs.pb")
+                first = min(a.started_at for a in node.attempts)
+                yield bucket, key, _outputs_pb(), first
             for sub in node.subtasks:
                 if sub.write_outputs:
                     bucket, prefix = _split(scenario.subtask_output_dir(execution, node, sub))

@@ -66,6 +66,10 @@ class SandboxAttempt:
     # Kubernetes events about the attempt's pod that propeller's `send-object-events` passes on
     # and Admin keeps in `closure.reasons`: (occurred_at, message) each.
     reasons: list[tuple[datetime, str]] = field(default_factory=list)
+    # Propeller never saw the pod RUNNING (Pending -> Succeeded between two rounds): flyteadmin
+    # then records no started_at and no duration, and `updated_at` is the terminal event's
+    # report time (`transformers/task_execution.go`); `ended_at` is that report time.
+    never_running: bool = False
 
 
 @dataclass
@@ -96,6 +100,9 @@ class SandboxNode:
     inputs: dict[str, str | list[str]] = field(default_factory=dict)
     subtasks: list[SandboxSubtask] = field(default_factory=list)  # array nodes (is_array)
     child_execution: tuple[str, str, str] | None = None  # a launch-plan node's child execution
+    # A bucket lifecycle rule expired the node's folder: its inputs.pb (which propeller writes
+    # before the node runs, `nodes/executor.go` preExecute) and every outputs.pb are gone.
+    expired: bool = False
 
 
 @dataclass
@@ -125,6 +132,9 @@ class SandboxExecution:
     annotations: dict[str, str] = field(default_factory=dict)
     service_account: str = ""  # spec.security_context.run_as.k8s_service_account
     raw_output_prefix: str = ""  # spec.raw_output_data_config.output_location_prefix
+    # Archived in the console / `flytectl update execution --archive` (flyteadmin
+    # UpdateExecution: closure.state_change_details, the `state` column EXECUTION_ARCHIVED).
+    archived: bool = False
 
     def node_data_dir(self, node_id: str) -> str:
         """`s3://<bucket>/metadata/propeller/<project>-<domain>-<name>/<node>/data` (no slash)."""

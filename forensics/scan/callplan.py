@@ -40,4 +40,6 @@ def by_prefix(checks: Sequence[_Checked], attempts: int) -> str | None:
     pages = keys // LIST_PAGE + 1
     if pages >= len(checks) or LIST_BASE_MS + LIST_KEY_MS * keys >= HEAD_MS * len(checks):
         return None
-    return shared_prefix([c.att.output_dir or "" for c in checks])
+    # The listing holds the nodes' inputs.pb too (the witness of expired outputs, `expiry`).
+    witnesses = [c.att.inputs_uri.rsplit("/", 1)[0] + "/" for c in checks if c.att.inputs_uri]
+    return shared_prefix([*(c.att.output_dir or "" for c in checks), *witnesses])

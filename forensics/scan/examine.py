@@ -88,7 +88,7 @@ def examine(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None)
     for a in attempts:
         later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
         found = tuple(index.all_for_attempt(ex, a, sources.settings))
-        c = Candidate(ex, a, earliest(hits.get(a.ref, [])), later)
+        c = Candidate(ex, a, earliest(hits.get(a.ref, [])), later, siblings=attempts)
         c.disruption = found[0] if found else None
         # show lists outputs.pb for every success, declared outputs included (the verdict
         # does not read it for those: Flyte proved them).

@@ -75,7 +75,7 @@ class Lookups:
             return ObjectCheck("unknown", att.outputs_unknown)
         if not att.output_dir:
             return ObjectCheck("unknown", "Admin records no output location for this attempt")
-        return self.sources.store.outputs_check(att.output_dir)
+        return self.sources.store.outputs_check(att.output_dir, att.inputs_uri)
 
     def checkpoint(
         self, ex: ExecutionRecord, att: AttemptRecord, signal: SignalHit | None

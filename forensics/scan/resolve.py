@@ -213,7 +213,8 @@ def _among_live(
     old `updated_at` (flyteadmin moves it only on workflow-level events; see
     `attempts_may_end_during`)."""
     admin = lookups.sources.admin
-    for filters in attempts_may_end_during(at, at + timedelta(seconds=1)):
+    skew = lookups.sources.settings.flyte.clock_skew
+    for filters in attempts_may_end_during(at, at + timedelta(seconds=1), skew):
         for ex in admin.list_executions(project, domain, filters=filters):
             if swept(ex.ref):
                 continue

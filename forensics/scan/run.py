@@ -76,7 +76,6 @@ from forensics.scan.tally import Tally
 from forensics.sources import Sources
 from forensics.sources.admin import SkippedNode
 from forensics.sources.loki import ShardOutcome
-from forensics.sources.storage import outputs_from_listing
 from forensics.sources.task_resources import TaskResources
 
 log = logging.getLogger("elastic-audit")
@@ -91,6 +90,7 @@ class Candidate:
     att: AttemptRecord
     signal: SignalHit | None = None
     later: Sequence[AttemptRecord] = ()  # the attempts of the same node (retried or not)
+    siblings: Sequence[AttemptRecord] = ()  # every attempt of the execution (re-runs of trials)
     outputs: ObjectCheck | None = None
     checked: bool = False  # outputs known (or not needed)
     final: bool = False  # signal known
@@ -106,6 +106,7 @@ class Candidate:
             self.outputs,
             later_attempts=self.later,
             disruption=self.disruption,
+            execution_attempts=self.siblings,
         )
 
 
@@ -138,6 +139,7 @@ class ScanRun:
         self.tally = Tally()  # what the run finds: counts, findings, pending, gaps
         self._lock = threading.Lock()  # the candidates' states, the swept and parked executions
         self._swept: dict[tuple[str, str], set[str]] = {}
+        self._listed: dict[tuple[str, str], set[str]] = {}
         # Signals: the index that joins them to attempts, and whether it is final.
         self._pods = PodIndex()
         self.disruptions = DisruptionIndex()  # filled with the signals, before they are final
@@ -212,7 +214,9 @@ class ScanRun:
         )
         loki.start()
         self.progress.start("sweep", "Sweeping Admin executions", None)
-        todo = sweep.listings(self.projects, self.scope, self.window)
+        todo = sweep.listings(
+            self.projects, self.scope, self.window, self.settings.flyte.clock_skew
+        )
         listers = [
             threading.Thread(
                 target=guarded, args=(job, self._stop, self._errors), name=f"list-{i}", daemon=True
@@ -344,11 +348,21 @@ class ScanRun:
             project,
             domain,
             filters,
-            lambda ex: self._admin_lane.submit(partial(self._sweep_execution, ex)),
+            self._on_listed,
         )
         if error is not None:
             w = self.window
             self.tally.add_gap(Gap("admin", w.start, w.end, f"{project}/{domain}: {error}"))
+
+    def _on_listed(self, ex: ExecutionRecord) -> None:
+        """Sweep each listed execution once: the listings are disjoint when read, but an
+        execution may move from one to the other while they are (a running one that ends)."""
+        with self._lock:
+            listed = self._listed.setdefault((ex.ref.project, ex.ref.domain), set())
+            if ex.ref.name in listed:
+                return
+            listed.add(ex.ref.name)
+        self._admin_lane.submit(partial(self._sweep_execution, ex))
 
     def _sweep_execution(self, ex: ExecutionRecord) -> None:
         try:
@@ -371,9 +385,18 @@ class ScanRun:
         self._settle(ex, attempts, candidates, swept.skipped)
 
     def _candidates(
-        self, ex: ExecutionRecord, attempts: list[AttemptRecord], nodes: int = 0
+        self,
+        ex: ExecutionRecord,
+        attempts: list[AttemptRecord],
+        nodes: int = 0,
+        every: Sequence[AttemptRecord] | None = None,
     ) -> list[Candidate]:
-        candidates = [Candidate(ex, a) for a in attempts if sweep_candidate(a, self.window)]
+        """The sweep candidates among `attempts` (`every`: all the execution's attempts listed,
+        for re-runs of trials; default `attempts`), their outputs.pb checks queued."""
+        siblings = attempts if every is None else every
+        candidates = [
+            Candidate(ex, a, siblings=siblings) for a in attempts if sweep_candidate(a, self.window)
+        ]
         # Whether signalled or not, an elastic success needs its outputs.pb checked now, unless
         # its task declares outputs (Flyte then proved them before accepting the success).
         checks = []
@@ -426,7 +449,7 @@ class ScanRun:
                 self.tally.add_gap(Gap("admin", *w, f"{ex.ref}: {e.cause}"))
                 more = []
             attempts = [*attempts, *more]
-            candidates = [*candidates, *self._candidates(ex, more)]
+            candidates = [*candidates, *self._candidates(ex, more, every=attempts)]
         hits = self._pods.match(ex, attempts)
         by_ref = {c.att.ref: c for c in candidates}
         for att in attempts:
@@ -443,7 +466,9 @@ class ScanRun:
             if signal is not None:
                 later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
                 if c is None:
-                    self._signalled(Candidate(ex, att, signal, later, disruption=disruption))
+                    self._signalled(
+                        Candidate(ex, att, signal, later, disruption=disruption, siblings=attempts)
+                    )
                     continue
                 c.later = later
             if c is not None:
@@ -460,9 +485,12 @@ class ScanRun:
             self._admin_lane.submit(partial(self._resolve_one, key, late))
         self._admin_lane.drain()
         for ex, att, hits in late.values():
-            later = [a for a in self.lookups.attempts(ex.ref) if a.ref.node_id == att.ref.node_id]
+            every = self.lookups.attempts(ex.ref)
+            later = [a for a in every if a.ref.node_id == att.ref.node_id]
             disruption = self.disruptions.for_attempt(ex, att, self.settings)
-            self._signalled(Candidate(ex, att, earliest(hits), later, disruption=disruption))
+            self._signalled(
+                Candidate(ex, att, earliest(hits), later, disruption=disruption, siblings=every)
+            )
 
     def _resolve_one(
         self,
@@ -521,7 +549,10 @@ class ScanRun:
             if isinstance(keys, ObjectCheck):
                 self._check_outputs(c)
             else:
-                self._check_outputs(c, outputs_from_listing(c.att.output_dir or "", keys))
+                store, att = self.sources.store, c.att
+                self._check_outputs(
+                    c, store.outputs_listed(att.output_dir or "", att.inputs_uri, prefix, keys)
+                )
 
     def _check_outputs(self, c: Candidate, outputs: ObjectCheck | None = None) -> None:
         if outputs is None:

@@ -81,7 +81,7 @@ def earliest_per_pod(hits: Iterable[SignalHit], window: Window) -> dict[tuple[st
     (docs/verdicts.md); ties keep the first read."""
     out: dict[tuple[str, str], SignalHit] = {}
     for hit in hits:
-        if hit.at in window:
+        if (hit.loki_at or hit.at) in window:  # the window whose query read the line
             key = (hit.namespace, hit.pod)
             first = out.get(key)
             if first is None or hit.at < first.at:

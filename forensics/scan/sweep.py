@@ -7,7 +7,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from forensics.concurrency import Lane
@@ -21,10 +21,14 @@ from forensics.sources.admin_filters import attempts_may_end_during
 Listing = tuple[str, str, str]  # project, domain, ListExecutions filters
 
 
-def listings(projects: Projects, scope: ScanScope, window: Window) -> list[Listing]:
+def listings(
+    projects: Projects, scope: ScanScope, window: Window, margin: timedelta = timedelta(0)
+) -> list[Listing]:
     """Two disjoint listings per project and domain in scope: the executions that changed in
     the window, and those still running with an older `updated_at` (flyteadmin moves it only on
-    workflow-level events, docs/upstream.md): every attempt that ended in the window is in one of them."""
+    workflow-level events, docs/upstream.md): every attempt that ended in the window is in one of them.
+    Archived executions are listed too, and both are widened by the tolerated clock skew
+    `margin` (`attempts_may_end_during`)."""
     if projects.domains_of is None:
         return []  # ListProjects failed: the gap is recorded
     domains_of = projects.domains_of
@@ -35,7 +39,7 @@ def listings(projects: Projects, scope: ScanScope, window: Window) -> list[Listi
     return [
         (project, domain, filters)
         for project, domain in pairs
-        for filters in attempts_may_end_during(window.start, window.end)
+        for filters in attempts_may_end_during(window.start, window.end, margin)
     ]
 
 

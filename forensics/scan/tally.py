@@ -22,6 +22,7 @@ from forensics.model import (
     Report,
     SignalHit,
     Summary,
+    Superseded,
     UnparsedLine,
     Unresolved,
     Window,
@@ -37,6 +38,7 @@ class Tally:
         self.findings: list[Finding] = []
         self.pending: list[Pending] = []
         self.unresolved: list[Unresolved] = []
+        self.superseded: list[Superseded] = []
         self.gaps: list[Gap] = []
         self.finding_executions: dict[ExecutionRef, ExecutionRecord] = {}
         # For the cost of each finding and the incident page's chart (model.Activity).
@@ -83,6 +85,8 @@ class Tally:
         """Count one decided attempt and keep what the report lists of it."""
         with self._lock:
             self._count(decision, att, signal)
+            if decision.rerun is not None:
+                self.superseded.append(Superseded(att.ref, decision.rerun))
             if signal is not None:
                 self.signals[att.ref] = signal.at
                 if decision.cleared is Cleared.SIGNAL_FAILED_RETRIED and att.ended_at:
@@ -92,7 +96,12 @@ class Tally:
             outputs = decision.outputs
             # An S3 read that failed is a gap a rescan can close; a location Admin's record
             # does not give (inline raw-output policy) is not: the finding itself says why.
-            if outputs is not None and outputs.state == "unknown" and not att.outputs_unknown:
+            if (
+                outputs is not None
+                and outputs.state == "unknown"
+                and not att.outputs_unknown
+                and not outputs.expired  # no rescan brings an expired folder back
+            ):
                 self.gaps.append(
                     Gap(
                         "s3",
@@ -157,5 +166,6 @@ class Tally:
             tuple(findings),
             pending=tuple(pending),
             unresolved=tuple(unresolved),
+            superseded=tuple(sorted(self.superseded, key=lambda x: str(x.attempt))),
             activity=Activity(dict(self.signals), tuple(sorted(self.retried))),
         )

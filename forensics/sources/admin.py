@@ -80,6 +80,7 @@ from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, Executio
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
+    any_state,
     created_since,
     join_filters,
     mode_is,
@@ -234,6 +235,7 @@ class SkippedNode(NamedTuple):
 
     node: node_execution_pb2.NodeExecution
     parent: str | None
+    dynamic: str | None = None  # the nearest dynamic ancestor (where its template lives)
 
 
 class SweptAttempts(NamedTuple):
@@ -496,14 +498,14 @@ class AdminClient:
         out: list[AttemptRecord] = []
         skipped: list[SkippedNode] = []
         plan = self.workflow_plan(ex)
-        self._collect(ex.ref, None, out, plan, (skipped, pointed))
+        self._collect(ex.ref, None, out, plan=plan, sweep=(skipped, pointed))
         return SweptAttempts(out, tuple(skipped), plan is not None)
 
     def node_attempts(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
         """The attempts of nodes a sweep passed over (one ListTaskExecutions each)."""
         out: list[AttemptRecord] = []
         for node in nodes:
-            self._node_attempts(ref, node.node, node.parent, out)
+            self._node_attempts(ref, node.node, node.parent, node.dynamic, out)
         return out
 
     def _collect(
@@ -511,32 +513,52 @@ class AdminClient:
         ref: ExecutionRef,
         parent: str | None,
         out: list[AttemptRecord],
+        dynamic: str | None = None,
         plan: NodePlan | None = None,
         sweep: tuple[list[SkippedNode], Callable[[str], bool]] | None = None,
     ) -> None:
+        """The attempts under `parent`; `dynamic` is the nearest dynamic ancestor, whose compiled
+        workflow holds the templates of every task below it, sub-workflows included (flyteadmin
+        `node_execution_manager.go` GetNodeExecutionData answers `dynamic_workflow` only for the
+        node that has a dynamic closure; a sub-workflow node in between has none). With `sweep`,
+        only the nodes `plan` lists or the evidence points at are listed; the others are kept
+        in `sweep[0]` (docs/performance.md)."""
         for node in list(self._node_executions(ref, parent)):
             if is_start_or_end(node):
                 continue
             spec = node.metadata.spec_node_id or node.id.node_id
             if may_have_tasks(node):
-                if sweep is None or plan is None or plan.lists(spec) or sweep[1](node.id.node_id):
-                    self._node_attempts(ref, node, parent, out)
+                # A dynamic parent is listed whatever its task: its attempts tell a trial of its
+                # children from the re-run that superseded it (`detect.rerun_of`).
+                if (
+                    sweep is None
+                    or plan is None
+                    or plan.lists(spec)
+                    or node.metadata.is_dynamic
+                    or sweep[1](node.id.node_id)
+                ):
+                    self._node_attempts(ref, node, parent, dynamic, out)
                 else:
-                    sweep[0].append(SkippedNode(node, parent))
+                    sweep[0].append(SkippedNode(node, parent, dynamic))
             if node.metadata.is_parent_node:
                 inner = self._children_plan(ref, node, plan) if sweep is not None else None
-                self._collect(ref, node.id.node_id, out, inner, sweep)
+                nearest = node.id.node_id if node.metadata.is_dynamic else dynamic
+                self._collect(ref, node.id.node_id, out, nearest, inner, sweep)
 
     def _node_attempts(
         self,
         ref: ExecutionRef,
         node: node_execution_pb2.NodeExecution,
         parent: str | None,
+        dynamic: str | None,
         out: list[AttemptRecord],
     ) -> None:
+        """The attempts of one node; its task's template is looked up in its nearest dynamic
+        ancestor's compiled workflow when Admin has no such task registered."""
         for te in self._task_executions(ref, node.id.node_id):
-            own = self._attempt_record(ref, node, te, parent)
-            tpl = self._task_template(ref, own.task_id, parent) if own.task_id else None
+            own = self._attempt_record(ref, node, te, dynamic)
+            own = dataclasses.replace(own, parent_node=parent)
+            tpl = self._task_template(ref, own.task_id, dynamic) if own.task_id else None
             subtasks = subtask_records(own, node, te, tpl.type if tpl else "")
             if subtasks:
                 # The array's own attempt stays (show lists it); its subtasks' pods
@@ -928,7 +950,9 @@ class AdminClient:
         mode and reference are checked again here so a server ignoring the filter cannot mislead.
         """
         out: dict[ExecutionRef, ExecutionRef] = {}
-        filters = [mode_is("RELAUNCH"), created_since(since)]
+        # An archived relaunch is still a relaunch (flyteadmin lists only active executions
+        # unless the filters name `state`, `execution_manager.go` addStateFilter).
+        filters = [mode_is("RELAUNCH"), created_since(since), any_state()]
         for rec in self.list_executions(project, domain, filters=filters):
             if rec.mode == "RELAUNCH" and rec.reference_execution is not None:
                 out.setdefault(rec.reference_execution, rec.ref)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from flyteidl.admin import common_pb2, execution_pb2
@@ -84,9 +84,33 @@ def updated_before(t: datetime) -> str:
 RUNNING_PHASES = ("UNDEFINED", "QUEUED", "RUNNING", "SUCCEEDING", "FAILING", "ABORTING")
 
 
-def attempts_may_end_during(start: datetime, end: datetime) -> list[str]:
+def any_state() -> str:
+    """Executions whether active or archived.
+
+    flyteadmin's ListExecutions adds `state = EXECUTION_ACTIVE` unless the request's filters
+    name `state` (v1.16.8 `pkg/manager/impl/execution_manager.go` ListExecutions,
+    addStateFilter): an execution archived in the console (or `flytectl update execution
+    --archive`) is otherwise never listed, whatever its attempts did.
+    """
+    states = [execution_pb2.ExecutionState.Value(s) for s in execution_pb2.ExecutionState.keys()]
+    return admin_filter("value_in", "state", states)
+
+
+def attempts_may_end_during(
+    start: datetime, end: datetime, margin: timedelta = timedelta(0)
+) -> list[str]:
     """Listings whose union holds every execution an attempt of which may have ended in
-    `[start, end)`, each execution in exactly one of them.
+    `[start, end)`, each execution in exactly one of them, archived executions included
+    (`any_state`).
+
+    `margin` is the clock skew tolerated between an attempt's end and its execution's times: the
+    end is the pod's time on its node (flyteplugins `k8s/pod/plugin.go`, the container's
+    FinishedAt), `created_at`/`updated_at` are flyteadmin's from propeller's events
+    (`transformers/execution.go`). A node `margin` ahead puts an end inside the window while
+    `updated_at` lies before `start`; one behind, an end before `end` for an execution created
+    after it. The listings are widened by `margin` on both sides; the attempts are still judged
+    by their own end in `[start, end)`, so adjacent windows never report one attempt twice
+    (docs/configuration.md `clock_skew`).
 
     flyteadmin moves an execution's `updated_at` only on workflow-level events
     (flyteadmin `pkg/repositories/transformers/execution.go`): a workflow created days ago and still running keeps
@@ -96,10 +120,11 @@ def attempts_may_end_during(start: datetime, end: datetime) -> list[str]:
     `live_during(start, end)`, plus the executions created before `end`, not updated since
     `start`, and in a non-terminal phase now — few (what runs at scan time), and disjoint.
     """
+    start, end = start - margin, end + margin
     still_running = join_filters(
-        [phase_in(*RUNNING_PHASES), updated_before(start), created_before(end)]
+        [phase_in(*RUNNING_PHASES), updated_before(start), created_before(end), any_state()]
     )
-    return [live_during(start, end), still_running]
+    return [join_filters([live_during(start, end), any_state()]), still_running]
 
 
 def phase_in(*phases: str) -> str:

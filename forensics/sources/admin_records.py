@@ -1,8 +1,8 @@
 """Admin's protobuf answers as our plain records: executions, attempts, inputs, task facts.
 
 Pure functions over flyteidl messages; what Admin and propeller put where is described in
-`forensics/sources/admin.py`'s module docstring. One module a little past ~400 lines on purpose:
-each reading of an Admin message sits beside the others that build the same records.
+`forensics/sources/admin.py`'s module docstring. It stays one module past ~400 lines because each
+function reads the same messages for one record, and the record's fields are decided together.
 """
 
 from __future__ import annotations
@@ -165,9 +165,9 @@ def subtask_records(
         return []
     execution = own.ref.execution
     array_attempt = _dir_attempt(own.output_dir)
-    ended = own.ended_at
+    ended, end_from = own.ended_at, own.end_from
     if ended is None:
-        ended = _time(te.closure, "updated_at")
+        ended, end_from = _time(te.closure, "updated_at"), "updated_at"
     out = []
     for r in resources:
         phase = _enum_name(core_execution_pb2.TaskExecution.Phase, r.phase)
@@ -186,6 +186,7 @@ def subtask_records(
                 task_type=task_type,  # the mapped task's (the array's own is `container_array`)
                 is_array=False,
                 ended_at=ended if phase in _TERMINAL_TASK_PHASES else None,
+                end_from=end_from if phase in _TERMINAL_TASK_PHASES else None,
                 output_dir=sub_dir,
                 outputs_unknown=sub_unknown,
                 pods=tuple(dict.fromkeys(p for p in pods if p)),
@@ -328,9 +329,7 @@ def attempt_record(
     c = te.closure
     phase = _enum_name(core_execution_pb2.TaskExecution.Phase, c.phase)
     started = _time(c, "started_at")
-    ended = None
-    if started is not None and phase in _TERMINAL_TASK_PHASES and c.HasField("duration"):
-        ended = started + c.duration.ToTimedelta()
+    ended, end_from = attempt_end(c, phase, started)
     tid = te.id.task_id
     task_id = (tid.project, tid.domain, tid.name, tid.version)
     namespaces = [p.namespace for p in c.log_context.pods if p.namespace]
@@ -355,6 +354,11 @@ def attempt_record(
         disruptions=closure_disruptions(
             te, namespaces[0] if namespaces else None, c.metadata.generated_name or None
         ),
+        end_from=end_from,
+        spec_node_id=node.metadata.spec_node_id or None,
+        inputs_uri=next(
+            (u for u in (te.input_uri, node.input_uri) if u.endswith("/inputs.pb")), None
+        ),
     )
 
 
@@ -373,6 +377,27 @@ def closure_disruptions(
         at = r.occurred_at.ToDatetime(tzinfo=UTC)
         found.append(Disruption("admin-reasons", reason, initiator, at, namespace, pod, r.message))
     return tuple(sorted(found, key=lambda d: (d.at, d.reason)))
+
+
+def attempt_end(
+    c: task_execution_pb2.TaskExecutionClosure, phase: str, started: datetime | None
+) -> tuple[datetime | None, str | None]:
+    """A finished attempt's end and the field it comes from (docs/verdicts.md, "The attempt's end").
+
+    flyteadmin sets `started_at` only on a RUNNING event and `duration` only on a terminal event
+    after one (`pkg/repositories/transformers/task_execution.go` addTaskStartedState,
+    addTaskTerminalState: "task execution is missing StartedAt"). A pod that went Pending ->
+    Succeeded between two propeller rounds has neither. Its closure's `updated_at` is then the
+    terminal event's `reported_at` (UpdateTaskExecutionModel), which propeller stamps with
+    `time.Now()` as it reports the phase it observed (flytepropeller `nodes/task/transformer.go`
+    ToTaskExecutionEvent): the end as propeller saw it, at or after the pod's exit, never before.
+    """
+    if phase not in _TERMINAL_TASK_PHASES:
+        return None, None
+    if started is not None and c.HasField("duration"):
+        return started + c.duration.ToTimedelta(), "duration"
+    reported = _time(c, "updated_at")
+    return reported, ("updated_at" if reported is not None else None)
 
 
 def compiled_templates(tasks: Iterable[Any]) -> dict[tuple[str, ...], TaskTemplate]:

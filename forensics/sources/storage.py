@@ -33,6 +33,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 from forensics import __version__
 from forensics.errors import ConfigError, SourceError
 from forensics.model import UTC, ObjectCheck, PrefixListing
+from forensics.sources.expiry import describe_rule, expires, judge_outputs
 
 OUTPUTS_FILE = "outputs.pb"
 
@@ -146,6 +147,9 @@ class ObjectStore:
         self.attempts = 0  # HTTP requests, retries included
         # Buckets proven to exist: a 404 from HeadObject there is a missing key, not a bucket.
         self._buckets_seen: set[str] = set()
+        self._witnesses: dict[str, ObjectCheck] = {}  # node inputs.pb -> present / missing
+        self._witness_locks: dict[str, threading.Lock] = {}
+        self._lifecycles: dict[str, list[dict[str, Any]] | str] = {}  # bucket -> rules or error
         events = self._client.meta.events
         events.register("before-call.s3", self._count_call)
         events.register("before-send.s3", self._count_attempt)
@@ -238,11 +242,81 @@ class ObjectStore:
         self._buckets_seen.add(bucket)
         return ObjectCheck("present")
 
-    def outputs_check(self, output_dir: str) -> ObjectCheck:
-        """Whether the attempt wrote `<output_dir>outputs.pb` (the dir ends with `/`)."""
+    def outputs_check(self, output_dir: str, inputs_uri: str | None = None) -> ObjectCheck:
+        """Whether the attempt wrote `<output_dir>outputs.pb` (the dir ends with `/`); when it
+        is missing and `inputs_uri` (the node's inputs.pb) is given, that witness is read too
+        (one more HEAD, for missing outputs only) to tell expired from never written."""
         if not output_dir.endswith("/"):
             output_dir += "/"
-        return self.check_object(output_dir + OUTPUTS_FILE)
+        return self._judged(self.check_object(output_dir + OUTPUTS_FILE), inputs_uri)
+
+    def outputs_listed(
+        self, output_dir: str, inputs_uri: str | None, prefix: str, keys: frozenset[str]
+    ) -> ObjectCheck:
+        """`outputs_check`'s answer from a complete listing (`keys`, from `pb_keys_under`) of a
+        `prefix` above `output_dir`: the node's inputs.pb is read from the same listing when it
+        lies under the prefix (an execution's metadata prefix), else HEADed once per node (a
+        map's data directory holds its subtasks' folders, not the node's inputs.pb)."""
+        witness = None
+        if inputs_uri is not None and inputs_uri.startswith(prefix):
+            witness = ObjectCheck("present" if inputs_uri in keys else "missing")
+        return self._judged(outputs_from_listing(output_dir, keys), inputs_uri, witness)
+
+    def _judged(
+        self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None = None
+    ) -> ObjectCheck:
+        """A missing outputs.pb judged by its node's inputs.pb (`expiry.judge_outputs`; read
+        once per node unless `witness` already says); an expired folder says what the bucket's
+        lifecycle configuration says about it."""
+        if outputs.state != "missing" or inputs_uri is None:
+            return outputs
+        judged = judge_outputs(outputs, witness or self._witness(inputs_uri), inputs_uri)
+        if judged.expired:
+            bucket, key = split_s3_uri(inputs_uri, need_key=True)
+            why = self.lifecycle_note(bucket, key)
+            judged = ObjectCheck(judged.state, f"{judged.reason}; {why}", expired=True)
+        return judged
+
+    def lifecycle_note(self, bucket: str, key: str) -> str:
+        """What the bucket's lifecycle configuration says about `key`: the rule that expires it,
+        that none does, or why it could not be read (GetBucketLifecycleConfiguration, once per
+        bucket per scan, only for folders found gone)."""
+        with self._lock:
+            key_lock = self._witness_locks.setdefault(f"lifecycle:{bucket}", threading.Lock())
+        with key_lock:
+            if bucket not in self._lifecycles:
+                self._lifecycles[bucket] = self._read_lifecycle(bucket)
+        rules = self._lifecycles[bucket]
+        if isinstance(rules, str):
+            return f"the bucket's lifecycle configuration could not be read ({rules})"
+        for rule in rules:
+            if expires(rule, key):
+                return f"the bucket's lifecycle rule {describe_rule(rule)} expires it"
+        return "no lifecycle rule of the bucket expires it: it was deleted"
+
+    def _read_lifecycle(self, bucket: str) -> list[dict[str, Any]] | str:
+        try:
+            answer = self._client.get_bucket_lifecycle_configuration(Bucket=bucket)
+        except ClientError as e:
+            if _code(e) == "NoSuchLifecycleConfiguration":
+                return []
+            return describe_error(e)
+        except BotoCoreError as e:
+            return describe_error(e)
+        return list(answer.get("Rules", ()))
+
+    def _witness(self, inputs_uri: str) -> ObjectCheck:
+        """A node's inputs.pb, read once per scan (the subtasks of a map share their node's)."""
+        with self._lock:
+            key_lock = self._witness_locks.setdefault(inputs_uri, threading.Lock())
+        with key_lock:  # concurrent subtasks of one map wait for the one read
+            known = self._witnesses.get(inputs_uri)
+            if known is not None:
+                return known
+            check = self.check_object(inputs_uri)
+            if check.state != "unknown":  # an error is retried by the next attempt needing it
+                self._witnesses[inputs_uri] = check
+            return check
 
     def list_prefix(self, uri: str) -> PrefixListing:
         """Count and newest LastModified under a prefix (`s3://b/p` lists `p/`), or why unknown.

@@ -39,8 +39,9 @@ sources are independent, so
     T_s3    = ceil(R_s3 / W) * latency_s3
               R_s3 = one outputs.pb HEAD per candidate (elastic success ending in the window, or
               signalled success, of a task that declares no outputs: the synthetic month's
-              tasks all return nothing, the worst case) + one ListObjectsV2 page per finding
-              with a checkpoint location
+              tasks all return nothing, the worst case) + one HEAD of the node's inputs.pb per
+              node with a candidate whose outputs.pb is missing (the expired-outputs witness) +
+              one ListObjectsV2 page per finding with a checkpoint location
 
 Process start-up (imports: ~1 s) and CPU are not in the bound. On a small machine CPU binds: the
 sandbox servers and the client share the cores, so the table also shows the CPU seconds of the
@@ -97,6 +98,7 @@ from support.synthetic import SyntheticMonth, noise_texts, synthetic_month
 
 PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_query)
 ADMIN_PAGE = 100  # the client's Admin page size
+SKEW = timedelta(minutes=5)  # [flyte] clock_skew's default: the sweep widens its listings by it
 DEFAULT_WORKERS = Settings.workers
 ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real")
 # A real Loki answers a 24 h shard of a month of 1M lines in seconds (it reads every chunk of
@@ -188,21 +190,27 @@ class Run:
 # -- the minimal requests of a month ------------------------------------------------------------
 
 
+def _outputs_checked(a: Any, w: Any) -> bool:
+    """Whether the scan checks this attempt's outputs.pb: an elastic success ending in the window
+    of a task that declares no outputs."""
+    elastic = (a.task.task_type, a.task.task_type_version) in ELASTIC
+    ended = a.ended_at is not None and w.start <= a.ended_at < w.end
+    return elastic and a.phase == "SUCCEEDED" and ended and not a.task.has_outputs
+
+
 def _loki_pages(month: SyntheticMonth) -> list[int]:
     """The pages each 24 h shard of the window needs (its matching lines, 5,000 a page)."""
     w = month.window
-    sc = month.scenario
     signal_re = re.compile(SIGNAL_LINE_REGEX)
     assert not any(signal_re.search(line) for line in noise_texts()), "noise must not match"
     shard_ns = to_ns(w.start + timedelta(hours=24)) - to_ns(w.start)
     start = to_ns(w.start)
     per_shard: Counter[int] = Counter()
-    for line in sc.log_lines:
+    for line in month.scenario.log_lines:
         if start <= line.ts_ns < to_ns(w.end) and signal_re.search(line.line):
             per_shard[(line.ts_ns - start) // shard_ns] += 1
     shards = len(w.split(timedelta(hours=24)))
-    pages = [per_shard[i] // PAGE + 1 for i in range(shards)]
-    return pages
+    return [per_shard[i] // PAGE + 1 for i in range(shards)]
 
 
 def _shard_lines(month: SyntheticMonth) -> list[int]:
@@ -229,15 +237,17 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
     findings_pd: set[tuple[str, str]] = set()
     running: Counter[tuple[str, str]] = Counter()
     workflows: set[tuple[str, ...]] = set()
+    witnesses: set[tuple[str, str]] = set()
     for ex in sc.executions:
         # The sweep's two listings (`attempts_may_end_during`): executions that changed in the
         # window, and those still running since before it (flyteadmin's updated_at stays at the
         # RUNNING event, which the sandbox serves as the start).
         terminal = ex.phase in ("SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT")
         updated = ex.updated_at if terminal else ex.created_at + timedelta(seconds=1)
-        if ex.created_at >= w.end:
+        # Listings widened by [flyte] clock_skew (default 5 min) on both sides.
+        if ex.created_at >= w.end + SKEW:
             continue
-        if updated >= w.start:
+        if updated >= w.start - SKEW:
             per_pd[(ex.project, ex.domain)] += 1
         elif not terminal:
             running[(ex.project, ex.domain)] += 1
@@ -250,15 +260,16 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
                 admin += 1  # ListTaskExecutions: only where an elastic task runs
             for a in node.attempts:
                 tasks.add((ex.project, ex.domain, a.task.name))
-                elastic = (a.task.task_type, a.task.task_type_version) in ELASTIC
-                ended = a.ended_at is not None and w.start <= a.ended_at < w.end
-                if elastic and a.phase == "SUCCEEDED" and ended and not a.task.has_outputs:
+                if _outputs_checked(a, w):
                     s3 += 1  # outputs.pb (a task with declared outputs needs none)
+                    if not a.write_outputs:
+                        witnesses.add((ex.name, node.node_id))  # the node's inputs.pb, once
                 key = (ex.project, ex.domain, ex.name, node.node_id, a.attempt)
                 if key in month.expected:
                     findings_pd.add((ex.project, ex.domain))
                     if node.checkpoint_uri:
                         s3 += 1  # the checkpoint listing (one page: < 1000 objects)
+    s3 += len(witnesses)
     projects = {p for p, _ in per_pd} | {p for p, _ in running}
     list_pages = {
         (p, d): per_pd[(p, d)] // ADMIN_PAGE + 1 + running[(p, d)] // ADMIN_PAGE + 1

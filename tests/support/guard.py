@@ -90,4 +90,5 @@ def add_incident(
     if not running:
         b.propeller(ok_at, ex, "n0", "python-task")
     box.admin.add_execution(ex, b.scenario.tasks)
+    box.s3.add_execution(ex)  # the node's inputs.pb, as propeller writes it before the node runs
     box.loki.add_lines(b.scenario.log_lines)
