@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from forensics.formats.text import coverage_line, short_time
+from forensics.formats.text import coverage_line, incomplete_headline, short_time
 from forensics.model import Checkpoint, Finding, Gap, Report
 
 GAP = "  "  # between columns
@@ -139,8 +139,10 @@ def render_pairs(title: str, pairs: Sequence[tuple[str, str]], *, width: int | N
 
 def _checkpoint(ck: Checkpoint) -> str:
     if ck.state == "present":
-        newest = f", newest {ck.latest:%m-%d %H:%M}" if ck.latest else ""
-        return f"present, {ck.objects} object(s){newest}"
+        # Seconds, as the signal column: a checkpoint written after the signal must read so.
+        newest = f", newest {ck.latest:%m-%d %H:%M:%S}" if ck.latest else ""
+        after = ", written AFTER the signal (may be partial)" if ck.written_after_signal else ""
+        return f"present, {ck.objects} object(s){newest}{after}"
     if ck.state == "unknown":
         return "unknown location" if ck.uri is None else f"unknown: {ck.reason}"
     return "EMPTY"
@@ -170,6 +172,8 @@ def render(report: Report, *, width: int | None = None) -> str:
     """The scan report as a table; `execution` is `project:domain:name`, as show/relaunch take."""
     w = report.window
     lines = [f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)"]
+    if not report.complete:
+        lines.append(prose(incomplete_headline(report), width))
     if report.findings:
         rows = []
         for f in report.findings:
@@ -187,8 +191,10 @@ def render(report: Report, *, width: int | None = None) -> str:
                     "not re-run the parent's later steps (relaunch --parent)"
                 )
                 lines.append(prose(text, width))
-    else:
+    elif report.complete:
         lines.append("No affected or suspected attempts.")
+    else:
+        lines.append("No affected or suspected attempts in what could be read.")
     for g in report.gaps:
         lines.append(prose(gap_line(g), width))
     for p in report.pending:

@@ -41,3 +41,16 @@ def coverage_line(report: Report) -> str:
     if report.complete:
         return head + "; coverage complete"
     return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"
+
+
+SOURCE_NAMES = {"loki": "Loki", "admin": "Flyte Admin", "s3": "S3"}
+
+
+def incomplete_headline(report: Report) -> str:
+    """What an incomplete scan says first: that it is incomplete, and which sources failed."""
+    failed = list(dict.fromkeys(SOURCE_NAMES.get(g.source, g.source) for g in report.gaps))
+    what = ", ".join(failed) or "a source"
+    return (
+        f"INCOMPLETE SCAN: {what} could not be read for part of the window "
+        f"({len(report.gaps)} gap(s), listed below); findings may be missing."
+    )
