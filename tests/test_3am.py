@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support.cli import CLI, run_process
 from support.scan import WINDOW
-from support.terminal import clean_env, run_in_pty, work_dir
+from support.terminal import clean_env, rows_fit, run_in_pty, work_dir
 
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 LONG = "gs1:production:nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"
@@ -214,27 +214,16 @@ def test_demo_env_file_sandbox_audit_log_and_stale_variables_named(tmp_path):
 # -- 4. one table renderer, sized to the terminal -----------------------------------------------
 
 
-def _rows_fit(text: str, columns: int) -> None:
-    """Every line fits, but for an identifier longer than the room its column has left (an S3
-    URI): it stays whole, alone at the end of its line, past the edge."""
-    for line in text.splitlines():
-        assert line == line.rstrip(), f"trailing spaces: {line!r}"
-        if len(line) > columns:
-            word = line.split()[-1]
-            assert line.endswith(" " + word), line
-            assert len(line) - len(word) <= columns, f"wider than the terminal: {line!r}"
-
-
 @pytest.mark.parametrize("columns", [150, 220])
 def test_tables_fit_the_terminal_and_never_break_an_identifier(box, work, tmp_path, columns):
     env = box.child_environ(clean_env(tmp_path))
     out = run_in_pty(["scan", *WINDOW, "--no-progress"], env, work, columns)
-    _rows_fit(out, columns)
+    rows_fit(out, columns)
     assert LONG in out  # whole, in one cell, in the form show and relaunch accept
     assert "gs1:production:azvg5f9v9974m78fvlf7" in out and "gs1/production\n" not in out
     shown = run_in_pty(["show", LONG], env, work, columns)
     assert f"Execution {LONG}" in shown
-    _rows_fit(shown, columns)
+    rows_fit(shown, columns)
     report = work / "report.json"
     cli("scan", *WINDOW, "--report", str(report), "-o", "json", env=env, cwd=work)
     dry = run_in_pty(
@@ -243,7 +232,7 @@ def test_tables_fit_the_terminal_and_never_break_an_identifier(box, work, tmp_pa
     header = next(line for line in dry.splitlines() if line.startswith("execution"))
     assert "reason" in header  # was dropped at a fixed 100 columns
     assert LONG in dry and "already-relaunched" in dry  # was cut: `…-v1-re…`, `already-relau…`
-    _rows_fit(dry, columns)
+    rows_fit(dry, columns)
 
 
 def test_piped_table_has_one_line_per_row_and_show_accepts_the_slash_form(box, work, tmp_path):
@@ -275,7 +264,7 @@ def test_help_names_values_shows_defaults_whole_and_only_each_commands_formats(t
         r"--report FILE\s", helps["scan"]
     )
     assert re.search(r"--exit-zero\s+Exit 0", helps["scan"])  # a flag: no placeholder
-    assert "-o, --output table|json|csv|markdown" in helps["scan"]
+    assert "-o, --output table|wide|json|csv|markdown" in helps["scan"]
     for c in ("show", "relaunch", "fix check", "fix apply"):
         assert "-o, --output table|json " in helps[c], c
         assert "csv" not in helps[c] and "markdown" not in helps[c], c

@@ -87,8 +87,12 @@ def relaunch(
         "FILE",
         "A JSON report from `scan`: relaunch its affected and suspected findings.",
     ),
-    project: str | None = value_option("--project", "PROJECT", "Project of bare execution names."),
-    domain: str | None = value_option("--domain", "DOMAIN", "Domain of bare execution names."),
+    project: str | None = value_option(
+        "--project", "PROJECT", "Project of bare execution names.", "-p"
+    ),
+    domain: str | None = value_option(
+        "--domain", "DOMAIN", "Domain of bare execution names.", "-d"
+    ),
     dry_run: bool = flag_option("--dry-run", help="Print the exact requests; change nothing."),
     yes: bool = flag_option("--yes", "-y", help="Do not ask for confirmation (for scripts)."),
     force: bool = flag_option(

@@ -168,22 +168,61 @@ SCAN_COLUMNS = (
 )
 
 
-def render(report: Report, *, width: int | None = None) -> str:
-    """The scan report as a table; `execution` is `project:domain:name`, as show/relaunch take."""
+def _rows(report: Report) -> list[tuple[str, ...]]:
+    rows = []
+    for f in report.findings:
+        sig, ok = _when(f)
+        ck = _checkpoint(f.checkpoint)
+        if f.relaunched_as:
+            ck += f"; relaunched as {f.relaunched_as.name}"
+        node = f"{f.attempt.node_id}/{f.attempt.attempt}"
+        rows.append((f.verdict, str(f.attempt.execution), node, sig, ok, ck))
+    return rows
+
+
+def _too_narrow(rows: list[tuple[str, ...]], width: int | None) -> bool:
+    """The table's rows (without wrapping the checkpoint) do not fit `width`."""
+    if width is None:
+        return False
+    fixed = [
+        max(len(c.header), *(len(r[i]) for r in rows)) for i, c in enumerate(SCAN_COLUMNS[:-1])
+    ]
+    room = width - sum(fixed) - len(GAP) * (len(SCAN_COLUMNS) - 1)
+    return room < len("unknown location")  # too little left for the checkpoint to read
+
+
+def _blocks(rows: list[tuple[str, ...]], width: int | None) -> list[str]:
+    """A block per finding, as `kubectl describe` and `gh` print for narrow terminals: the verdict
+    and execution on one line (whole, even past the edge), then one indented `key  value` line
+    per column, the values wrapped at spaces only."""
+    out: list[str] = []
+    keys = [c.header for c in SCAN_COLUMNS[2:]]
+    pad = max(len(k) for k in keys)
+    for r in rows:
+        out.append(f"{r[0]}  {r[1]}")
+        for key, value in zip(keys, r[2:], strict=True):
+            room = None if width is None else max(width - pad - 4, 20)
+            lines = _cell_lines(value, room, True) if room else [value]
+            out.append(f"  {key:<{pad}}  {lines[0]}".rstrip())
+            out += [f"  {'':<{pad}}  {line}".rstrip() for line in lines[1:]]
+    return out
+
+
+def render(report: Report, *, width: int | None = None, narrow: bool = False) -> str:
+    """The scan report as a table; `execution` is `project:domain:name`, as show/relaunch take.
+
+    `narrow`: when the table cannot fit `width`, a block per finding instead (`-o table` on a
+    narrow terminal; `-o wide` keeps the table whatever the width)."""
     w = report.window
     lines = [f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)"]
     if not report.complete:
         lines.append(prose(incomplete_headline(report), width))
     if report.findings:
-        rows = []
-        for f in report.findings:
-            sig, ok = _when(f)
-            ck = _checkpoint(f.checkpoint)
-            if f.relaunched_as:
-                ck += f"; relaunched as {f.relaunched_as.name}"
-            node = f"{f.attempt.node_id}/{f.attempt.attempt}"
-            rows.append((f.verdict, str(f.attempt.execution), node, sig, ok, ck))
-        lines.append(render_table(SCAN_COLUMNS, rows, width=width).rstrip("\n"))
+        rows = _rows(report)
+        if narrow and _too_narrow(rows, width):
+            lines += _blocks(rows, width)
+        else:
+            lines.append(render_table(SCAN_COLUMNS, rows, width=width).rstrip("\n"))
         for f in report.findings:
             if f.parent is not None:
                 text = (

@@ -89,3 +89,14 @@ def one_error_line(r: subprocess.CompletedProcess, fragment: str) -> str:
     lines = [line for line in r.stderr.splitlines() if line.startswith("elastic-audit: error:")]
     assert len(lines) == 1 and fragment in lines[0], r.stderr
     return lines[0]
+
+
+def rows_fit(text: str, columns: int) -> None:
+    """Every line fits, but for an identifier longer than the room its column has left (an S3
+    URI): it stays whole, alone at the end of its line, past the edge."""
+    for line in text.splitlines():
+        assert line == line.rstrip(), f"trailing spaces: {line!r}"
+        if len(line) > columns:
+            word = line.split()[-1]
+            assert line.endswith(" " + word), line
+            assert len(line) - len(word) <= columns, f"wider than the terminal: {line!r}"
