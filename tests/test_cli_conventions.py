@@ -246,8 +246,19 @@ def test_shell_completion_completes_commands_and_flags(work, tmp_path):
     assert cli(env=env, cwd=work).stdout.split() == ["scan"]
     env.update(COMP_WORDS="elastic-audit relaunch --dry", COMP_CWORD="2")
     assert cli(env=env, cwd=work).stdout.split() == ["--dry-run"]
-    shown = cli("--show-completion", "bash", env=clean_env(tmp_path), cwd=work)
-    assert "_ELASTIC_AUDIT_COMPLETE" in shown.stdout
+    # --show-completion prints the script for the shell it runs in (typer detects it from the
+    # parent processes): run from bash, as a user types it
+    import shlex
+    import subprocess
+
+    from support.cli import CLI
+
+    line = " ".join(shlex.quote(a) for a in CLI) + " --show-completion"
+    shown = subprocess.run(
+        ["bash", "-c", line], env=clean_env(tmp_path), cwd=work, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert "_ELASTIC_AUDIT_COMPLETE=complete_bash" in shown.stdout, shown.stderr
 
 
 def test_p_and_d_short_flags_as_flytectl_spells_them(box, work, tmp_path):
