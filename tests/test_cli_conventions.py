@@ -253,7 +253,8 @@ def test_shell_completion_completes_commands_and_flags(work, tmp_path):
 
     from support.cli import CLI
 
-    line = " ".join(shlex.quote(a) for a in CLI) + " --show-completion"
+    # (a second command keeps bash from exec'ing python in its place: bash stays the parent)
+    line = " ".join(shlex.quote(a) for a in CLI) + " --show-completion; exit $?"
     shown = subprocess.run(
         ["bash", "-c", line], env=clean_env(tmp_path), cwd=work, capture_output=True, text=True,
         timeout=60,
