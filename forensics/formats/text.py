@@ -8,8 +8,9 @@ from forensics.model import Checkpoint, Report
 
 
 def short_time(t: datetime | None) -> str:
-    """`2026-09-10 19:45:22Z` — compact but unambiguous UTC for tables."""
-    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t is not None else "—"
+    """`2026-09-10T19:45:22Z`: RFC 3339 in UTC to the second, the one time format of every
+    message (errors, -v, tables, reports)."""
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "—"
 
 
 def checkpoint_summary(ck: Checkpoint) -> str:
