@@ -25,7 +25,7 @@ from forensics.commands.options import (
     value_option,
 )
 from forensics.errors import UsageError
-from forensics.formats import REPORT_FORMATS
+from forensics.formats import SCAN_FORMATS
 
 if TYPE_CHECKING:
     from forensics.sandbox.stack import Sandbox
@@ -36,6 +36,8 @@ Examples:
   elastic-audit demo
 
   elastic-audit demo -o markdown
+
+  elastic-audit demo -o html > incident.html
 
   elastic-audit demo --keep-running --env-file sandbox.env -o table
   # then, in another shell:
@@ -57,6 +59,10 @@ console_url = "http://localhost:30080/console"
 
 [checkpoints]
 input = "checkpoint_dir"
+
+# Kubernetes events shipped by Grafana Alloy (docs/configuration.md): a second witness
+[k8s_events]
+enabled = true
 """
 
 
@@ -108,7 +114,7 @@ def demo(
         help="Add a new silent green (signalled 5 minutes ago) to the demo running with "
         "--keep-running whose env file this shell sourced; print its execution.",
     ),
-    output: str | None = output_option(*REPORT_FORMATS),
+    output: str | None = output_option(*SCAN_FORMATS),
     no_progress: bool = NoProgressOpt,
 ) -> None:
     """Start Loki, Flyte Admin and S3 on loopback, seed the reference incident, run a real scan."""
@@ -117,7 +123,7 @@ def demo(
             raise UsageError("--add-incident talks to a running demo; start none with it")
         _ask_running_demo()
         return
-    fmt = check_output(default_output(output), REPORT_FORMATS)
+    fmt = check_output(default_output(output), SCAN_FORMATS)
     if env_file is not None:
         if not keep_running:
             raise UsageError("--env-file needs --keep-running (the sandbox stops with the demo)")

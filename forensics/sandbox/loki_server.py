@@ -139,6 +139,10 @@ class LokiFaults:
 
     latency: float = 0.0
     rules: list[FaultRule] = field(default_factory=list)
+    # Seconds more per log line a query_range's selected streams hold in its [start, end): a real
+    # Loki reads every chunk of those streams in the range to apply the line filters, so its
+    # answer takes time in proportion to the lines scanned, not to the lines returned.
+    latency_per_line: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -356,9 +360,11 @@ class LokiServer:
         self._check_limits(org, limit, start, end)
         t0 = time.perf_counter()
         streams = self._store.matching(query.selects) if self._tenant_sees_data(org) else []
-        if self.query_timeout_lines is not None:
+        if self.query_timeout_lines is not None or self.faults.latency_per_line > 0:
             scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
-            if scanned > self.query_timeout_lines:
+            if self.faults.latency_per_line > 0:
+                self._stopping.wait(self.faults.latency_per_line * scanned)
+            if self.query_timeout_lines is not None and scanned > self.query_timeout_lines:
                 self._stopping.wait(self.query_timeout_delay)
                 raise QueryTimeout()
         result, returned, scanned, nbytes = select(
