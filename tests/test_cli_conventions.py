@@ -117,7 +117,11 @@ def test_the_demo_recipe_in_docs_commands_runs_adds_an_incident_and_deactivates(
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     # the env file holds the environment and the report file the report: not one in the other
-    assert json.loads((tmp_path / "demo-report.json").read_text())["summary"]["affected"] == 5
+    report = json.loads((tmp_path / "demo-report.json").read_text())
+    assert any(
+        f["execution"]["name"] == "azvg5f9v9974m78fvlf7" and f["verdict"] == "affected"
+        for f in report["findings"]
+    )
     assert "export LOKI_ADDR=" in (tmp_path / "sandbox.env").read_text()
     assert json.loads((tmp_path / "incident.json").read_text())["verdict"] == "affected"
     added = re.search(r"^gs1:production:(n[0-9a-f]{19})$", r.stdout, re.M)
