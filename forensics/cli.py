@@ -22,7 +22,7 @@ import typer.core
 from typer import _click as click
 
 from forensics import TOOL
-from forensics.commands import demo, fix, merge, pin_bump, relaunch, scan, show, watch
+from forensics.commands import config_cmd, demo, fix, merge, pin_bump, relaunch, scan, show, watch
 from forensics.commands.options import with_flag_groups
 from forensics.errors import ElasticAuditError
 
@@ -128,6 +128,7 @@ class App(typer.Typer):
 
 app = App(
     name="elastic-audit",
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     help=(
         "Forensics for Flyte + PyTorch Elastic: find task attempts that were preempted and "
         "still marked SUCCEEDED, see what they lost, relaunch them, and ship the plugin fix."
@@ -136,16 +137,41 @@ app = App(
 )
 
 
+# What a bug report needs besides the tool's own version: the libraries whose versions decide
+# what the tool reads and what the fix applies to. Read from the installed metadata, not
+# imported (torch takes seconds to import).
+VERSION_OF = ("flytekit", "flytekitplugins-kfpytorch", "torch")
+
+
+def version_line() -> str:
+    """`elastic-audit 0.1.0 (flytekit 1.13.15, flytekitplugins-kfpytorch …, torch …, Python 3.11.7)`."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = []
+    for dist in VERSION_OF:
+        try:
+            parts.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            parts.append(f"{dist} not installed")
+    parts.append(f"Python {platform.python_version()}")
+    return f"{TOOL} ({', '.join(parts)})"
+
+
 def _version(value: bool) -> None:
     if value:
-        typer.echo(TOOL)
+        typer.echo(version_line())
         raise typer.Exit(0)
 
 
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print the version, with flytekit's, the plugin's, torch's and Python's, and exit.",
     ),
 ) -> None:
     """elastic-audit: incident forensics for Flyte and PyTorch Elastic."""
@@ -159,6 +185,7 @@ app.add("relaunch", relaunch.relaunch, relaunch.EXAMPLES)
 app.add("scan", scan.scan, scan.EXAMPLES)
 app.add("show", show.show, show.EXAMPLES)
 app.add("watch", watch.watch, watch.EXAMPLES)
+app.add("config", config_cmd.config, config_cmd.EXAMPLES)
 
 fix_app = App(name="fix", help=fix.HELP, no_args_is_help=True)
 fix_app.add("show", fix.show, fix.SHOW_EXAMPLES)

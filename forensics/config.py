@@ -428,6 +428,7 @@ def load_settings(
 ) -> Settings:
     """Build Settings with precedence flag > environment > config file > default."""
     env = os.environ if env is None else env
+    _stale_variables(env, config=config, flyte_config=flyte_config)
     path = find_config_file(config, env)
     file = read_config_file(path) if path else {}
     floki, fflyte, fck = file.get("loki", {}), file.get("flyte", {}), file.get("checkpoints", {})
@@ -540,6 +541,34 @@ def _checkpoint_settings(
         except ValueError as e:
             raise ConfigError(f"--checkpoint-template {e}") from None
     return CheckpointSettings(input=checkpoint_input or fck.get("input"), template=template)
+
+
+def _stale_variables(
+    env: Mapping[str, str], *, config: str | None, flyte_config: str | None
+) -> None:
+    """Every variable naming a file that is gone, in one error: a stopped `demo --keep-running`
+    leaves several, and naming them one per run made the user run the tool once for each."""
+    named = []
+    if not config:
+        named.append("ELASTIC_AUDIT_CONFIG")
+    if not flyte_config:
+        # flytekit's precedence: the override wins, the other is then not read
+        named.append(next((v for v in _FLYTECTL_VARS if env.get(v)), _FLYTECTL_VARS[-1]))
+    stale = [v for v in named if env.get(v) and not Path(env[v]).is_file()]
+    log = env.get("ELASTIC_AUDIT_AUDIT_LOG")
+    if log and not Path(log).parent.is_dir():  # a deleted sandbox directory
+        stale.append("ELASTIC_AUDIT_AUDIT_LOG")
+    if len(stale) < 2:
+        return  # one is named where it is read, with its own message
+    listed = "; ".join(f"{v}={env[v]}" for v in stale)
+    raise ConfigError(
+        f"{len(stale)} variables name files that do not exist ({listed}): left over from a "
+        f"stopped `demo --keep-running`? `elastic_audit_deactivate` (defined by the demo's env "
+        f"file) or `unset {' '.join(stale)}`"
+    )
+
+
+_FLYTECTL_VARS = ("FLYTECTL_CONFIG_OVERRIDE", "FLYTECTL_CONFIG")
 
 
 def _env_file(value: str, var: str) -> None:

@@ -439,8 +439,14 @@ def build_finding(
     assert verdict is not None and decision.is_finding
     outputs = decision.outputs
     notes = (decision.note,) if decision.note else ()
-    if signal is not None and verdict is not Verdict.AFFECTED:
-        # `signal` is null for `suspected` (docs/report.md); the hit is kept as a note.
+    if (
+        signal is not None
+        and verdict is not Verdict.AFFECTED
+        and not signal_precedes_end(att, signal)
+    ):
+        # A signal after the attempt's end is no death signal of it (docs/report.md): `signal`
+        # is null and the hit is kept as a note. One before the end stays evidence, whatever
+        # made the verdict `suspected` (S3 unreadable, say).
         notes += (late_signal_note(att, signal),)
         signal = None
     if disruption is not None and not disruption_precedes_end(att, disruption):

@@ -8,10 +8,12 @@ from datetime import datetime, timedelta
 from pytimeparse import parse as parse_duration_seconds
 
 from forensics.errors import UsageError
-from forensics.model import UTC, Window
+from forensics.model import UTC, Window, rfc3339
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _FRACTION = re.compile(r"(\d{2}:\d{2}:\d{2})\.(\d+)")
+# `1M`: a month to many people, a minute to pytimeparse (its units are case-insensitive).
+_AMBIGUOUS_M = re.compile(r"\d\s*M(?![A-Za-z])")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -23,6 +25,11 @@ def parse_duration(text: str) -> timedelta | None:
     text = text.strip()
     if not text or text.startswith("-"):
         return None
+    if _AMBIGUOUS_M.search(text):
+        raise ValueError(
+            f"{text!r} is ambiguous: M is a month to some and a minute to others; write m or "
+            "min for minutes, or days for a month (30d)"
+        )
     seconds = parse_duration_seconds(text)
     if seconds is None:
         return None
@@ -67,9 +74,23 @@ def parse_time(text: str, *, flag: str) -> datetime:
     return t.astimezone(UTC)
 
 
+def parse_until(until: str | None, now: datetime) -> datetime:
+    """`--until` (default `now`); a time after `now` is refused: a window that has not happened
+    yet cannot be scanned, and a guard state must never record it as scanned."""
+    if until is None:
+        return now
+    end = parse_time(until, flag="--until")
+    if end > now:
+        raise UsageError(
+            f"--until {rfc3339(end)} is in the future (now {rfc3339(now.replace(microsecond=0))}): a scan cannot read "
+            "what has not happened yet; leave --until out to scan up to now"
+        )
+    return end
+
+
 def parse_window(since: str, until: str | None, *, now: datetime | None = None) -> Window:
     """The scan window from `--since` (duration back from `--until`, or a time) and `--until`."""
-    end = parse_time(until, flag="--until") if until is not None else (now or datetime.now(UTC))
+    end = parse_until(until, now or datetime.now(UTC))
     try:
         duration = parse_duration(since)
     except ValueError as e:
@@ -88,11 +109,9 @@ def parse_window(since: str, until: str | None, *, now: datetime | None = None) 
     if start < EPOCH:
         # Loki's timestamps are Unix nanoseconds: nothing can be logged before 1970.
         raise UsageError(
-            f"--since ({start.isoformat()}) is before 1970-01-01T00:00:00Z; Loki holds no logs "
+            f"--since ({rfc3339(start)}) is before 1970-01-01T00:00:00Z; Loki holds no logs "
             "from before the Unix epoch"
         )
     if start >= end:
-        raise UsageError(
-            f"--since ({start.isoformat()}) must be before --until ({end.isoformat()})"
-        )
+        raise UsageError(f"--since ({rfc3339(start)}) must be before --until ({rfc3339(end)})")
     return Window(start, end)

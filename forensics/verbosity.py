@@ -68,6 +68,13 @@ _HEADER = re.compile(
     r"|refresh_token|password)['\"]?\s*[:=]\s*(?:b?['\"])?(?:(?:bearer|basic)\s+)?)"
     r"[^\s'\",&;]+"
 )
+# An AWS SigV4 `Authorization` value is several comma-separated parts (`AWS4-HMAC-SHA256
+# Credential=AKIA…/date/region/s3/aws4_request, SignedHeaders=…, Signature=…`: botocore's
+# auth.py `SigV4Auth.add_auth`); the access key id is in it, so the whole value is masked, up to
+# the end of the header (a quote closing a headers dict, or the line's end). Presigned URLs carry
+# the same parts as query parameters.
+_AUTHORIZATION = re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\"\r\n]+")
+_SIGV4_PARTS = re.compile(r"(?i)((?:x-amz-)?(?:credential|signature)=)[^\s'\",&;]+")
 MASK = "***"
 
 
@@ -113,6 +120,8 @@ def redact(text: str, secrets: list[str]) -> str:
     for s in secrets:
         if s in text:
             text = text.replace(s, MASK)
+    text = _AUTHORIZATION.sub(lambda m: m.group(1) + MASK, text)
+    text = _SIGV4_PARTS.sub(lambda m: m.group(1) + MASK, text)
     return _HEADER.sub(lambda m: m.group(1) + MASK, text)
 
 

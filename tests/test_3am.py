@@ -10,10 +10,7 @@ process (or a pseudo-terminal), so logging, flytekit's import and the terminal a
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -23,29 +20,10 @@ from pathlib import Path
 import pytest
 from support.cli import CLI, run_process
 from support.scan import WINDOW
+from support.terminal import clean_env, rows_fit, run_in_pty, work_dir
 
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 LONG = "gs1:production:nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"
-CONFIG = """
-[flyte]
-retries = 0
-retry_backoff = 0.01
-timeout = 5
-[loki]
-retries = 0
-retry_backoff = 0.01
-timeout = 5
-[checkpoints]
-input = "checkpoint_dir"
-"""
-SOURCE_VARS = ("LOKI_", "FLYTE", "AWS_", "ELASTIC_AUDIT_", "COLUMNS", "XDG_")
-
-
-def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """The caller's environment without anything that points at a source, HOME in tmp_path."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(SOURCE_VARS)}
-    env.update(HOME=str(tmp_path / "home"), XDG_STATE_HOME=str(tmp_path / "state"), **extra)
-    return env
 
 
 def cli(
@@ -56,11 +34,7 @@ def cli(
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
-    (tmp_path / "home").mkdir()
-    w = tmp_path / "work"
-    w.mkdir()
-    (w / "elastic-audit.toml").write_text(CONFIG)
-    return w
+    return work_dir(tmp_path)
 
 
 # -- 1. -v tells the tool's own story, not botocore's -------------------------------------------
@@ -195,6 +169,19 @@ def test_demo_env_file_sandbox_audit_log_and_stale_variables_named(tmp_path):
         )
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)[0]["status"] == "relaunched"
+        # The user's own AWS keys come back with `elastic_audit_deactivate`; what was not set
+        # before is unset again. Sourcing twice keeps the user's values, not the sandbox's.
+        undo = (
+            f'. {env_file}; . {env_file}; echo "$AWS_ACCESS_KEY_ID"; elastic_audit_deactivate; '
+            'echo "$AWS_ACCESS_KEY_ID ${LOKI_ADDR-unset} ${ELASTIC_AUDIT_CONFIG-unset}"'
+        )
+        mine = {**env, "AWS_ACCESS_KEY_ID": "AKIAUSERSOWNKEY"}
+        u = subprocess.run(["sh", "-c", undo], env=mine, capture_output=True, text=True, timeout=60)
+        assert u.stdout.splitlines() == ["sandbox-access-key", "AKIAUSERSOWNKEY unset unset"]
+        said = proc.stderr.readline()
+        while "Sandbox running" not in said:
+            said = proc.stderr.readline()
+        assert "elastic_audit_deactivate" in said and "AWS_ACCESS_KEY_ID" in said
         exported = dict(re.findall(r"^export (\w+)=(\S+)$", env_file.read_text(), re.M))
         sandbox_dir = Path(exported["FLYTECTL_CONFIG"]).parent
         assert Path(exported["ELASTIC_AUDIT_CONFIG"]).parent == sandbox_dir
@@ -210,15 +197,16 @@ def test_demo_env_file_sandbox_audit_log_and_stale_variables_named(tmp_path):
     assert report["summary"]["affected"] == 6
     assert not sandbox_dir.exists()
 
-    # The demo has stopped; the variables it exported now point at deleted files.
-    stale = {**env, **{k: v for k, v in exported.items() if k != "ELASTIC_AUDIT_AUDIT_LOG"}}
+    # The demo has stopped; the variables it exported now point at deleted files: all of them
+    # are named in one error, not one per run.
+    stale = {**env, **exported}
     r = cli("scan", "--since", "1d", env=stale, cwd=tmp_path)
-    assert r.returncode == 2 and r.stdout == ""
-    assert (
-        r.stderr.startswith("elastic-audit: error: ELASTIC_AUDIT_CONFIG=")
-        and "no such file" in r.stderr
-    )
-    del stale["ELASTIC_AUDIT_CONFIG"]
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1
+    for var in ("ELASTIC_AUDIT_CONFIG", "FLYTECTL_CONFIG", "ELASTIC_AUDIT_AUDIT_LOG"):
+        assert f"{var}={exported[var]}" in r.stderr
+    assert r.stderr.startswith("elastic-audit: error: 3 variables name files that do not exist")
+    assert "unset ELASTIC_AUDIT_CONFIG FLYTECTL_CONFIG ELASTIC_AUDIT_AUDIT_LOG" in r.stderr
+    del stale["ELASTIC_AUDIT_CONFIG"], stale["ELASTIC_AUDIT_AUDIT_LOG"]
     r = cli("show", INCIDENT, env=stale, cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.startswith("elastic-audit: error: FLYTECTL_CONFIG=")
     assert len(r.stderr.splitlines()) == 1
@@ -227,61 +215,16 @@ def test_demo_env_file_sandbox_audit_log_and_stale_variables_named(tmp_path):
 # -- 4. one table renderer, sized to the terminal -----------------------------------------------
 
 
-def run_in_pty(args: list[str], env: dict[str, str], cwd: Path, columns: int) -> str:
-    """Run the CLI with stdout on a pseudo-terminal `columns` wide; what it printed there."""
-    import fcntl
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    proc = subprocess.Popen(
-        [*CLI, *args],
-        env=env,
-        cwd=cwd,
-        stdout=slave,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 120)
-        if not ready:
-            break
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    proc.wait(timeout=60)
-    os.close(master)
-    return b"".join(chunks).decode().replace("\r\n", "\n")
-
-
-def _rows_fit(text: str, columns: int) -> None:
-    """Every line fits, but for an identifier longer than the room its column has left (an S3
-    URI): it stays whole, alone at the end of its line, past the edge."""
-    for line in text.splitlines():
-        assert line == line.rstrip(), f"trailing spaces: {line!r}"
-        if len(line) > columns:
-            word = line.split()[-1]
-            assert line.endswith(" " + word), line
-            assert len(line) - len(word) <= columns, f"wider than the terminal: {line!r}"
-
-
 @pytest.mark.parametrize("columns", [150, 220])
 def test_tables_fit_the_terminal_and_never_break_an_identifier(box, work, tmp_path, columns):
     env = box.child_environ(clean_env(tmp_path))
     out = run_in_pty(["scan", *WINDOW, "--no-progress"], env, work, columns)
-    _rows_fit(out, columns)
+    rows_fit(out, columns)
     assert LONG in out  # whole, in one cell, in the form show and relaunch accept
     assert "gs1:production:azvg5f9v9974m78fvlf7" in out and "gs1/production\n" not in out
     shown = run_in_pty(["show", LONG], env, work, columns)
     assert f"Execution {LONG}" in shown
-    _rows_fit(shown, columns)
+    rows_fit(shown, columns)
     report = work / "report.json"
     cli("scan", *WINDOW, "--report", str(report), "-o", "json", env=env, cwd=work)
     dry = run_in_pty(
@@ -290,7 +233,7 @@ def test_tables_fit_the_terminal_and_never_break_an_identifier(box, work, tmp_pa
     header = next(line for line in dry.splitlines() if line.startswith("execution"))
     assert "reason" in header  # was dropped at a fixed 100 columns
     assert LONG in dry and "already-relaunched" in dry  # was cut: `…-v1-re…`, `already-relau…`
-    _rows_fit(dry, columns)
+    rows_fit(dry, columns)
 
 
 def test_piped_table_has_one_line_per_row_and_show_accepts_the_slash_form(box, work, tmp_path):
@@ -322,7 +265,7 @@ def test_help_names_values_shows_defaults_whole_and_only_each_commands_formats(t
         r"--report FILE\s", helps["scan"]
     )
     assert re.search(r"--exit-zero\s+Exit 0", helps["scan"])  # a flag: no placeholder
-    assert "-o, --output table|json|csv|markdown|html" in helps["scan"]
+    assert "-o, --output table|wide|json|csv|markdown|html" in helps["scan"]
     assert "-o, --output table|json|html " in helps["show"]
     for c in ("relaunch", "fix check", "fix apply"):
         assert "-o, --output table|json " in helps[c], c

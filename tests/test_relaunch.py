@@ -150,10 +150,11 @@ def test_a_healthy_execution_is_refused_without_force(box, capsys, tmp_path):
     assert len(box.admin.calls_of("RelaunchExecution")) == 1
 
 
-def test_an_unknown_execution_is_refused(box, capsys):
-    code, out, _ = relaunch(capsys, "gs1:production:doesnotexist0000000a", "--yes", "-o", "json")
-    assert code == 1 and out[0]["status"] == "refused" and "not found" in out[0]["reason"]
-    assert mutations(box) == 0
+def test_an_unknown_execution_is_a_usage_error_with_nothing_done(box, capsys, tmp_path):
+    # a typo, as `show` treats it (docs/exit-codes.md): exit 2, nothing sent, nothing audited
+    code, out, err = relaunch(capsys, "gs1:production:doesnotexist0000000a", "--yes", "-o", "json")
+    assert code == 2 and out == "" and "not found in Flyte Admin" in err
+    assert mutations(box) == 0 and audit_lines(tmp_path) == []
 
 
 def test_from_report_relaunches_affected_and_suspected_once_each(box, capsys, tmp_path):

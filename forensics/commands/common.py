@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.config import Settings
+from forensics.formats.text import SOURCE_NAMES
 from forensics.fsutil import write_atomic
 from forensics.model import Gap
 
@@ -65,6 +66,26 @@ def check_writable_file(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path}: directory {directory} is not writable")
 
 
+def check_writable_dir(path: Path, flag: str) -> None:
+    """Refuse (exit 2) a directory that cannot be created or written, before any long work: the
+    nearest existing ancestor must be a directory a file can be created in (a read-only file
+    system refuses even root). Nothing is created here."""
+    import tempfile
+
+    from forensics.errors import UsageError
+
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"{flag} {path}: {existing} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: cannot write in {existing} ({e.strerror})") from None
+
+
 def emit(text: str) -> None:
     """Data to stdout, exactly as rendered, nothing else."""
     sys.stdout.write(text)
@@ -75,7 +96,13 @@ def emit(text: str) -> None:
 
 _CAUSES = (
     (
-        ("refused", "connection reset", "failed to connect", "connect call failed"),
+        (
+            "refused",
+            "connection reset",
+            "failed to connect",
+            "connect call failed",
+            "cannot reach",
+        ),
         "nothing answers at",
     ),
     (
@@ -91,7 +118,6 @@ _CAUSES = (
     (("429", "too many", "slowdown", "resource_exhausted"), "the server is throttling:"),
     (("500", "502", "503", "504", "unavailable"), "the server failed or is unreachable:"),
 )
-_SOURCE_NAMES = {"loki": "Loki", "admin": "Flyte Admin", "s3": "S3"}
 
 
 def likely_cause(error: str) -> str:
@@ -110,7 +136,7 @@ def report_failures(gaps: Iterable[Gap], settings: Settings, endpoints: dict[str
         first = failed[0].error
         address = endpoints.get(source, "?")
         origin = settings.origins.get(source, "")
-        name = _SOURCE_NAMES.get(source, source)
+        name = SOURCE_NAMES.get(source, source)
         sys.stderr.write(
             f"elastic-audit: {name} failed ({len(failed)} gap(s); first: {first}): likely cause: "
             f"{likely_cause(first)} {address}, {origin}\n"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import shlex
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -24,6 +27,9 @@ from forensics.commands.options import (
 from forensics.errors import UsageError
 from forensics.formats import SCAN_FORMATS
 
+if TYPE_CHECKING:
+    from forensics.sandbox.stack import Sandbox
+
 EXAMPLES = """
 Examples:
 
@@ -36,7 +42,11 @@ Examples:
   elastic-audit demo --keep-running --env-file sandbox.env -o table
   # then, in another shell:
   . ./sandbox.env && elastic-audit show gs1:production:azvg5f9v9974m78fvlf7
+  elastic-audit demo --add-incident     # a new silent green, signalled 5 minutes ago
+  elastic_audit_deactivate              # your own variables back
 """
+
+ADD_REQUEST = "add-incident.json"  # in the sandbox directory: what --add-incident asks for
 
 # What the sandbox's S3 imports (forensics/sandbox/s3_server.py): the `demo` extra, which a plain
 # install lacks. Looked up, not imported: a missing one stops the demo before anything starts.
@@ -56,9 +66,36 @@ enabled = true
 """
 
 
+DEACTIVATE = "elastic_audit_deactivate"
+
+
 def env_lines(env: dict[str, str]) -> str:
-    """`export NAME=value` lines, shell-quoted: `. FILE` works in sh, bash and zsh."""
-    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+    """`export NAME=value` lines, shell-quoted: `. FILE` works in sh, bash and zsh.
+
+    The values they replace (the user's own AWS keys, say) are kept first, once, and the
+    `elastic_audit_deactivate` function the file defines puts them back (or unsets what was
+    not set), as a virtualenv's `deactivate` does."""
+    names = sorted(env)
+    keep = "".join(
+        f'  if [ -n "${{{k}+x}}" ]; then export _ELASTIC_AUDIT_OLD_{k}="${k}"; fi\n' for k in names
+    )
+    restore = "".join(
+        f'  if [ -n "${{_ELASTIC_AUDIT_OLD_{k}+x}}" ]; then export {k}="$_ELASTIC_AUDIT_OLD_{k}"; '
+        f"unset _ELASTIC_AUDIT_OLD_{k}; else unset {k}; fi\n"
+        for k in names
+    )
+    return (
+        "# elastic-audit demo sandbox: `. THIS_FILE` points elastic-audit at it;\n"
+        f"# `{DEACTIVATE}` puts back what it replaced.\n"
+        'if [ -z "${_ELASTIC_AUDIT_SANDBOX+x}" ]; then\n'
+        "  export _ELASTIC_AUDIT_SANDBOX=1\n"
+        + keep
+        + "fi\n"
+        + "".join(f"export {k}={shlex.quote(env[k])}\n" for k in names)
+        + f"{DEACTIVATE}() {{\n"
+        + restore
+        + f"  unset _ELASTIC_AUDIT_SANDBOX; unset -f {DEACTIVATE}\n}}\n"
+    )
 
 
 def demo(
@@ -72,10 +109,20 @@ def demo(
         "FILE",
         "With --keep-running: write that environment to FILE (`. FILE` to use it).",
     ),
+    add_incident: bool = flag_option(
+        "--add-incident",
+        help="Add a new silent green (signalled 5 minutes ago) to the demo running with "
+        "--keep-running whose env file this shell sourced; print its execution.",
+    ),
     output: str | None = output_option(*SCAN_FORMATS),
     no_progress: bool = NoProgressOpt,
 ) -> None:
     """Start Loki, Flyte Admin and S3 on loopback, seed the reference incident, run a real scan."""
+    if add_incident:
+        if keep_running or env_file:
+            raise UsageError("--add-incident talks to a running demo; start none with it")
+        _ask_running_demo()
+        return
     fmt = check_output(default_output(output), SCAN_FORMATS)
     if env_file is not None:
         if not keep_running:
@@ -97,6 +144,7 @@ def demo(
             **box.env,
             "ELASTIC_AUDIT_CONFIG": str(cfg),
             "ELASTIC_AUDIT_AUDIT_LOG": str(home / "audit.jsonl"),
+            "ELASTIC_AUDIT_DEMO_PID": str(os.getpid()),
         }
         args = [
             sys.executable,
@@ -118,15 +166,74 @@ def demo(
         rc = subprocess.run(args, env=box.child_environ() | env, check=False).returncode
         if keep_running:
             _announce(env, env_file)
-            stop = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
-            try:
-                while not stop.wait(3600):
-                    pass
-            except KeyboardInterrupt:
-                pass
+            _serve(box, home)
     # The demo worked when the scan ran to completion: findings (exit 1) are its point.
     raise typer.Exit(0 if rc in (0, 1) else rc)
+
+
+def _serve(box: Sandbox, home: Path) -> None:
+    """Wait until SIGTERM or Ctrl-C; on SIGUSR1 (`demo --add-incident`) add the incident that
+    the request file in `home` describes, and delete the file to say it is done."""
+    wake, stop = threading.Event(), threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
+    signal.signal(signal.SIGUSR1, lambda *_: wake.set())
+    try:
+        while not stop.is_set():
+            wake.wait(3600)
+            wake.clear()
+            request = home / ADD_REQUEST
+            if request.exists():
+                _add_requested(box, request)
+    except KeyboardInterrupt:
+        pass
+
+
+def _add_requested(box: Sandbox, request: Path) -> None:
+    from forensics.sandbox.live import add_incident
+    from forensics.timeutil import fromisoformat
+
+    asked = json.loads(request.read_text(encoding="utf-8"))
+    at = fromisoformat(asked["signal_at"])
+    execution = add_incident(box, asked["name"], at)
+    request.unlink()
+    typer.echo(
+        f"elastic-audit: demo: added {execution} (SIGTERM at {asked['signal_at']})", err=True
+    )
+
+
+def _ask_running_demo() -> None:
+    """Ask the running demo (its pid and directory from the sourced env file) for an incident."""
+    import secrets
+    import time
+    from datetime import datetime, timedelta
+
+    from forensics.errors import ConfigError
+    from forensics.model import UTC, rfc3339
+
+    pid, config = os.environ.get("ELASTIC_AUDIT_DEMO_PID"), os.environ.get("ELASTIC_AUDIT_CONFIG")
+    if not (pid and pid.isdigit() and config):
+        raise UsageError(
+            "--add-incident: no running demo in this shell's environment (start `elastic-audit "
+            "demo --keep-running --env-file sandbox.env`, then `. ./sandbox.env`)"
+        )
+    home = Path(config).parent
+    name = "n" + secrets.token_hex(10)[:19]  # a Flyte-like name: 20 characters, [a-z0-9]
+    at = rfc3339(datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5))
+    try:
+        write_atomically(str(home / ADD_REQUEST), json.dumps({"name": name, "signal_at": at}))
+        os.kill(int(pid), signal.SIGUSR1)
+    except (OSError, ProcessLookupError) as e:
+        raise ConfigError(
+            f"--add-incident: the demo (pid {pid}, {home}) is not running ({e.strerror or e}); "
+            "`elastic_audit_deactivate` forgets its variables"
+        ) from None
+    deadline = time.monotonic() + 30
+    while (home / ADD_REQUEST).exists():
+        if time.monotonic() > deadline:
+            raise ConfigError(f"--add-incident: the demo (pid {pid}) did not answer in 30 s")
+        time.sleep(0.1)
+    typer.echo(f"elastic-audit: added a silent green to the demo: SIGTERM at {at}", err=True)
+    typer.echo(f"gs1:production:{name}")
 
 
 def _require_demo_extra() -> None:
@@ -155,7 +262,8 @@ def _announce(env: dict[str, str], env_file: str | None) -> None:
         typer.echo(text, err=True, nl=False)
         where = "Sandbox running: paste the lines above (or use --env-file FILE)"
     typer.echo(
-        f"{where}, then run scan, show or relaunch. The variables point at files that go when "
-        "the sandbox stops. Ctrl-C to stop.",
+        f"{where}, then run scan, show or relaunch. It replaces {', '.join(sorted(env))} in "
+        f"that shell (your own AWS keys included); `{DEACTIVATE}` puts them back. The "
+        "variables point at files that go when the sandbox stops. Ctrl-C to stop.",
         err=True,
     )

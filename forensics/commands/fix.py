@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from forensics.commands.common import emit
+from forensics.commands.common import check_writable_dir, emit
 from forensics.commands.options import check_output, default_output, output_option
 from forensics.errors import UsageError
 from forensics.formats import TABLE_OR_JSON, OutputFormat, render
@@ -138,6 +138,7 @@ def build_cmd(
     from forensics.plugin_fix.build import build
 
     fmt = check_output(default_output(output), TABLE_OR_JSON)
+    check_writable_dir(out, "--out")  # before minutes of pip, not a traceback after them
     with spinner(f"building the fixed {version} with pip", enabled=not no_progress):
         result = build(version, out)
     emit(render(result, fmt))

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 # -- -o/--output --------------------------------------------------------------------------------
 
 _DEFAULT_HELP = {
-    OutputFormat.table: "table (default on a terminal)",
+    OutputFormat.table: "table (default on a terminal; a block per finding when the terminal is too narrow for the table)",
+    OutputFormat.wide: "wide (the table whatever the width)",
     OutputFormat.json: "json (default when piped)",
 }
 
@@ -75,9 +76,12 @@ def check_output(fmt: OutputFormat, allowed: tuple[OutputFormat, ...]) -> Output
 # -- one option style ----------------------------------------------------------------------------
 
 
-def value_option(flag: str, metavar: str, help: str, **kwargs: Any) -> Any:
-    """An option that takes a value named `metavar`; unset (None) unless given, no default shown."""
-    return typer.Option(None, flag, metavar=metavar, help=help, show_default=False, **kwargs)
+def value_option(flag: str, metavar: str, help: str, *short: str, **kwargs: Any) -> Any:
+    """An option that takes a value named `metavar`; unset (None) unless given, no default shown.
+    `short`: its one-letter spellings (`-p`)."""
+    return typer.Option(
+        None, flag, *short, metavar=metavar, help=help, show_default=False, **kwargs
+    )
 
 
 def flag_option(*names: str, help: str) -> Any:
@@ -227,10 +231,13 @@ class ScopeFlags:
 
 SCOPE_FLAGS = _group(
     ScopeFlags,
+    # -p/-d as flytectl spells them
     project=typer.Option(
-        [], "--project", metavar="PROJECT", help="Only this project (repeatable)."
+        [], "--project", "-p", metavar="PROJECT", help="Only this project (repeatable)."
     ),
-    domain=typer.Option([], "--domain", metavar="DOMAIN", help="Only this domain (repeatable)."),
+    domain=typer.Option(
+        [], "--domain", "-d", metavar="DOMAIN", help="Only this domain (repeatable)."
+    ),
 )
 
 

@@ -28,7 +28,7 @@ from forensics.model import ExecutionRef
 from forensics.verbosity import setup_logging
 
 if TYPE_CHECKING:
-    from forensics.relaunch import Plan
+    from forensics.relaunch import AuditLog, Outcome, Plan
     from forensics.relaunch.relauncher import Relauncher
     from forensics.sources import Sources
 
@@ -55,7 +55,8 @@ overwrite_cache recomputes. Refused unless --force: not affected or suspected, s
 queued, a child execution (--parent relaunches the top one). A relaunch that itself ended
 silently green is reported and relaunched in turn.
 Exit codes: 0 all relaunched / already relaunched / dry-run, 1 any refused, 3 Flyte Admin failed
-for any, 2 usage error (or no terminal to confirm on and no --yes).
+for any, 2 usage error: an execution Admin does not know, an audit log that cannot be written,
+no terminal to confirm on and no --yes.
 """
 
 
@@ -86,8 +87,12 @@ def relaunch(
         "FILE",
         "A JSON report from `scan`: relaunch its affected and suspected findings.",
     ),
-    project: str | None = value_option("--project", "PROJECT", "Project of bare execution names."),
-    domain: str | None = value_option("--domain", "DOMAIN", "Domain of bare execution names."),
+    project: str | None = value_option(
+        "--project", "PROJECT", "Project of bare execution names.", "-p"
+    ),
+    domain: str | None = value_option(
+        "--domain", "DOMAIN", "Domain of bare execution names.", "-d"
+    ),
     dry_run: bool = flag_option("--dry-run", help="Print the exact requests; change nothing."),
     yes: bool = flag_option("--yes", "-y", help="Do not ask for confirmation (for scripts)."),
     force: bool = flag_option(
@@ -133,11 +138,16 @@ def relaunch(
         raise UsageError(
             "no terminal to confirm on: pass --yes to relaunch, or --dry-run to preview"
         )
+    from forensics.relaunch import AuditLog, default_audit_log
     from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input
 
+    settings = sources.settings()
+    # The audit log is opened before anything is asked of Admin: one that cannot be written
+    # stops the command here (exit 2), not after a relaunch was sent.
+    audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
     # The clients close when the relaunches are done, as scan's and show's do.
-    with Sources.from_settings(sources.settings()) as clients:
-        relauncher = _relauncher(clients, audit_log)
+    with audit, Sources.from_settings(settings) as clients:
+        relauncher = _relauncher(clients, audit)
         options = Options(
             force=force,
             parent=parent,
@@ -145,12 +155,16 @@ def relaunch(
             overwrite_cache=not no_overwrite_cache,
         )
         plans = [relauncher.plan(r, options) for r in refs]
+        _refuse_unknown(plans)
         # The plan on stderr before anything is done (-o json carries it in each result).
         if fmt is OutputFormat.table or not (dry_run or yes):
             _say(line for p in plans for line in plan_lines(p))
         if not dry_run and not yes:
             _confirm_plans(plans)
-        outcomes = [relauncher.execute(p, dry_run=dry_run) for p in plans]
+        outcomes = [
+            _linked(relauncher.execute(p, dry_run=dry_run), settings.flyte.console_url)
+            for p in plans
+        ]
     if dry_run and fmt is OutputFormat.table:
         _say(request_lines(plans, outcomes))
     emit(render(RelaunchResults(tuple(outcomes), dry_run), fmt))
@@ -171,13 +185,36 @@ def _targets(
     return refs
 
 
-def _relauncher(clients: Sources, audit_log: str | None) -> Relauncher:
-    from forensics.relaunch import AuditLog, default_audit_log
+def _relauncher(clients: Sources, audit: AuditLog) -> Relauncher:
     from forensics.relaunch.relauncher import Relauncher
 
-    audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
     # The scan's own evaluation of one execution: the same rules as `scan` (docs/verdicts.md).
     return Relauncher.over(clients, audit)
+
+
+def _linked(outcome: Outcome, console_url: str | None) -> Outcome:
+    """The outcome with the Flyte console link of its new (or existing) execution."""
+    from dataclasses import replace
+
+    from forensics.detect import console_link
+
+    new = outcome.relaunched_as
+    if new is None:
+        return outcome
+    return replace(
+        outcome, console_url=console_link(console_url, new.project, new.domain, new.name)
+    )
+
+
+def _refuse_unknown(plans: list[Plan]) -> None:
+    """An execution Admin does not know is a typo: exit 2 before anything is done or audited,
+    as `show` does for the same name (docs/exit-codes.md)."""
+    unknown = [str(p.execution) for p in plans if p.verdict == "not-found"]
+    if unknown:
+        raise UsageError(
+            f"execution(s) not found in Flyte Admin: {', '.join(unknown)}; nothing relaunched "
+            "(check the name: project:domain:name)"
+        )
 
 
 def _confirm_plans(plans: list[Plan]) -> None:

@@ -41,8 +41,12 @@ def show(
     execution: str = typer.Argument(
         ..., metavar="EXECUTION", help="The execution (see forms below)."
     ),
-    project: str | None = value_option("--project", "PROJECT", "Project of a bare execution name."),
-    domain: str | None = value_option("--domain", "DOMAIN", "Domain of a bare execution name."),
+    project: str | None = value_option(
+        "--project", "PROJECT", "Project of a bare execution name.", "-p"
+    ),
+    domain: str | None = value_option(
+        "--domain", "DOMAIN", "Domain of a bare execution name.", "-d"
+    ),
     sources: SourceFlags = SOURCE_FLAGS,
     output: str | None = output_option(*SHOW_FORMATS),
     verbose: int = VerboseOpt,

@@ -77,7 +77,10 @@ def watch(
 ) -> None:
     """Run the guard scan every DURATION with a state, notifying and serving metrics."""
     setup_logging(verbose)
-    period = parse_duration(every) if every else None
+    try:
+        period = parse_duration(every) if every else None
+    except ValueError as e:
+        raise UsageError(f"--every: {e}") from None
     if period is None or period.total_seconds() < 1:
         raise UsageError(f"--every {every!r}: a duration of at least 1s (30m, 1h)")
     scope.check_names()
@@ -85,7 +88,35 @@ def watch(
         raise UsageError("watch needs --state FILE|s3://BUCKET/KEY (its memory across runs)")
     options = guard.options()
     settings = sources.settings(workers)
-    raise typer.Exit(_loop(settings, scope.scope(settings), options, since, period, metrics_port))
+    scan_scope = scope.scope(settings)
+    _check_first_run(scan_scope, options, since)
+    raise typer.Exit(_loop(settings, scan_scope, options, since, period, metrics_port))
+
+
+def _check_first_run(scope: ScanScope, options: GuardOptions, since: str | None) -> None:
+    """Every configuration error exits 2 here, before /metrics is served: a watch that serves
+    metrics but can never scan looks healthy and guards nothing (docs/exit-codes.md)."""
+    from forensics.guard.items import read_state
+    from forensics.guard.state import open_store
+    from forensics.timeutil import parse_window
+
+    if since is not None:
+        parse_window(since, None)  # a bad or ambiguous --since: exit 2 now
+        return
+    if options.reset_state:
+        raise UsageError("--reset-state needs --since (where the new state's first run starts)")
+    assert options.state is not None
+    scope_doc = {"projects": sorted(scope.projects), "domains": sorted(scope.domains)}
+    try:
+        state, _ = read_state(open_store(options.state), False, scope_doc)
+    except ConfigError:
+        raise
+    except ElasticAuditError:
+        return  # the state's store is down: not configuration; each run retries and says so
+    if state is None or state.scanned_until is None:
+        raise UsageError(
+            f"--since is required for the first run: state {options.state} does not exist yet"
+        )
 
 
 def _loop(
@@ -156,8 +187,8 @@ def _run(
         return replace(options, reset_state=False)  # only the first run resets
     except StateConflict as e:
         print(f"elastic-audit: error: {e}", file=sys.stderr, flush=True)
-    except ConfigError:
-        raise  # a foreign state or a bad config does not heal by waiting
+    except (ConfigError, UsageError):
+        raise  # a foreign state, a bad config or a missing --since does not heal by waiting
     except ElasticAuditError as e:  # a source down: the next run retries
         print(f"elastic-audit: error: {e}", file=sys.stderr, flush=True)
     return options

@@ -21,6 +21,7 @@ class OutputFormat(str, Enum):
     """How a command prints its result on stdout."""
 
     table = "table"
+    wide = "wide"
     json = "json"
     csv = "csv"
     markdown = "markdown"
@@ -29,7 +30,13 @@ class OutputFormat(str, Enum):
 
 
 # What each kind of result can be printed as (`-o`); a command's help lists only its own.
-REPORT_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.csv, OutputFormat.markdown)
+REPORT_FORMATS = (
+    OutputFormat.table,
+    OutputFormat.wide,
+    OutputFormat.json,
+    OutputFormat.csv,
+    OutputFormat.markdown,
+)
 TABLE_OR_JSON = (OutputFormat.table, OutputFormat.json)
 PIN_BUMP_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.diff)
 # `scan -o html` renders the incident page (an IncidentPage: the report and its executions).
@@ -42,7 +49,7 @@ Renderers = Mapping[type, Mapping[OutputFormat, Renderer]]
 # The modules that register renderers, cheapest to import first: a look-up loads them in this
 # order until one knows the result's type, so `fix` never imports the timeline's type (and with
 # it flytekit, seconds of start-up).
-_MODULES = ("report", "watch", "fix", "pinbump", "relaunch", "html", "timeline")
+_MODULES = ("report", "watch", "fix", "pinbump", "relaunch", "config", "html", "timeline")
 _registry: dict[type, Mapping[OutputFormat, Renderer]] = {}
 _loaded: list[str] = []
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from forensics.formats.text import checkpoint_summary, coverage_line, short_time
+from forensics.formats.text import (
+    checkpoint_summary,
+    coverage_line,
+    incomplete_headline,
+    short_time,
+)
 from forensics.model import AttemptRef, Finding, Report, SignalHit
 
 
@@ -56,7 +61,7 @@ def _head(report: Report) -> list[str]:
         "",
         f"- Window: {short_time(w.start)} → {short_time(w.end)} (end exclusive)",
         f"- Tool: {report.tool}",
-        f"- Coverage: {'complete' if report.complete else '**INCOMPLETE**'}",
+        f"- Coverage: {'complete' if report.complete else '**' + incomplete_headline(report) + '**'}",
         f"- Result: {coverage_line(report)}",
         "",
     ]

@@ -29,7 +29,12 @@ RELAUNCH_COLUMNS = (
 
 def _table(results: RelaunchResults) -> str:
     rows = [
-        (str(o.execution), o.status, o.relaunched_as.name if o.relaunched_as else "—", o.reason)
+        (
+            str(o.execution),
+            o.status,
+            o.relaunched_as.name if o.relaunched_as else "—",
+            o.reason + (f"; console: {o.console_url}" if o.console_url else ""),
+        )
         for o in results.outcomes
     ]
     return render_table(RELAUNCH_COLUMNS, rows, width=terminal_width())

@@ -7,12 +7,17 @@ from forensics.model import Report
 
 
 def _table(report: Report) -> str:
+    return table.render(report, width=table.terminal_width(), narrow=True)
+
+
+def _wide(report: Report) -> str:
     return table.render(report, width=table.terminal_width())
 
 
 RENDERERS: Renderers = {
     Report: {
         OutputFormat.table: _table,
+        OutputFormat.wide: _wide,
         OutputFormat.json: json.render,
         OutputFormat.csv: csv.render,
         OutputFormat.markdown: markdown.render,

@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from forensics.formats.text import coverage_line, short_time
+from forensics.formats.text import coverage_line, incomplete_headline, short_time
 from forensics.model import Checkpoint, Finding, Gap, Report
 
 GAP = "  "  # between columns
@@ -139,8 +139,10 @@ def render_pairs(title: str, pairs: Sequence[tuple[str, str]], *, width: int | N
 
 def _checkpoint(ck: Checkpoint) -> str:
     if ck.state == "present":
-        newest = f", newest {ck.latest:%m-%d %H:%M}" if ck.latest else ""
-        return f"present, {ck.objects} object(s){newest}"
+        # Seconds, as the signal column: a checkpoint written after the signal must read so.
+        newest = f", newest {ck.latest:%m-%d %H:%M:%S}" if ck.latest else ""
+        after = ", written AFTER the signal (may be partial)" if ck.written_after_signal else ""
+        return f"present, {ck.objects} object(s){newest}{after}"
     if ck.state == "unknown":
         return "unknown location" if ck.uri is None else f"unknown: {ck.reason}"
     return "EMPTY"
@@ -173,20 +175,61 @@ SCAN_COLUMNS = (
 )
 
 
-def render(report: Report, *, width: int | None = None) -> str:
-    """The scan report as a table; `execution` is `project:domain:name`, as show/relaunch take."""
+def _rows(report: Report) -> list[tuple[str, ...]]:
+    rows = []
+    for f in report.findings:
+        sig, ok = _when(f)
+        ck = _checkpoint(f.checkpoint)
+        if f.relaunched_as:
+            ck += f"; relaunched as {f.relaunched_as.name}"
+        node = f"{f.attempt.node_id}/{f.attempt.attempt}"
+        rows.append((f.verdict, str(f.attempt.execution), node, sig, ok, ck))
+    return rows
+
+
+def _too_narrow(rows: list[tuple[str, ...]], width: int | None) -> bool:
+    """The table's rows (without wrapping the checkpoint) do not fit `width`."""
+    if width is None:
+        return False
+    fixed = [
+        max(len(c.header), *(len(r[i]) for r in rows)) for i, c in enumerate(SCAN_COLUMNS[:-1])
+    ]
+    room = width - sum(fixed) - len(GAP) * (len(SCAN_COLUMNS) - 1)
+    return room < len("unknown location")  # too little left for the checkpoint to read
+
+
+def _blocks(rows: list[tuple[str, ...]], width: int | None) -> list[str]:
+    """A block per finding, as `kubectl describe` and `gh` print for narrow terminals: the verdict
+    and execution on one line (whole, even past the edge), then one indented `key  value` line
+    per column, the values wrapped at spaces only."""
+    out: list[str] = []
+    keys = [c.header for c in SCAN_COLUMNS[2:]]
+    pad = max(len(k) for k in keys)
+    for r in rows:
+        out.append(f"{r[0]}  {r[1]}")
+        for key, value in zip(keys, r[2:], strict=True):
+            room = None if width is None else max(width - pad - 4, 20)
+            lines = _cell_lines(value, room, True) if room else [value]
+            out.append(f"  {key:<{pad}}  {lines[0]}".rstrip())
+            out += [f"  {'':<{pad}}  {line}".rstrip() for line in lines[1:]]
+    return out
+
+
+def render(report: Report, *, width: int | None = None, narrow: bool = False) -> str:
+    """The scan report as a table; `execution` is `project:domain:name`, as show/relaunch take.
+
+    `narrow`: when the table cannot fit `width`, a block per finding instead (`-o table` on a
+    narrow terminal; `-o wide` keeps the table whatever the width)."""
     w = report.window
     lines = [f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)"]
+    if not report.complete:
+        lines.append(prose(incomplete_headline(report), width))
     if report.findings:
-        rows = []
-        for f in report.findings:
-            sig, ok = _when(f)
-            ck = _checkpoint(f.checkpoint)
-            if f.relaunched_as:
-                ck += f"; relaunched as {f.relaunched_as.name}"
-            node = f"{f.attempt.node_id}/{f.attempt.attempt}"
-            rows.append((f.verdict, str(f.attempt.execution), node, sig, ok, ck))
-        lines.append(render_table(SCAN_COLUMNS, rows, width=width).rstrip("\n"))
+        rows = _rows(report)
+        if narrow and _too_narrow(rows, width):
+            lines += _blocks(rows, width)
+        else:
+            lines.append(render_table(SCAN_COLUMNS, rows, width=width).rstrip("\n"))
         for f in report.findings:
             if f.parent is not None:
                 text = (
@@ -194,8 +237,10 @@ def render(report: Report, *, width: int | None = None) -> str:
                     "not re-run the parent's later steps (relaunch --parent)"
                 )
                 lines.append(prose(text, width))
-    else:
+    elif report.complete:
         lines.append("No affected or suspected attempts.")
+    else:
+        lines.append("No affected or suspected attempts in what could be read.")
     for g in report.gaps:
         lines.append(prose(gap_line(g), width))
     for p in report.pending:

@@ -8,8 +8,9 @@ from forensics.model import Checkpoint, Report
 
 
 def short_time(t: datetime | None) -> str:
-    """`2026-09-10 19:45:22Z` — compact but unambiguous UTC for tables."""
-    return t.strftime("%Y-%m-%d %H:%M:%SZ") if t is not None else "—"
+    """`2026-09-10T19:45:22Z`: RFC 3339 in UTC to the second, the one time format of every
+    message (errors, -v, tables, reports)."""
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "—"
 
 
 def checkpoint_summary(ck: Checkpoint) -> str:
@@ -41,3 +42,16 @@ def coverage_line(report: Report) -> str:
     if report.complete:
         return head + "; coverage complete"
     return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"
+
+
+SOURCE_NAMES = {"loki": "Loki", "admin": "Flyte Admin", "s3": "S3"}
+
+
+def incomplete_headline(report: Report) -> str:
+    """What an incomplete scan says first: that it is incomplete, and which sources failed."""
+    failed = list(dict.fromkeys(SOURCE_NAMES.get(g.source, g.source) for g in report.gaps))
+    what = ", ".join(failed) or "a source"
+    return (
+        f"INCOMPLETE SCAN: {what} could not be read for part of the window "
+        f"({len(report.gaps)} gap(s), listed below); findings may be missing."
+    )

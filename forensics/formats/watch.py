@@ -7,11 +7,12 @@ from datetime import datetime
 
 from forensics.formats import OutputFormat, Renderers
 from forensics.guard.run import Outcome
+from forensics.model import rfc3339
 
 
 @dataclass(frozen=True)
 class WatchRun:
-    """The `number`th run of a watch, finished at `at` (local time) with `outcome`."""
+    """The `number`th run of a watch, finished at `at` with `outcome`."""
 
     number: int
     at: datetime
@@ -23,7 +24,7 @@ def _line(run: WatchRun) -> str:
     new = sum(1 for f in run.outcome.report_doc["findings"] if f.get("new"))
     w = r.window.as_dict()
     return (
-        f"{run.at.isoformat(timespec='seconds')} run {run.number}: "
+        f"{rfc3339(run.at.replace(microsecond=0))} run {run.number}: "
         f"{w['start']} – {w['end']}: {r.summary.affected} affected, {r.summary.suspected} "
         f"suspected ({new} new), {len(r.gaps)} gap(s), "
         f"{'complete' if r.complete else 'INCOMPLETE'}, exit {run.outcome.exit_code}\n"

@@ -10,7 +10,7 @@ from typing import Any
 from forensics.errors import ConfigError, UsageError
 from forensics.guard.state import GuardState, StateConflict, StateStore, parse_optional
 from forensics.model import UTC, Report, Window, rfc3339
-from forensics.timeutil import parse_time, parse_window
+from forensics.timeutil import parse_until, parse_window
 
 # A claim (a run delivering a notification) younger than this keeps other runs from notifying
 # the same items; an older one is a run that died mid-delivery, and its items are sent again.
@@ -214,7 +214,7 @@ def window_for(
         raise UsageError(
             f"--since is required for the first run: state {location} does not exist yet"
         )
-    end = parse_time(until, flag="--until") if until is not None else now
+    end = parse_until(until, now)
     start = state.scanned_until - overlap
     for g in state.open_gaps:
         s = parse_optional(g["start"])

@@ -244,9 +244,16 @@ class S3StateStore(StateStore):
             self._client = _make_client(workers=1)
         return self._client
 
-    def _fail(self, verb: str, err: Exception) -> SourceError:
+    def _fail(self, verb: str, err: Exception) -> SourceError | ConfigError:
         from forensics.sources.storage import describe_error
 
+        code = getattr(err, "response", {}).get("Error", {}).get("Code")
+        if code == "NoSuchBucket":
+            # A typo in the bucket name does not heal by retrying: configuration (exit 2).
+            return ConfigError(
+                f"--state {self.location}: bucket {self.bucket!r} does not exist "
+                f"(cannot {verb} the state)"
+            )
         return SourceError(
             "s3", f"cannot {verb} the state: {describe_error(err)}", target=self.location
         )

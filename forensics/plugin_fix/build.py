@@ -168,9 +168,12 @@ def build(release_text: str, out: Path) -> BuildResult:
         if f"-{local}-" not in wheel.name:
             raise UsageError(f"the wheel built is {wheel.name}, not version {local}")
         data = wheel.read_bytes()
-        out.mkdir(parents=True, exist_ok=True)
         target = out / wheel.name
-        write_atomic(target, data)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, data)
+        except OSError as e:  # the folder changed during the build: say so, never a traceback
+            raise UsageError(f"--out {out}: cannot write {wheel.name} ({e.strerror})") from None
     return BuildResult(
         release, local, target.resolve(), hashlib.sha256(data).hexdigest(), result.adapted
     )

@@ -28,7 +28,7 @@ from typing import Any
 from forensics import TOOL
 from forensics.errors import UsageError
 from forensics.identifiers import parse_execution
-from forensics.model import UTC, ExecutionRef, ParentNode, rfc3339
+from forensics.model import UTC, Checkpoint, ExecutionRef, ParentNode, rfc3339
 
 STATUSES = ("relaunched", "already-relaunched", "dry-run", "refused", "failed")
 
@@ -63,9 +63,13 @@ class Plan:
     existing_state: str = ""  # the existing relaunch's phase and re-check
     request: dict[str, object] | None = None  # the exact request, as data
     create: Any = None  # the CreateExecution request (--to-version), sent as built
+    found: Checkpoint | None = None  # the checkpoint the re-check found, as data
 
     def details(self) -> dict[str, object]:
-        """The plan as data (-o json, the audit log)."""
+        """The plan as data (-o json, the audit log): the prose a person reads (`bug`, `cache`,
+        `checkpoint`, `existing`) and the same facts as fields a script can test
+        (docs/report.md, `relaunch -o json`)."""
+        ck = self.found
         return {
             "verdict": self.verdict,
             "phase": self.phase,
@@ -73,9 +77,18 @@ class Plan:
             "target": self.target.as_dict() if self.target else None,
             "chain": list(self.chain),
             "existing": self.existing_state or None,
+            "existing_execution": self.existing.as_dict() if self.existing else None,
+            "refusal": self.refusal,
             "bug": self.bug,
+            "bug_status": bug_status(self.bug),
             "cache": self.cache,
+            "overwrite_cache": _overwrite_cache(self.request),
             "checkpoint": self.checkpoint,
+            "checkpoint_uri": ck.uri if ck else None,
+            "checkpoint_state": ck.state if ck else None,
+            "checkpoint_objects": ck.objects if ck else None,
+            "checkpoint_latest": rfc3339(ck.latest) if ck else None,
+            "checkpoint_written_after_signal": ck.written_after_signal if ck else None,
         }
 
     def lines(self) -> list[str]:
@@ -97,6 +110,32 @@ class Plan:
         return out
 
 
+def _overwrite_cache(request: dict[str, object] | None) -> bool | None:
+    """The request's overwrite_cache: top level (RelaunchExecution) or in `spec` (Create)."""
+    if not request:
+        return None
+    spec = request.get("spec")
+    value = request.get(
+        "overwrite_cache", spec.get("overwrite_cache") if isinstance(spec, dict) else None
+    )
+    return bool(value) if value is not None else None
+
+
+def bug_status(bug: str) -> str | None:
+    """`bug` as one word: `yes` (the same task version re-runs), `likely` (same image and
+    flytekit), `unknown`, `no-lying-attempt`; null when not assessed. The worst part wins."""
+    if not bug:
+        return None
+    if bug.startswith("nothing to compare"):
+        return "no-lying-attempt"
+    parts = [p.strip() for p in bug.split(";")]
+    if any(p.startswith("YES") for p in parts):
+        return "yes"
+    if any(p.startswith("LIKELY") for p in parts):
+        return "likely"
+    return "unknown"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """The result for one execution (docs/report.md, `relaunch -o json`)."""
@@ -108,12 +147,14 @@ class Outcome:
     request: dict[str, object] | None = None
     after_retry: bool = False  # Admin's first answer was lost; the retry found the execution
     plan: dict[str, object] | None = None
+    console_url: str | None = None  # the new (or existing) execution in the Flyte console
 
     def as_dict(self) -> dict[str, object]:
         return {
             "execution": self.execution.as_dict(),
             "status": self.status,
             "relaunched_as": self.relaunched_as.as_dict() if self.relaunched_as else None,
+            "console_url": self.console_url,
             "reason": self.reason,
             "plan": self.plan,
         }
@@ -133,6 +174,43 @@ class AuditLog:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._fd: int | None = None
+
+    def open(self) -> AuditLog:
+        """Open (creating it and its directory) and lock the log once, before anything is sent:
+        a log that cannot be written is a configuration error (exit 2) with nothing done, never
+        a traceback after a relaunch Admin has already performed (docs/commands.md, relaunch)."""
+        from forensics.errors import ConfigError
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        except OSError as e:
+            raise ConfigError(
+                f"audit log {self.path}: cannot write ({e.strerror}); nothing relaunched "
+                "(choose another with --audit-log FILE or ELASTIC_AUDIT_AUDIT_LOG)"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # another operator's write finishes first
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError as e:
+            os.close(fd)
+            raise ConfigError(
+                f"audit log {self.path}: cannot lock ({e.strerror}); nothing relaunched"
+            ) from None
+        self._fd = fd
+        return self
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> AuditLog:
+        return self.open() if self._fd is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def append(self, outcome: Outcome, *, dry_run: bool = False) -> None:
         record = {
@@ -150,14 +228,21 @@ class AuditLog:
             "plan": outcome.plan,
         }
         data = (json.dumps(record, sort_keys=True) + "\n").encode()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        opened_here = self._fd is None
+        if opened_here:
+            self.open()
+        fd = self._fd
+        assert fd is not None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            os.write(fd, data)
-            os.fsync(fd)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            os.close(fd)
+            if opened_here:
+                self.close()
 
 
 def _user() -> str:

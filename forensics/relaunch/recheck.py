@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forensics.detect import Decision, Verdict
-from forensics.model import ExecutionRecord
+from forensics.model import ExecutionRecord, rfc3339
 
 if TYPE_CHECKING:
     from forensics.model import Checkpoint
@@ -21,14 +21,21 @@ class Recheck:
     checkpoint: str  # what a relaunch will find in the checkpoint location
     execution: ExecutionRecord
     tasks: tuple[tuple[str, str, str, str], ...] = ()  # tasks of the attempts found lying
+    found: Checkpoint | None = None  # the checkpoint as data (the plan's machine-readable fields)
 
 
 def describe_checkpoint(ck: Checkpoint | None) -> str:
     """What a relaunch will find in the checkpoint location, in words."""
     if ck is None:
         return "checkpoint not inspected"
+    if ck.state == "present" and ck.written_after_signal:
+        # A write that raced the SIGTERM may be cut short (docs/verdicts.md, checkpoints).
+        return (
+            f"checkpoint has {ck.objects} object(s), newest {rfc3339(ck.latest)}, written AFTER "
+            "the signal: it may be partial; check it before relying on a resume"
+        )
     if ck.state == "present":
-        return f"checkpoint has {ck.objects} object(s), newest {ck.latest:%Y-%m-%d %H:%M:%SZ}: training resumes from it"
+        return f"checkpoint has {ck.objects} object(s), newest {rfc3339(ck.latest)}: training resumes from it"
     if ck.state == "empty":
         return f"checkpoint {ck.uri} is empty: training restarts from scratch"
     return f"checkpoint unknown ({ck.reason}): check it before relying on a resume"
@@ -47,7 +54,9 @@ def recheck_of(exam: Examination) -> Recheck:
     if proven:
         tasks = tuple(dict.fromkeys(e.attempt.task_id for e in proven if e.attempt.task_id))
         first = proven[0]
-        return Recheck(str(_verdict(first)), describe_checkpoint(first.checkpoint), ex, tasks)
+        return Recheck(
+            str(_verdict(first)), describe_checkpoint(first.checkpoint), ex, tasks, first.checkpoint
+        )
     pending = [e for e in exam.attempts if _verdict(e) is Verdict.PENDING]
     if pending:
         a = pending[0].attempt.ref

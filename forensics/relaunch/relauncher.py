@@ -129,6 +129,7 @@ class Relauncher:
             if opts.to_version
             else relaunch_request(target, overwrite_cache=opts.overwrite_cache),
             create=create,
+            found=check.found,
         )
 
     def _follow(self, ref: ExecutionRef, c: _Chain) -> _Chain | Plan:

@@ -77,6 +77,7 @@ from flytekit.exceptions.base import FlyteException
 from forensics.config import FlyteSettings
 from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
+from forensics.notices import retrying
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
@@ -343,6 +344,8 @@ class AdminClient:
                     raise _Answered(code, details) from None
                 if code in RETRYABLE and attempt < self._retries:
                     log.debug("Admin %s %s: %s; retrying in %.2fs", rpc, target, code, delay)
+                    why = code.name.lower().replace("_", " ") if code else "failed"
+                    retrying("Flyte Admin", str(self.endpoint), why, attempt + 1, self._retries)
                     time.sleep(delay * random.uniform(0.5, 1.0))
                     delay = min(delay * 2, self._max_backoff)
                     continue

@@ -14,6 +14,8 @@ from typing import Any
 from urllib3.exceptions import MaxRetryError, ReadTimeoutError, ResponseError
 from urllib3.util.retry import Retry
 
+from forensics.notices import retrying, why_http
+
 __all__ = ["BoundedRetry", "RetryPolicy"]
 
 
@@ -84,6 +86,11 @@ class BoundedRetry(Retry):
             raise MaxRetryError(_pool, url, reason)  # type: ignore[arg-type]
         if self.on_retry is not None:
             self.on_retry()
+        if _pool is not None:  # on a terminal, the user hears about it now (forensics/notices.py)
+            address = f"{_pool.scheme}://{_pool.host}:{_pool.port}"
+            done = len(new.history)
+            left = new.total if isinstance(new.total, int) else 0
+            retrying("Loki", address, why_http(error, response), done, done + left)
         return new
 
     def _wait(self, seconds: float) -> None:

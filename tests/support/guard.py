@@ -1,19 +1,19 @@
 """Shared by the guard tests: a loopback webhook receiver, a Pushgateway stand-in, and a new
-incident added to the live sandbox."""
+incident added to the live sandbox (forensics.sandbox.live, as `demo --add-incident` does)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from forensics.sandbox.incident import MODELS_BUCKET, ScenarioBuilder, _try
-from forensics.sandbox.stack import Sandbox
+from forensics.sandbox.live import add_incident
 
 # A webhook path as Slack issues them: the secret is the path.
+__all__ = ["SECRET_PATH", "HTTPRecorder", "add_incident"]
+
 SECRET_PATH = "/services/T0SECRET/B0SECRET/xoxsecrettoken"
 
 
@@ -63,32 +63,3 @@ class HTTPRecorder:
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
-
-
-def add_incident(
-    box: Sandbox, name: str, signal_at: datetime, *, project: str = "gs1", running: bool = False
-) -> None:
-    """A new silent green in the RUNNING sandbox: an elastic attempt signalled at `signal_at`,
-    SUCCEEDED 7 s later without outputs.pb; its logs in Loki, its execution in Admin.
-    `running`: the attempt has not finished yet (a pending attempt)."""
-    b = ScenarioBuilder()
-    domain = "production"
-    task = b.task(project, domain, "bigmodel.train")
-    ok_at = signal_at + timedelta(seconds=7)
-    phase = "RUNNING" if running else "SUCCEEDED"
-    ex = b.one_node(
-        project,
-        domain,
-        name,
-        phase,
-        signal_at - timedelta(hours=2),
-        signal_at if running else ok_at + timedelta(seconds=3),
-        _try(name, 0, phase, signal_at - timedelta(hours=1), None if running else ok_at, task),
-        inputs={"checkpoint_dir": f"s3://{MODELS_BUCKET}/checkpoints/{name}/"},
-    )
-    b.signal_pod(signal_at, f"{project}-{domain}", f"{name}-n0-0", f"{name}-n0-0")
-    if not running:
-        b.propeller(ok_at, ex, "n0", "python-task")
-    box.admin.add_execution(ex, b.scenario.tasks)
-    box.s3.add_execution(ex)  # the node's inputs.pb, as propeller writes it before the node runs
-    box.loki.add_lines(b.scenario.log_lines)
