@@ -3,8 +3,8 @@
 It speaks the parts of Loki's HTTP API the tool uses (checked against grafana/loki
 `pkg/loghttp/params.go`, `pkg/loghttp/query.go`, `pkg/util/server/error.go`,
 `pkg/querier/queryrange/limits.go`, `pkg/logqlmodel/error.go`): GET and POST (form) on
-`/loki/api/v1/query_range`, `/loki/api/v1/series`, `/loki/api/v1/labels`, `/ready` and
-`/loki/api/v1/status/buildinfo`; LogQL stream selectors with line filters only; Loki's error
+`/loki/api/v1/query_range`, `/loki/api/v1/series`, `/loki/api/v1/labels`,
+`/loki/api/v1/index/stats`, `/ready` and `/loki/api/v1/status/buildinfo`; LogQL stream selectors with line filters only; Loki's error
 texts and status codes; optional tenant and gateway auth; and injected faults.
 
 Lines live per stream in time-sorted arrays (bisect on time, filters applied lazily, stream labels
@@ -220,6 +220,7 @@ class LokiServer:
         entry_limit_wording: str = "frontend",
         query_timeout_lines: int | None = None,
         query_timeout_delay: float = 0.0,
+        max_query_lookback: timedelta | None = None,
     ) -> None:
         self.faults = faults or LokiFaults()
         self.max_query_length_ns = (max_query_length // timedelta(microseconds=1)) * 1000
@@ -230,6 +231,7 @@ class LokiServer:
         self.entry_limit_wording = entry_limit_wording
         self.query_timeout_lines = query_timeout_lines
         self.query_timeout_delay = query_timeout_delay
+        self.max_query_lookback = max_query_lookback
         self.tenant_required = tenant_required
         self.bearer_token = bearer_token
         self.basic_auth = basic_auth
@@ -345,6 +347,16 @@ class LokiServer:
             start = min(end, now) - since
         return start, end
 
+    def _served(self, start: int, end: int) -> tuple[int, int] | None:
+        """[start, end) clamped to what the tenant's max_query_lookback still serves; None when
+        none of it is (Loki answers an empty 200 then)."""
+        if self.max_query_lookback is None:
+            return start, end
+        cutoff = time.time_ns() - self.max_query_lookback // timedelta(microseconds=1) * 1000
+        if end < cutoff:
+            return None
+        return max(start, cutoff), end
+
     def query_range(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/query_range`: validation in Loki's order, then the log query."""
         org = headers.get("X-Scope-OrgID")
@@ -355,7 +367,10 @@ class LokiServer:
         query = parse_log_query(params.get("query"))
         self._check_limits(org, limit, start, end)
         t0 = time.perf_counter()
-        streams = self._store.matching(query.selects) if self._tenant_sees_data(org) else []
+        served = self._served(start, end)
+        sees = self._tenant_sees_data(org) and served is not None
+        streams = self._store.matching(query.selects) if sees else []
+        start, end = served or (start, end)
         if self.query_timeout_lines is not None:
             scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
             if scanned > self.query_timeout_lines:
@@ -428,7 +443,9 @@ class LokiServer:
             raise BadRequest("0 matcher groups supplied")
         selectors = [parse_selector_only(g) for g in groups]
         found = []
-        if self._tenant_sees_data(org):
+        served = self._served(start, end)
+        start, end = served or (start, end)
+        if self._tenant_sees_data(org) and served is not None:
             for s in self._store.ordered():
                 if any(all(m.matches(s.labels.get(m.name, "")) for m in ms) for ms in selectors):
                     with self._store.lock:
@@ -443,7 +460,9 @@ class LokiServer:
         org = headers.get("X-Scope-OrgID")
         start, end = self._bounds(params)
         names: set[str] = set()
-        if self._tenant_sees_data(org):
+        served = self._served(start, end)
+        start, end = served or (start, end)
+        if self._tenant_sees_data(org) and served is not None:
             for s in self._store.ordered():
                 with self._store.lock:
                     s.settle()
@@ -451,6 +470,33 @@ class LokiServer:
                 if lo < hi:
                     names.update(s.labels)
         return {"status": "success", "data": sorted(names)}
+
+    def index_stats(self, params: Params, headers: Any) -> dict[str, Any]:
+        """`/loki/api/v1/index/stats`: how many streams, chunks, bytes and entries the selector's
+        streams hold in [start, end), as a bare object (grafana/loki `pkg/logproto`
+        IndexStatsResponse, written by `pkg/util/marshal/marshal.go` WriteIndexStatsResponseJSON;
+        the query is matchers only, `pkg/querier/querier.go` IndexStats -> ParseMatchers)."""
+        org = headers.get("X-Scope-OrgID")
+        start, end, _, _ = self._range_params(params)
+        matchers = parse_selector_only(params.get("query"))
+        self._check_limits(org, 1, start, end)
+        served = self._served(start, end)
+        out = {"streams": 0, "chunks": 0, "bytes": 0, "entries": 0}
+        if served is None or not self._tenant_sees_data(org):
+            return out
+        start, end = served
+        for s in self._store.ordered():
+            if not all(m.matches(s.labels.get(m.name, "")) for m in matchers):
+                continue
+            with self._store.lock:
+                s.settle()
+            lo, hi = s.span(start, end)
+            if lo < hi:
+                out["streams"] += 1
+                out["chunks"] += 1
+                out["entries"] += hi - lo
+                out["bytes"] += sum(len(line) for line in s.lines[lo:hi])
+        return out
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -501,6 +547,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/loki/api/v1/series": loki.series,
             "/loki/api/v1/labels": loki.labels,
             "/loki/api/v1/label": loki.labels,
+            "/loki/api/v1/index/stats": loki.index_stats,
         }
         if url.path == "/ready":
             self._text(200, "ready\n")

@@ -48,10 +48,11 @@ from forensics.model import (
 )
 from forensics.progress import Progress
 from forensics.scan import sweep
+from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
 from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
-from forensics.scan.scope import ScanScope, signal_query
+from forensics.scan.scope import ScanScope, signal_query, task_selector
 from forensics.scan.signals import (
     SignalLines,
     earliest_per_pod,
@@ -143,7 +144,15 @@ class ScanRun:
             self.tally.add_gap(
                 Gap("admin", window.start, window.end, f"listing projects: {self.projects.error}")
             )
+        lk = self.settings.loki
+        self.coverage = Coverage(
+            self.sources.loki,
+            task_selector(self.settings, self.scope, self.projects.scope_domains(self.scope)),
+            window,
+            min(lk.shard, lk.max_query_length),
+        )
         self._read_everything()
+        self.tally.add_gaps(coverage_gaps(self.coverage, self.sources.loki))
         self._resolve_unclaimed()
         self._s3_lane.drain()
         report = self.tally.report(window, self._relaunched)
@@ -214,11 +223,13 @@ class ScanRun:
 
     def _shard_read(self, gaps: list[Gap], item: ShardOutcome) -> None:
         log_shard(item)
+        self.coverage.shard_read(item)
         gaps.extend(Gap("loki", part.start, part.end, error) for part, error in item.failures)
         self.progress.advance("loki")
 
     def _loki_phase(self) -> None:
         hits, lines = self._signals()
+        self.coverage.probe(self.settings.workers)  # before any verdict is final
         log_unparsed(lines)
         self.tally.unparsed(lines.unparsed, lines.unparsed_example)
         signalled: list[tuple[str, str, SignalHit]] = []
@@ -276,6 +287,8 @@ class ScanRun:
             return
         finally:
             self.progress.advance("sweep")
+        for a in attempts:
+            self.coverage.ran(a.started_at, a.ended_at)
         candidates = [Candidate(ex, a) for a in attempts if sweep_candidate(a, self.window)]
         # Whether signalled or not, an elastic success needs its outputs.pb checked now, unless
         # its task declares outputs (Flyte then proved them before accepting the success).
@@ -402,4 +415,5 @@ class ScanRun:
             checkpoint = self.lookups.checkpoint(ex, att, signal)
             links = finding_links(self.settings, ex, signal)
             finding = build_finding(decision, ex, att, signal, checkpoint, links)
+            finding = note_absent(self.coverage, att, finding)
         self.tally.record(decision, ex, att, signal, finding)

@@ -67,6 +67,8 @@ _ENTRY_LIMIT_RE = re.compile(
 )
 QUERY_RANGE = "/loki/api/v1/query_range"
 SERIES = "/loki/api/v1/series"
+INDEX_STATS = "/loki/api/v1/index/stats"
+LABELS = "/loki/api/v1/labels"
 
 # ---------------------------------------------------------------------------------------------
 # Results and errors
@@ -84,6 +86,10 @@ class LokiEntryLimitError(LokiQueryError):
     def __init__(self, cause: str, *, limit: int | None, **kw: Any) -> None:
         super().__init__(SOURCE, cause, **kw)
         self.limit = limit
+
+
+class LokiNoIndexStats(SourceError):
+    """Loki (or a gateway in front of it) does not serve `/loki/api/v1/index/stats` (404)."""
 
 
 class LokiTimeoutError(SourceError):
@@ -238,6 +244,7 @@ class LokiClient:
         self._retries = 0
 
         self._limit_warned = False
+        self._no_index_stats = False
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
         for prefix, split in ((self._base + "/", False), (self._base + QUERY_RANGE, True)):
@@ -383,6 +390,8 @@ class LokiClient:
         if status == 200:
             try:
                 doc = resp.json()
+                if path == INDEX_STATS and isinstance(doc, dict) and "status" not in doc:
+                    return doc  # a bare IndexStatsResponse, no status/data envelope
             except ValueError:
                 raise _BadBody(
                     SourceError(
@@ -639,6 +648,62 @@ class LokiClient:
                 todo.append((t.start, mid, t.boundary))
 
     # -- public reads ----------------------------------------------------------------------------
+
+    def index_stats(self, stream_selector: str, window: Window) -> int:
+        """How many log entries Loki holds for `stream_selector` in `window`, from its index alone
+        (`/loki/api/v1/index/stats`: one request, no chunk read; grafana/loki
+        `pkg/querier/querier.go` IndexStats). The same frontend limits apply as to query_range:
+        what `max_query_lookback` (or retention) no longer serves counts as no entries
+        (`pkg/querier/queryrange/limits.go`). Raises SourceError like every read; a Loki
+        without the endpoint (404) raises LokiQueryError."""
+        params = {
+            "query": stream_selector,
+            "start": _ts_param(to_ns(window.start)),
+            "end": _ts_param(to_ns(window.end)),
+        }
+        where = (window.start, window.end)
+        try:
+            data = self._get(INDEX_STATS, params, window)
+        except SourceError as e:
+            if e.cause.startswith("HTTP 404"):
+                raise LokiNoIndexStats(SOURCE, e.cause, window=where) from None
+            raise
+        entries = data.get("entries") if isinstance(data, dict) else None
+        if not isinstance(entries, int):
+            raise SourceError(SOURCE, "unexpected index/stats result shape", window=where)
+        return entries
+
+    def label_names(self, window: Window) -> list[str]:
+        """The label names of the streams Loki holds in `window` (`/loki/api/v1/labels`)."""
+        params = {"start": _ts_param(to_ns(window.start)), "end": _ts_param(to_ns(window.end))}
+        data = self._get(LABELS, params, window)
+        return sorted(str(n) for n in data) if isinstance(data, list) else []
+
+    def holds_any(self, stream_selector: str, window: Window) -> bool:
+        """Whether Loki serves at least one entry of `stream_selector` in `window`: its index
+        stats, or (a Loki or gateway without `index/stats`) one query_range of limit 1."""
+        if not self._no_index_stats:
+            try:
+                return self.index_stats(stream_selector, window) > 0
+            except LokiNoIndexStats:
+                with self._lock:
+                    first, self._no_index_stats = not self._no_index_stats, True
+                if first:
+                    log.info(
+                        "Loki answers 404 on %s: log coverage is probed with query_range",
+                        INDEX_STATS,
+                    )
+        start, end = to_ns(window.start), to_ns(window.end)
+        params = {
+            "query": stream_selector,
+            "start": _ts_param(start),
+            "end": _ts_param(end),
+            "limit": "1",
+            "direction": "forward",
+        }
+        data = self._get(QUERY_RANGE, params, window)
+        result = data.get("result") if isinstance(data, dict) else None
+        return any(s.get("values") for s in result or () if isinstance(s, dict))
 
     def query_range(self, query: str, window: Window) -> Iterator[LogEntry]:
         """Every entry matching `query` in `window` (one shard: `[start, end)`), in time order.
