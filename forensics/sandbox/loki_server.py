@@ -221,6 +221,7 @@ class LokiServer:
         query_timeout_lines: int | None = None,
         query_timeout_delay: float = 0.0,
         max_query_lookback: timedelta | None = None,
+        index_stats_from_store_only: bool = False,
     ) -> None:
         self.faults = faults or LokiFaults()
         self.max_query_length_ns = (max_query_length // timedelta(microseconds=1)) * 1000
@@ -232,6 +233,7 @@ class LokiServer:
         self.query_timeout_lines = query_timeout_lines
         self.query_timeout_delay = query_timeout_delay
         self.max_query_lookback = max_query_lookback
+        self.index_stats_from_store_only = index_stats_from_store_only
         self.tenant_required = tenant_required
         self.bearer_token = bearer_token
         self.basic_auth = basic_auth
@@ -482,7 +484,7 @@ class LokiServer:
         self._check_limits(org, 1, start, end)
         served = self._served(start, end)
         out = {"streams": 0, "chunks": 0, "bytes": 0, "entries": 0}
-        if served is None or not self._tenant_sees_data(org):
+        if served is None or not self._tenant_sees_data(org) or self.index_stats_from_store_only:
             return out
         start, end = served
         for s in self._store.ordered():

@@ -680,11 +680,18 @@ class LokiClient:
         return sorted(str(n) for n in data) if isinstance(data, list) else []
 
     def holds_any(self, stream_selector: str, window: Window) -> bool:
-        """Whether Loki serves at least one entry of `stream_selector` in `window`: its index
-        stats, or (a Loki or gateway without `index/stats`) one query_range of limit 1."""
+        """Whether Loki serves at least one entry of `stream_selector` in `window`.
+
+        Its index stats first (one request, no chunk read). They count only what the querier
+        asks about: a real Loki leaves out ingesters for times older than the querier's
+        `query_ingesters_within` (grafana/loki `pkg/storage/async_store.go` Stats,
+        shouldQueryIngesters) although query_range reads them, so "none" is confirmed by one
+        query_range of limit 1 (also the whole probe on a Loki or gateway without `index/stats`).
+        """
         if not self._no_index_stats:
             try:
-                return self.index_stats(stream_selector, window) > 0
+                if self.index_stats(stream_selector, window) > 0:
+                    return True
             except LokiNoIndexStats:
                 with self._lock:
                     first, self._no_index_stats = not self._no_index_stats, True
@@ -704,22 +711,6 @@ class LokiClient:
         data = self._get(QUERY_RANGE, params, window)
         result = data.get("result") if isinstance(data, dict) else None
         return any(s.get("values") for s in result or () if isinstance(s, dict))
-
-    def query_range(self, query: str, window: Window) -> Iterator[LogEntry]:
-        """Every entry matching `query` in `window` (one shard: `[start, end)`), in time order.
-
-        Streams entries page by page (never more than one page in memory). A timed-out piece is
-        read in halves (see `_read_shard`). Raises LokiQueryError on HTTP 400 (Loki's own text),
-        LokiAuthError on 401/403, SourceError when Loki cannot be read after retries and splits or
-        answers something that is not a Loki result.
-        """
-        counts = _ShardCounts()
-
-        def fail(part: Window, cause: str) -> None:
-            raise SourceError(SOURCE, cause, window=(part.start, part.end), retryable=True)
-
-        for page in self._read_shard(query, window, counts, fail):
-            yield from page
 
     def scan(
         self,

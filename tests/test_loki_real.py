@@ -1,0 +1,76 @@
+"""The Loki-facing scenarios against a real Grafana Loki, when `ELASTIC_AUDIT_LOKI_BIN` names a
+binary (built from grafana/loki; docs/upstream.md, "Against a real Loki"); skipped, saying so,
+otherwise. Flyte Admin and S3 are the sandbox's; Loki is the real one, fed the same lines through
+its push API.
+
+A module of its own: the sandbox's S3 (moto) is process-global, so only one sandbox runs at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from itertools import count
+
+import pytest
+from support.cli import run, use_sandbox
+from support.real_loki import binary, push, real_loki
+from support.scan import CONFIG, WINDOW, key
+
+from forensics.model import UTC
+from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
+from forensics.sandbox.stack import sandbox
+from forensics.scan.coverage import NOTE
+
+QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
+SERVED_FROM = datetime(2026, 9, 8, tzinfo=UTC)
+_runs = count()
+
+
+@pytest.fixture(autouse=True)
+def _needs_a_binary():
+    binary()  # skips, saying why, when none is named
+
+
+def scan_real(tmp_path, monkeypatch, capsys, *, limits=None, config=QUICK, metadata=(), extra=()):
+    """The reference incident scanned with Loki being a real one (`limits` its limits_config)."""
+    scenario = reference_scenario()
+    with sandbox(scenario) as box:
+        with real_loki(tmp_path / f"loki-{next(_runs)}", limits=limits) as url:
+            push(url, scenario.log_lines, metadata=metadata)
+            use_sandbox(box, monkeypatch)
+            monkeypatch.setenv("LOKI_ADDR", url)
+            cfg = tmp_path / "elastic-audit.toml"
+            cfg.write_text(config)
+            code, out, err = run(
+                ["scan", *WINDOW, "-o", "json", "--no-progress", "--config", str(cfg), *extra],
+                capsys,
+            )
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+def test_the_reference_incident(tmp_path, monkeypatch, capsys):
+    code, report, err = scan_real(tmp_path, monkeypatch, capsys)
+    assert code == 1, err
+    assert report["complete"], report["gaps"]
+    assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED_FINDINGS
+
+
+def test_max_query_lookback_is_a_logs_absent_gap(tmp_path, monkeypatch, capsys):
+    lookback = int((datetime.now(UTC) - SERVED_FROM).total_seconds())
+    code, report, err = scan_real(
+        tmp_path, monkeypatch, capsys, limits={"max_query_lookback": f"{lookback}s"}
+    )
+    assert code == 3, err
+    absent = [g for g in report["gaps"] if g["kind"] == "logs_absent"]
+    assert absent and absent[0]["start"] == "2026-09-04T00:00:00Z"
+    assert any(NOTE in f["notes"] for f in report["findings"])
+
+
+def test_a_label_name_no_stream_has_is_named(tmp_path, monkeypatch, capsys):
+    wrong = QUICK.replace("[loki]\n", '[loki]\nnamespace_label = "k8s_namespace_name"\n')
+    code, report, err = scan_real(tmp_path, monkeypatch, capsys, config=wrong)
+    assert code == 3, err
+    (gap,) = report["gaps"]
+    assert gap["kind"] == "logs_absent" and "namespace_label" in gap["error"]
+    assert "streams labelled" in err
