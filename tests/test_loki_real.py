@@ -9,6 +9,7 @@ A module of its own: the sandbox's S3 (moto) is process-global, so only one sand
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from datetime import datetime
 from itertools import count
 
@@ -32,8 +33,10 @@ def _needs_a_binary():
     binary()  # skips, saying why, when none is named
 
 
-def scan_real(tmp_path, monkeypatch, capsys, *, limits=None, config=QUICK, metadata=(), extra=()):
-    """The reference incident scanned with Loki being a real one (`limits` its limits_config)."""
+@contextmanager
+def real_stack(tmp_path, monkeypatch, *, limits=None, config=QUICK, metadata=()):
+    """The sandbox's Admin and S3 with a real Loki (`limits` its limits_config) holding the
+    reference incident's lines (`metadata`: label names pushed as structured metadata)."""
     scenario = reference_scenario()
     with sandbox(scenario) as box:
         with real_loki(tmp_path / f"loki-{next(_runs)}", limits=limits) as url:
@@ -42,10 +45,14 @@ def scan_real(tmp_path, monkeypatch, capsys, *, limits=None, config=QUICK, metad
             monkeypatch.setenv("LOKI_ADDR", url)
             cfg = tmp_path / "elastic-audit.toml"
             cfg.write_text(config)
-            code, out, err = run(
-                ["scan", *WINDOW, "-o", "json", "--no-progress", "--config", str(cfg), *extra],
-                capsys,
-            )
+            monkeypatch.chdir(tmp_path)
+            yield url
+
+
+def scan_real(tmp_path, monkeypatch, capsys, *, limits=None, config=QUICK, metadata=()):
+    """The reference incident scanned with Loki being a real one."""
+    with real_stack(tmp_path, monkeypatch, limits=limits, config=config, metadata=metadata):
+        code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     return code, (json.loads(out) if out.strip() else None), err
 
 
@@ -74,3 +81,13 @@ def test_a_label_name_no_stream_has_is_named(tmp_path, monkeypatch, capsys):
     (gap,) = report["gaps"]
     assert gap["kind"] == "logs_absent" and "namespace_label" in gap["error"]
     assert "streams labelled" in err
+
+
+def test_pods_in_structured_metadata_show_and_scan_agree(tmp_path, monkeypatch, capsys):
+    with real_stack(tmp_path, monkeypatch, metadata=("pod", "container")):
+        code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+        assert code == 1, err
+        assert {key(f): f["verdict"] for f in json.loads(out)["findings"]} == EXPECTED_FINDINGS
+        code, out, err = run(["show", "gs1:production:azvg5f9v9974m78fvlf7", "-o", "json"], capsys)
+        assert code == 0, err
+        assert json.loads(out)["verdict"] == "affected"

@@ -222,6 +222,7 @@ class LokiServer:
         query_timeout_delay: float = 0.0,
         max_query_lookback: timedelta | None = None,
         index_stats_from_store_only: bool = False,
+        structured_metadata: Iterable[str] = (),
     ) -> None:
         self.faults = faults or LokiFaults()
         self.max_query_length_ns = (max_query_length // timedelta(microseconds=1)) * 1000
@@ -238,7 +239,7 @@ class LokiServer:
         self.bearer_token = bearer_token
         self.basic_auth = basic_auth
         self.requests = RequestLog()
-        self._store = Store()
+        self._store = Store(structured_metadata)
         self._store.add(lines)
         self._faults_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -372,6 +373,8 @@ class LokiServer:
         served = self._served(start, end)
         sees = self._tenant_sees_data(org) and served is not None
         streams = self._store.matching(query.selects) if sees else []
+        if query.label_filters:
+            streams = [s for s in streams if query.passes(s.labels)]
         start, end = served or (start, end)
         if self.query_timeout_lines is not None:
             scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
@@ -449,12 +452,13 @@ class LokiServer:
         start, end = served or (start, end)
         if self._tenant_sees_data(org) and served is not None:
             for s in self._store.ordered():
-                if any(all(m.matches(s.labels.get(m.name, "")) for m in ms) for ms in selectors):
+                labels = s.index_labels
+                if any(all(m.matches(labels.get(m.name, "")) for m in ms) for ms in selectors):
                     with self._store.lock:
                         s.settle()
                     lo, hi = s.span(start, end)
-                    if lo < hi:
-                        found.append(dict(s.labels))
+                    if lo < hi and labels not in found:
+                        found.append(dict(labels))
         return {"status": "success", "data": found}
 
     def labels(self, params: Params, headers: Any) -> dict[str, Any]:
@@ -470,7 +474,7 @@ class LokiServer:
                     s.settle()
                 lo, hi = s.span(start, end)
                 if lo < hi:
-                    names.update(s.labels)
+                    names.update(s.index_labels)
         return {"status": "success", "data": sorted(names)}
 
     def index_stats(self, params: Params, headers: Any) -> dict[str, Any]:
@@ -488,7 +492,7 @@ class LokiServer:
             return out
         start, end = served
         for s in self._store.ordered():
-            if not all(m.matches(s.labels.get(m.name, "")) for m in matchers):
+            if not all(m.matches(s.index_labels.get(m.name, "")) for m in matchers):
                 continue
             with self._store.lock:
                 s.settle()

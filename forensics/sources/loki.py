@@ -712,6 +712,22 @@ class LokiClient:
         result = data.get("result") if isinstance(data, dict) else None
         return any(s.get("values") for s in result or () if isinstance(s, dict))
 
+    def query_range(self, query: str, window: Window) -> Iterator[LogEntry]:
+        """Every entry matching `query` in `window` (one shard: `[start, end)`), in time order.
+
+        Streams entries page by page (never more than one page in memory). A timed-out piece is
+        read in halves (see `_read_shard`). Raises LokiQueryError on HTTP 400 (Loki's own text),
+        LokiAuthError on 401/403, SourceError when Loki cannot be read after retries and splits or
+        answers something that is not a Loki result.
+        """
+        counts = _ShardCounts()
+
+        def fail(part: Window, cause: str) -> None:
+            raise SourceError(SOURCE, cause, window=(part.start, part.end), retryable=True)
+
+        for page in self._read_shard(query, window, counts, fail):
+            yield from page
+
     def scan(
         self,
         query: str,
