@@ -99,3 +99,90 @@ def test_a_stretch_too_dense_even_at_the_floor_is_a_gap_of_at_most_a_minute(
     assert "request timed out" in gap["error"]
     # Everything else was read: no signal lies in that minute, so every finding stands.
     assert verdicts(report) == EXPECTED_FINDINGS
+
+
+def test_a_tenant_max_query_length_is_learned_from_the_400(tmp_path, monkeypatch, capsys, caplog):
+    limits = {"max_query_length": timedelta(hours=12)}
+    code, report, err, sent = scan(reference_scenario(), limits, tmp_path, monkeypatch, capsys)
+    assert code == 1, err  # before: exit 2, "the query time range exceeds the limit", no report
+    assert report["complete"] and verdicts(report) == EXPECTED_FINDINGS
+    assert report["summary"]["cleared"] == EXPECTED_CLEARED
+    refused = [r for r in sent if r.status == 400]
+    assert 1 <= len(refused) <= 8  # learned once per shard in flight, then never asked again
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "max_query_length" in said and 'max_query_length = "11h59m30s"' in said
+
+
+def test_a_shard_exactly_at_the_limit_keeps_a_margin_for_the_sharding_lookup(
+    tmp_path, monkeypatch, capsys
+):
+    limits = {"max_query_length": timedelta(hours=24), "sharding_lookback": True}
+    code, report, err, sent = scan(reference_scenario(), limits, tmp_path, monkeypatch, capsys)
+    assert code == 1, err  # before: exit 2, "query length: 1d0h0m30s, limit: 1d"
+    assert report["complete"] and verdicts(report) == EXPECTED_FINDINGS
+    assert any(r.status == 400 for r in sent)
+    day = 24 * 3600 * 10**9
+    assert all(int(r.params["end"]) - int(r.params["start"]) < day for r in sent if r.status == 200)
+
+
+def test_a_tenant_byte_limit_splits_the_piece_instead_of_exit_2(tmp_path, monkeypatch, capsys):
+    # A day of the selected streams holds ~3 KiB; half a day fits in 2000 bytes.
+    limits = {"max_query_bytes_read": 2000}
+    code, report, err, sent = scan(reference_scenario(), limits, tmp_path, monkeypatch, capsys)
+    assert code == 1, err  # before: exit 2, "the query would read too many bytes", no report
+    assert report["complete"] and verdicts(report) == EXPECTED_FINDINGS
+    assert any(r.status == 400 for r in sent)
+
+
+def test_bytes_too_many_even_at_the_floor_are_a_gap_of_that_piece_only(
+    tmp_path, monkeypatch, capsys
+):
+    scenario = reference_scenario()
+    dense_at = datetime(2026, 9, 8, 12, 0, 0, tzinfo=UTC)
+    pod = {"namespace": "gs1-production", "pod": "tokenizer-0", "container": "tokenizer"}
+    scenario.log_lines += [
+        SandboxLogLine(to_ns(dense_at) + i * 1000, pod, "x" * 100 + f" batch {i}")
+        for i in range(200)
+    ]
+    code, report, err, _ = scan(
+        scenario, {"max_query_bytes_read": 8000}, tmp_path, monkeypatch, capsys
+    )
+    assert code == 3, err  # before: exit 2 and no report; everything read was thrown away
+    (gap,) = report["gaps"]
+    start, end = (datetime.fromisoformat(gap[k].replace("Z", "+00:00")) for k in ("start", "end"))
+    assert start <= dense_at < end and end - start <= timedelta(minutes=1)
+    assert "too many bytes" in gap["error"]
+    assert verdicts(report) == EXPECTED_FINDINGS
+
+
+def test_a_full_tenant_queue_at_one_size_is_read_in_smaller_pieces(tmp_path, monkeypatch, capsys):
+    # The frontend splits a query per hour; the tenant's queue holds 6: a day is refused with 429
+    # at every try, 6 hours are not.
+    limits = {
+        "split_queries_by_interval": timedelta(hours=1),
+        "max_outstanding_requests_per_tenant": 6,
+    }
+    code, report, err, sent = scan(reference_scenario(), limits, tmp_path, monkeypatch, capsys)
+    assert code == 1, err  # before: every day a gap after its retries, exit 3
+    assert report["complete"] and verdicts(report) == EXPECTED_FINDINGS
+    assert any(r.status == 429 for r in sent)
+
+
+def test_several_tenants_without_multi_tenant_queries_is_exit_2_at_once(
+    tmp_path, monkeypatch, capsys
+):
+    limits = {"multi_tenant_queries_enabled": False}
+    code, report, err, sent = scan(
+        reference_scenario(),
+        limits,
+        tmp_path,
+        monkeypatch,
+        capsys,
+        config=CONFIG,
+        org="team-ml|team-cv",
+    )
+    # Before: retried as transient for minutes, exit 3, "server failed or is unreachable".
+    assert code == 2 and report is None, err
+    assert "LOKI_ORG_ID" in err and "[loki] org_id" in err
+    assert "multi_tenant_queries_enabled" in err and "Traceback" not in err
+    assert len([r for r in sent if r.status == 500]) <= 8  # no retries

@@ -76,6 +76,15 @@ ERR_DEADLINE = (
     "request timed out, decrease the duration of the request or add more label matchers "
     "(prefer exact match over regex match) to reduce the amount of data processed"
 )
+# pkg/querier/queryrange/limits.go limErrQueryTooManyBytesTmpl (max_query_bytes_read); sizes in
+# go-humanize IBytes form.
+ERR_TOO_MANY_BYTES = (
+    "the query would read too many bytes (query: {}, limit: {}); consider adding more specific "
+    "stream selectors or reduce the time range of the query"
+)
+ERR_TOO_MANY_REQUESTS = "too many outstanding requests"  # pkg/queue/queue.go ErrTooManyRequests
+ERR_TOO_MANY_ORG_IDS = "multiple org IDs present"  # dskit user/id.go ErrTooManyOrgIDs
+SHARDING_LOOKBACK_NS = 30 * NS  # pkg/logql/engine.go max_look_back_period default
 FAULT_BODIES = {
     429: "too many outstanding requests",
     500: "rpc error: code = Internal desc = injected fault",
@@ -84,6 +93,20 @@ FAULT_BODIES = {
     504: ERR_DEADLINE,
 }
 FAULT_KINDS = frozenset([*FAULT_BODIES, "truncated", "nonjson", "reset", "timeout"])
+
+
+class TooManyRequests(Exception):
+    """The tenant's query queue is full: HTTP 429 `too many outstanding requests`."""
+
+
+def ibytes(n: int) -> str:
+    """go-humanize IBytes: `512 B`, `2.0 MiB`, `13 MiB`."""
+    if n < 1024:
+        return f"{n} B"
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    e = min(int(math.log(n, 1024)), len(units))
+    val = math.floor(n / 1024**e * 10 + 0.5) / 10
+    return f"{val:.1f} {units[e - 1]}" if val < 10 else f"{val:.0f} {units[e - 1]}"
 
 
 class QueryTimeout(Exception):
@@ -223,6 +246,11 @@ class LokiServer:
         max_query_lookback: timedelta | None = None,
         index_stats_from_store_only: bool = False,
         structured_metadata: Iterable[str] = (),
+        sharding_lookback: bool = False,
+        max_query_bytes_read: int | None = None,
+        split_queries_by_interval: timedelta | None = None,
+        max_outstanding_requests_per_tenant: int | None = None,
+        multi_tenant_queries_enabled: bool = True,
     ) -> None:
         self.faults = faults or LokiFaults()
         self.max_query_length_ns = (max_query_length // timedelta(microseconds=1)) * 1000
@@ -235,6 +263,11 @@ class LokiServer:
         self.query_timeout_delay = query_timeout_delay
         self.max_query_lookback = max_query_lookback
         self.index_stats_from_store_only = index_stats_from_store_only
+        self.sharding_lookback = sharding_lookback
+        self.max_query_bytes_read = max_query_bytes_read
+        self.split_queries_by_interval = split_queries_by_interval
+        self.max_outstanding_requests_per_tenant = max_outstanding_requests_per_tenant
+        self.multi_tenant_queries_enabled = multi_tenant_queries_enabled
         self.tenant_required = tenant_required
         self.bearer_token = bearer_token
         self.basic_auth = basic_auth
@@ -369,6 +402,7 @@ class LokiServer:
         start, end, limit, forward = self._range_params(params)
         query = parse_log_query(params.get("query"))
         self._check_limits(org, limit, start, end)
+        self._check_query_range_limits(start, end)
         t0 = time.perf_counter()
         served = self._served(start, end)
         sees = self._tenant_sees_data(org) and served is not None
@@ -376,6 +410,15 @@ class LokiServer:
         if query.label_filters:
             streams = [s for s in streams if query.passes(s.labels)]
         start, end = served or (start, end)
+        if self.max_query_bytes_read is not None:
+            nbytes = sum(
+                sum(map(len, s.lines[lo:hi]))
+                for lo, hi, s in ((*s.span(start, end), s) for s in streams)
+            )
+            if nbytes > self.max_query_bytes_read:
+                raise BadRequest(
+                    ERR_TOO_MANY_BYTES.format(ibytes(nbytes), ibytes(self.max_query_bytes_read))
+                )
         if self.query_timeout_lines is not None:
             scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
             if scanned > self.query_timeout_lines:
@@ -438,6 +481,23 @@ class LokiServer:
                     go_duration(length), prom_duration(self.max_query_length_ns)
                 )
             )
+
+    def _check_query_range_limits(self, start: int, end: int) -> None:
+        """The sharding lookup's extra 30 s against max query length, then the tenant's queue."""
+        length = (end // 1_000_000 - start // 1_000_000) * 1_000_000
+        if self.sharding_lookback and self.max_query_length_ns:
+            if length + SHARDING_LOOKBACK_NS > self.max_query_length_ns:
+                raise BadRequest(
+                    ERR_QUERY_TOO_LONG.format(
+                        go_duration(length + SHARDING_LOOKBACK_NS),
+                        prom_duration(self.max_query_length_ns),
+                    )
+                )
+        split, most = self.split_queries_by_interval, self.max_outstanding_requests_per_tenant
+        if split is not None and most is not None:
+            step = split // timedelta(microseconds=1) * 1000
+            if -(-length // step) > most:
+                raise TooManyRequests()
 
     def series(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/series`: label sets of streams with entries in [start, end)."""
@@ -578,6 +638,10 @@ class _Handler(BaseHTTPRequestHandler):
         if loki.tenant_required is not None and not self.headers.get("X-Scope-OrgID"):
             self._text(401, "no org id\n")  # dskit AuthenticateUser: http.Error adds the newline
             return
+        org = self.headers.get("X-Scope-OrgID") or ""
+        if "|" in org and not loki.multi_tenant_queries_enabled:
+            self._text(500, ERR_TOO_MANY_ORG_IDS + "\n")
+            return
         if url.path in ("/loki/api/v1/query_range", "/loki/api/v1/series") and self._inject(params):
             return
         try:
@@ -587,6 +651,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except QueryTimeout:
             self._text(504, ERR_DEADLINE)
+            return
+        except TooManyRequests:
+            self._text(429, ERR_TOO_MANY_REQUESTS)
             return
         self._json(200, doc)
 

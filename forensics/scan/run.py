@@ -63,6 +63,7 @@ from forensics.scan.signals import (
 from forensics.scan.tally import Tally
 from forensics.sources import Sources
 from forensics.sources.loki import ShardOutcome
+from forensics.sources.loki_limits import reading_length
 
 log = logging.getLogger("elastic-audit")
 
@@ -149,7 +150,7 @@ class ScanRun:
             self.sources.loki,
             task_selector(self.settings, self.scope, self.projects.scope_domains(self.scope)),
             window,
-            min(lk.shard, lk.max_query_length),
+            reading_length(lk.shard, lk.max_query_length),
         )
         self._read_everything()
         self.tally.add_gaps(coverage_gaps(self.coverage, self.sources.loki))
@@ -198,7 +199,7 @@ class ScanRun:
         lk, admin, store = self.settings.loki, self.sources.admin, self.sources.store
         log.info(
             "calls: Loki %d shard(s), Flyte Admin %d (%s), S3 %d (%s); %d gap(s)",
-            len(self.window.split(min(lk.shard, lk.max_query_length))),
+            len(self.window.split(reading_length(lk.shard, lk.max_query_length))),
             admin.calls_total,
             admin.endpoint,
             store.call_count,

@@ -12,6 +12,7 @@ from forensics.config import LokiSettings
 from forensics.evidence.logs import parse_signal
 from forensics.model import LogEntry, SignalHit, UnparsedLine, Window, rfc3339
 from forensics.sources.loki import LokiClient, ShardOutcome
+from forensics.sources.loki_limits import reading_length
 
 log = logging.getLogger("elastic-audit")
 
@@ -91,7 +92,7 @@ def earliest_per_pod(hits: Iterable[SignalHit], window: Window) -> dict[tuple[st
 
 def log_window(window: Window, labels: LokiSettings, query: str) -> int:
     """Say (-v) how the window is read; the number of Loki shards."""
-    shards = len(window.split(min(labels.shard, labels.max_query_length)))
+    shards = len(window.split(reading_length(labels.shard, labels.max_query_length)))
     log.info(
         "window %s → %s (end exclusive): %d Loki shard(s) of at most %s at %s; query %s",
         rfc3339(window.start),

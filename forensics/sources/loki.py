@@ -42,9 +42,20 @@ from urllib3.exceptions import MaxRetryError
 from forensics import __version__
 from forensics.concurrency import Emit, stream
 from forensics.config import LokiSettings
-from forensics.errors import ConfigError, LokiQueryError, SourceError
+from forensics.errors import ConfigError, ElasticAuditError, LokiQueryError, SourceError
 from forensics.model import LogEntry, Window, from_ns, rfc3339, to_ns
 from forensics.sources.logql import selector, split_query
+from forensics.sources.loki_limits import (
+    TOO_MANY_ORG_IDS,
+    LokiQueryTooLong,
+    LokiTooHeavy,
+    duration_text,
+    learned_piece,
+    reading_length,
+    too_heavy,
+    too_long_limit,
+    too_many_org_ids,
+)
 from forensics.sources.loki_retry import BoundedRetry, RetryPolicy
 
 log = logging.getLogger("elastic-audit")
@@ -92,7 +103,7 @@ class LokiNoIndexStats(SourceError):
     """Loki (or a gateway in front of it) does not serve `/loki/api/v1/index/stats` (404)."""
 
 
-class LokiTimeoutError(SourceError):
+class LokiTimeoutError(LokiTooHeavy):
     """A query_range Loki gave up on (504, its query timeout) or that got no answer within the
     client's timeout: the piece is too heavy for one request, so it is read in halves."""
 
@@ -128,6 +139,14 @@ class ShardOutcome:
         if self.failed:
             return self.failed
         return ((self.window, self.error),) if self.error is not None else ()
+
+
+class _PieceTooLong(Exception):
+    """A piece of a shard is longer than the tenant's max_query_length (`error.limit`)."""
+
+    def __init__(self, start: int, boundary: set[Any], error: LokiQueryTooLong) -> None:
+        super().__init__(error.cause)
+        self.start, self.boundary, self.error = start, boundary, error
 
 
 class _Cancelled(Exception):
@@ -245,6 +264,7 @@ class LokiClient:
 
         self._limit_warned = False
         self._no_index_stats = False
+        self.max_length: timedelta | None = None  # learned from a max_query_length 400
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
         for prefix, split in ((self._base + "/", False), (self._base + QUERY_RANGE, True)):
@@ -287,7 +307,16 @@ class LokiClient:
             on_retry=self._count_retry,
             split_timeouts=split,
             pause=_pause,  # a closed scan ends the wait
+            # Several tenants (`A|B`) on a Loki without multi-tenant queries: a 500 that no retry
+            # mends (read only then: reading the body of a retried answer costs nothing else).
+            fatal=self._org_ids_refused if "|" in (self.settings.org_id or "") else None,
         )
+
+    def _org_ids_refused(self, response: Any) -> BaseException | None:
+        if response.status != 500:
+            return None
+        text = bytes(response.data or b"")[:2000].decode("utf-8", errors="replace")
+        return too_many_org_ids(self.settings.org_id, text) if TOO_MANY_ORG_IDS in text else None
 
     # -- counters (for benchmarks and --verbose) ---------------------------------------------
 
@@ -412,18 +441,47 @@ class LokiClient:
         text = self._scrub(self._snippet(body))
         history = getattr(getattr(resp.raw, "retries", None), "history", ())
         attempts = f" after {len(history) + 1} attempts" if history else ""
+        raise self._refusal(status, path, text, attempts, where)
+
+    def _refusal(
+        self, status: int, path: str, text: str, attempts: str, where: Any
+    ) -> ElasticAuditError:
+        """The error a non-200 answer means (Loki's own text, secrets removed)."""
         if status == 400:
             if ENTRY_LIMIT_PREFIX in text:
                 m = _ENTRY_LIMIT_RE.search(text)
-                raise LokiEntryLimitError(
+                return LokiEntryLimitError(
                     f"Loki rejected the query: {text}",
                     limit=int(m.group(2)) if m else None,
                     window=where,
                 )
-            raise LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
+            if too_heavy(text) and path == QUERY_RANGE:
+                return LokiTooHeavy(SOURCE, f"Loki refused the piece: {text}", window=where)
+            if "exceeds the limit" in text:
+                return LokiQueryTooLong(
+                    SOURCE,
+                    f"Loki rejected the query: {text}",
+                    limit=too_long_limit(text),
+                    window=where,
+                )
+            return LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
+        if TOO_MANY_ORG_IDS in text:
+            return too_many_org_ids(self.settings.org_id, text)
         if status == 504 and path == QUERY_RANGE:
-            raise LokiTimeoutError(
-                SOURCE, f"HTTP 504 from Loki{attempts}: {text}", window=where, retryable=True
+            return LokiTimeoutError(
+                SOURCE,
+                f"HTTP 504 from Loki{attempts}: {text} (Loki's query_timeout: the piece is read "
+                "in halves)",
+                window=where,
+                retryable=True,
+            )
+        if status == 429 and path == QUERY_RANGE:
+            return LokiTooHeavy(
+                SOURCE,
+                f"HTTP 429 from Loki{attempts}: {text} (the tenant's query queue is full at this "
+                "size: the piece is read in halves)",
+                window=where,
+                retryable=True,
             )
         if status in (401, 403):
             hint = (
@@ -431,10 +489,10 @@ class LokiClient:
                 if "org id" in text.lower()
                 else "check LOKI_BEARER_TOKEN / LOKI_USERNAME + LOKI_PASSWORD"
             )
-            raise LokiAuthError(
+            return LokiAuthError(
                 SOURCE, f"HTTP {status}, access refused ({hint}): {text}", window=where
             )
-        raise SourceError(
+        return SourceError(
             SOURCE,
             f"HTTP {status} from Loki{attempts}: {text}",
             window=where,
@@ -548,8 +606,10 @@ class LokiClient:
         while start < end:
             try:
                 entries, limit = self._page(query, start, end, window, counts)
-            except LokiTimeoutError as e:
+            except LokiTooHeavy as e:
                 raise _PieceTimeout(start, boundary, e.cause) from None
+            except LokiQueryTooLong as e:
+                raise _PieceTooLong(start, boundary, e) from None
             fresh = [e for e in entries if _key(e) not in boundary]
             if fresh:
                 counts.entries += len(fresh)
@@ -620,9 +680,15 @@ class LokiClient:
         in_a_row, answered = 0, counts.answered
         while todo:
             lo, hi, boundary = todo.pop()
+            if self._split_to_length(lo, hi, boundary, todo):
+                continue
             piece = Window(from_ns(lo), from_ns(hi))
             try:
                 yield from self._pages(query, piece, counts, boundary)
+                continue
+            except _PieceTooLong as t:
+                self._learn_length(t.error, hi - t.start)
+                todo.append((t.start, hi, t.boundary))  # split to the learned length when popped
                 continue
             except _PieceTimeout as t:
                 if counts.answered != answered:
@@ -646,6 +712,47 @@ class LokiClient:
                 self._count_retry()
                 todo.append((mid, hi, None))
                 todo.append((t.start, mid, t.boundary))
+
+    def _split_to_length(
+        self, lo: int, hi: int, boundary: set[Any] | None, todo: list[Any]
+    ) -> bool:
+        """Replace a piece longer than the learned max_query_length by pieces that fit (pushed on
+        `todo`, earliest on top); False when it fits."""
+        learned = self.max_length
+        if learned is None:
+            return False
+        step = learned // timedelta(microseconds=1) * 1000
+        if hi - lo <= step:
+            return False
+        starts = list(range(lo, hi, step))
+        for a in reversed(starts):
+            todo.append((a, min(a + step, hi), boundary if a == lo else None))
+        return True
+
+    def _learn_length(self, e: LokiQueryTooLong, asked_ns: int) -> None:
+        """Take the tenant's max_query_length from its 400 for the rest of the run; the 400
+        stands as the error it is when it states no limit shorter than what was asked."""
+        limit = e.limit
+        piece = learned_piece(limit) if limit is not None else None
+        if (
+            piece is None
+            or piece <= timedelta(0)
+            or piece // timedelta(microseconds=1) * 1000 >= asked_ns
+        ):
+            raise e
+        with self._lock:
+            if self.max_length is not None and self.max_length <= piece:
+                return  # another shard learned it (or less) meanwhile
+            first = self.max_length is None
+            self.max_length = piece
+        if first:
+            log.warning(
+                "Loki limits this tenant's queries to %s (max_query_length): reading pieces of %s "
+                'for the rest of the run; set [loki] max_query_length = "%s" to start there',
+                duration_text(limit),
+                duration_text(piece),
+                duration_text(piece),
+            )
 
     # -- public reads ----------------------------------------------------------------------------
 
@@ -680,6 +787,22 @@ class LokiClient:
         return sorted(str(n) for n in data) if isinstance(data, list) else []
 
     def holds_any(self, stream_selector: str, window: Window) -> bool:
+        """Whether Loki serves at least one entry of `stream_selector` in `window` (asked in
+        pieces of the learned max_query_length; see `_holds_any`)."""
+        todo: list[tuple[int, int, set[Any] | None]] = []
+        lo, hi = to_ns(window.start), to_ns(window.end)
+        if not self._split_to_length(lo, hi, None, todo):
+            todo = [(lo, hi, None)]
+        for a, b, _ in reversed(todo):
+            try:
+                if self._holds_any(stream_selector, Window(from_ns(a), from_ns(b))):
+                    return True
+            except LokiQueryTooLong as e:
+                self._learn_length(e, b - a)  # raises it when nothing shorter is learned
+                return self.holds_any(stream_selector, window)
+        return False
+
+    def _holds_any(self, stream_selector: str, window: Window) -> bool:
         """Whether Loki serves at least one entry of `stream_selector` in `window`.
 
         Its index stats first (one request, no chunk read). They count only what the querier
@@ -744,8 +867,7 @@ class LokiClient:
         shard alike, so they stop the scan and are raised. Closing the generator stops the workers.
         """
         split_query(query)  # a malformed selector is a configuration mistake: say so up front
-        size = min(shard, max_query_length)
-        shards = window.split(size)
+        shards = window.split(reading_length(shard, max_query_length))
         if not shards:
             return
         stop = threading.Event()
