@@ -105,3 +105,11 @@ def test_index_stats_that_miss_ingester_lines_are_confirmed_by_a_read(
     probes = [r for r in sent if r.path.endswith("/index/stats")]
     confirms = [r for r in sent if r.params.get("limit") == "1"]
     assert len(confirms) == len(probes) >= 1
+
+
+def test_the_stderr_line_of_a_logs_absent_gap_says_what_it_is(tmp_path, monkeypatch, capsys):
+    lookback = {"max_query_lookback": datetime.now(UTC) - SERVED_FROM}
+    code, _, err, _ = scan(lookback, tmp_path, monkeypatch, capsys)
+    assert code == 3
+    line = next(x for x in err.splitlines() if x.startswith("elastic-audit: Loki"))
+    assert "holds no task log" in line and "it failed at" not in line

@@ -186,3 +186,18 @@ def test_several_tenants_without_multi_tenant_queries_is_exit_2_at_once(
     assert "LOKI_ORG_ID" in err and "[loki] org_id" in err
     assert "multi_tenant_queries_enabled" in err and "Traceback" not in err
     assert len([r for r in sent if r.status == 500]) <= 8  # no retries
+
+
+def test_a_quick_504_is_explained_as_loki_s_query_timeout_not_unreachable(
+    tmp_path, monkeypatch, capsys
+):
+    scenario = reference_scenario()
+    dense_at = datetime(2026, 9, 8, 12, 0, 0, tzinfo=UTC)
+    pod = {"namespace": "gs1-production", "pod": "tokenizer-0", "container": "tokenizer"}
+    scenario.log_lines += [
+        SandboxLogLine(to_ns(dense_at) + i * 1000, pod, f"tokenized batch {i}") for i in range(200)
+    ]
+    code, _, err, _ = scan(scenario, {"query_timeout_lines": 100}, tmp_path, monkeypatch, capsys)
+    assert code == 3
+    # Before: "likely cause: no answer in time (unreachable or overloaded)", for a 504 in ms.
+    assert "query_timeout" in err and "unreachable" not in err
