@@ -17,7 +17,12 @@ from support.cli import run, use_sandbox
 from support.scan import CONFIG, WINDOW, key
 
 from forensics.model import UTC, to_ns
-from forensics.sandbox.incident import EXPECTED_CLEARED, EXPECTED_FINDINGS, reference_scenario
+from forensics.sandbox.incident import (
+    EXPECTED_CLEARED,
+    EXPECTED_FINDINGS,
+    glog_agent_line,
+    reference_scenario,
+)
 from forensics.sandbox.scenario import SandboxLogLine
 from forensics.sandbox.stack import sandbox
 
@@ -201,3 +206,27 @@ def test_a_quick_504_is_explained_as_loki_s_query_timeout_not_unreachable(
     assert code == 3
     # Before: "likely cause: no answer in time (unreachable or overloaded)", for a 504 in ms.
     assert "query_timeout" in err and "unreachable" not in err
+
+
+def test_a_burst_at_one_sub_millisecond_instant_is_paged_without_a_sub_millisecond_series(
+    tmp_path, monkeypatch, capsys
+):
+    # More matching lines than a page holds (max_entries = 100) share one nanosecond that is not
+    # millisecond-aligned, across three pods: read stream by stream.
+    scenario = reference_scenario()
+    at = datetime(2026, 9, 8, 12, 0, 0, tzinfo=UTC)
+    ts = to_ns(at) + 123_457
+    scenario.log_lines += [
+        SandboxLogLine(
+            ts,
+            {"namespace": "batch", "pod": f"burst-{p}", "container": "burst"},
+            glog_agent_line(at, 1000 + i),
+        )
+        for p in range(3)
+        for i in range(50)
+    ]
+    config = QUICK.replace("[loki]\n", "[loki]\nmax_entries = 100\n")
+    code, report, err, _ = scan(scenario, {}, tmp_path, monkeypatch, capsys, config)
+    assert code == 1, err  # before: /series over [T, T+1ns) is a 500 every time: a gap, exit 3
+    assert report["complete"], report["gaps"]
+    assert verdicts(report) == EXPECTED_FINDINGS

@@ -84,6 +84,9 @@ ERR_TOO_MANY_BYTES = (
 )
 ERR_TOO_MANY_REQUESTS = "too many outstanding requests"  # pkg/queue/queue.go ErrTooManyRequests
 ERR_TOO_MANY_ORG_IDS = "multiple org IDs present"  # dskit user/id.go ErrTooManyOrgIDs
+# pkg/querier/queryrange/codec.go MergeResponse: the frontend splits a series request on
+# millisecond bounds; a range inside one millisecond leaves no sub-request to merge.
+ERR_MERGE_NONE = "merging responses requires at least one response"
 SHARDING_LOOKBACK_NS = 30 * NS  # pkg/logql/engine.go max_look_back_period default
 FAULT_BODIES = {
     429: "too many outstanding requests",
@@ -95,8 +98,23 @@ FAULT_BODIES = {
 FAULT_KINDS = frozenset([*FAULT_BODIES, "truncated", "nonjson", "reset", "timeout"])
 
 
-class TooManyRequests(Exception):
+class Refusal(Exception):
+    """An answer other than 200 or 400: `status` and Loki's text (the exception's message)."""
+
+    status = 500
+
+
+class ServerError(Refusal):
+    """An internal error Loki answers with HTTP 500 and its text."""
+
+
+class TooManyRequests(Refusal):
     """The tenant's query queue is full: HTTP 429 `too many outstanding requests`."""
+
+    status = 429
+
+    def __init__(self) -> None:
+        super().__init__(ERR_TOO_MANY_REQUESTS)
 
 
 def ibytes(n: int) -> str:
@@ -109,9 +127,14 @@ def ibytes(n: int) -> str:
     return f"{val:.1f} {units[e - 1]}" if val < 10 else f"{val:.0f} {units[e - 1]}"
 
 
-class QueryTimeout(Exception):
+class QueryTimeout(Refusal):
     """A query Loki gave up on at its query_timeout: HTTP 504 with ERR_DEADLINE
     (pkg/util/server/error.go maps context.DeadlineExceeded to it)."""
+
+    status = 504
+
+    def __init__(self) -> None:
+        super().__init__(ERR_DEADLINE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,6 +529,8 @@ class LokiServer:
         groups = params.all("match[]")
         if not groups:
             raise BadRequest("0 matcher groups supplied")
+        if start // 1_000_000 == end // 1_000_000:
+            raise ServerError(ERR_MERGE_NONE)
         selectors = [parse_selector_only(g) for g in groups]
         found = []
         served = self._served(start, end)
@@ -638,9 +663,7 @@ class _Handler(BaseHTTPRequestHandler):
         if loki.tenant_required is not None and not self.headers.get("X-Scope-OrgID"):
             self._text(401, "no org id\n")  # dskit AuthenticateUser: http.Error adds the newline
             return
-        org = self.headers.get("X-Scope-OrgID") or ""
-        if "|" in org and not loki.multi_tenant_queries_enabled:
-            self._text(500, ERR_TOO_MANY_ORG_IDS + "\n")
+        if self._several_tenants_refused():
             return
         if url.path in ("/loki/api/v1/query_range", "/loki/api/v1/series") and self._inject(params):
             return
@@ -649,13 +672,18 @@ class _Handler(BaseHTTPRequestHandler):
         except BadRequest as e:
             self._text(400, str(e))
             return
-        except QueryTimeout:
-            self._text(504, ERR_DEADLINE)
-            return
-        except TooManyRequests:
-            self._text(429, ERR_TOO_MANY_REQUESTS)
+        except Refusal as e:
+            self._text(e.status, str(e))
             return
         self._json(200, doc)
+
+    def _several_tenants_refused(self) -> bool:
+        """`A|B` on a Loki without multi-tenant queries: a 500; True when answered."""
+        org = self.headers.get("X-Scope-OrgID") or ""
+        if "|" not in org or self.loki.multi_tenant_queries_enabled:
+            return False
+        self._text(500, ERR_TOO_MANY_ORG_IDS + "\n")
+        return True
 
     def _inject(self, params: Params) -> bool:
         """Apply latency and the first matching fault rule; True when the response is done."""

@@ -8,8 +8,8 @@ Paging follows logcli's forward rules (grafana/loki `pkg/logcli/query/query.go::
 starts at the last timestamp seen (inclusive) and entries at that boundary are dropped when their
 (timestamp, stream labels, line) was already yielded. When a whole page shares one nanosecond
 (more than `page_limit` matches at one timestamp, where logcli gives up), the client lists the
-streams that have entries at that nanosecond (`/loki/api/v1/series`) and reads each stream on its
-own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
+streams that have entries in the millisecond of that nanosecond (`/loki/api/v1/series`) and
+reads each stream on its own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
 nanosecond does the shard fail, loudly, naming the stream and the time.
 
 Two tenant limits are met at run time rather than configured exactly (grafana/loki
@@ -637,7 +637,12 @@ class LokiClient:
         counts: _ShardCounts,
     ) -> Iterator[list[LogEntry]]:
         stream_selector, pipeline = split_query(query)
-        for labels in self._series(stream_selector, ts, ts + 1, window, counts):
+        # The streams with entries in the millisecond around `ts`: a real Loki's frontend splits a
+        # series request on millisecond bounds and answers a range inside one millisecond with a
+        # 500 (grafana/loki `pkg/querier/queryrange/codec.go` MergeResponse: "merging responses
+        # requires at least one response"). The lines are then read at `ts` exactly.
+        ms = ts - ts % 1_000_000
+        for labels in self._series(stream_selector, ms, ms + 1_000_000, window, counts):
             exact = selector([(k, "=", v) for k, v in sorted(labels.items())])
             entries, limit = self._page(f"{exact} {pipeline}".strip(), ts, ts + 1, window, counts)
             if len(entries) >= limit:
