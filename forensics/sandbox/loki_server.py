@@ -117,6 +117,37 @@ class TooManyRequests(Refusal):
         super().__init__(ERR_TOO_MANY_REQUESTS)
 
 
+# pkg/validation/limits.go DiscoverServiceName, in order.
+DISCOVER_SERVICE_NAME = (
+    "service",
+    "app",
+    "application",
+    "app_name",
+    "name",
+    "app_kubernetes_io_name",
+    "container",
+    "container_name",
+    "k8s_container_name",
+    "component",
+    "workload",
+    "job",
+    "k8s_job_name",
+)
+_LEVELS = (("error", "error"), ("warn", "warn"), ("info", "info"), ("debug", "debug"))
+
+
+def discovered(entry: SandboxLogLine) -> SandboxLogLine:
+    """`entry` with the labels Loki's distributor adds: service_name and detected_level."""
+    labels = dict(entry.labels)
+    if "service_name" not in labels:
+        found = next((labels[n] for n in DISCOVER_SERVICE_NAME if labels.get(n)), None)
+        labels["service_name"] = found or "unknown_service"
+    low = entry.line.lower()
+    level = next((lv for word, lv in _LEVELS if word in low), "unknown")
+    labels["detected_level"] = level
+    return SandboxLogLine(entry.ts_ns, labels, entry.line)
+
+
 def ibytes(n: int) -> str:
     """go-humanize IBytes: `512 B`, `2.0 MiB`, `13 MiB`."""
     if n < 1024:
@@ -274,6 +305,7 @@ class LokiServer:
         split_queries_by_interval: timedelta | None = None,
         max_outstanding_requests_per_tenant: int | None = None,
         multi_tenant_queries_enabled: bool = True,
+        discover_labels: bool = False,
     ) -> None:
         self.faults = faults or LokiFaults()
         self.max_query_length_ns = (max_query_length // timedelta(microseconds=1)) * 1000
@@ -295,8 +327,10 @@ class LokiServer:
         self.bearer_token = bearer_token
         self.basic_auth = basic_auth
         self.requests = RequestLog()
-        self._store = Store(structured_metadata)
-        self._store.add(lines)
+        self.discover_labels = discover_labels
+        meta = (*structured_metadata, *(("detected_level",) if discover_labels else ()))
+        self._store = Store(meta)
+        self.add_lines(lines)
         self._faults_lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -344,6 +378,8 @@ class LokiServer:
 
     def add_lines(self, lines: Iterable[SandboxLogLine]) -> int:
         """Add lines (any order, any streams); returns how many were offered."""
+        if self.discover_labels:
+            lines = map(discovered, lines)
         return self._store.add(lines)
 
     # -- request handling (called from handler threads) -------------------------------------------

@@ -16,6 +16,11 @@ from forensics.sources.loki_limits import reading_length
 
 log = logging.getLogger("elastic-audit")
 
+# Labels Loki itself adds to results (docs/upstream.md, "Labels Loki adds"): `service_name`
+# (discovered at ingestion), `detected_level` (structured metadata merged into the labels),
+# `__tenant_id__` (multi-tenant queries). They say nothing of the pod; an example leaves them out.
+LOKI_ADDED_LABELS = frozenset({"service_name", "detected_level", "__tenant_id__"})
+
 
 class SignalLines:
     """Reads a death-signal query over a window: parsed hits are yielded, shard outcomes handed
@@ -74,7 +79,8 @@ class SignalLines:
         line = entry.line
         if len(line) > UnparsedLine.MAX_CHARS:
             line = line[: UnparsedLine.MAX_CHARS] + "…"
-        return UnparsedLine(entry.at, entry.labels, line)
+        labels = tuple((k, v) for k, v in entry.labels if k not in LOKI_ADDED_LABELS)
+        return UnparsedLine(entry.at, labels, line)
 
 
 def earliest_per_pod(hits: Iterable[SignalHit], window: Window) -> dict[tuple[str, str], SignalHit]:
