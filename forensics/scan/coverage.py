@@ -26,7 +26,6 @@ from forensics.sources.loki import LokiClient, ShardOutcome
 log = logging.getLogger("elastic-audit")
 
 LOGS_ABSENT = "logs_absent"
-_TICK = timedelta(microseconds=1)
 NOTE = (
     "Loki holds no task log for the time this attempt ran (retention, max_query_lookback, a "
     "shipper outage or a selector that matches nothing): its evidence is Flyte Admin and S3 only"
@@ -36,9 +35,9 @@ NOTE = (
 class Coverage:
     """Per shard of the window: does Loki hold any task log there, and did any attempt run there."""
 
-    def __init__(self, loki: LokiClient, selector: str, window: Window, size: timedelta) -> None:
+    def __init__(self, loki: LokiClient, window: Window, size: timedelta) -> None:
         self._loki = loki
-        self.selector = selector
+        self.selector = ""  # the task selector, set once the scan's projects are known
         self.window = window
         self.shards = window.split(size)
         self._starts = [s.start for s in self.shards]
@@ -52,13 +51,6 @@ class Coverage:
     def _index(self, at: datetime) -> int:
         return max(0, bisect_right(self._starts, at) - 1)
 
-    def _overlapping(self, start: datetime | None, end: datetime | None) -> range:
-        first = max(start or self.window.start, self.window.start)
-        last = min(end or self.window.end, self.window.end)
-        lo = self._index(first)
-        hi = self._index(last - _TICK) if last > first else lo  # end is exclusive
-        return range(lo, max(lo, hi) + 1)
-
     def shard_read(self, item: ShardOutcome) -> None:
         """A shard's signal query ended: lines prove the logs are there; a failure is a gap."""
         i = self._index(item.window.start)
@@ -69,14 +61,15 @@ class Coverage:
                 self._unread.add(i)
 
     def ran(self, start: datetime | None, end: datetime | None) -> None:
-        """Flyte Admin shows an attempt that ran from `start` to `end`; an attempt without an end
-        (still running, or its end not recorded) counts where it started only."""
-        end = end or start
-        if start is None or end is None or start >= self.window.end or end < self.window.start:
+        """Flyte Admin shows an attempt that started at `start` and ended at `end` (None: still
+        running). A task pod logs when it starts and when it ends (the evidence a verdict reads
+        lies there), so the shards holding those two instants are where Loki must hold its logs;
+        a long attempt's quiet days in between are not held against Loki."""
+        marks = [t for t in (start, end) if t is not None and t in self.window]
+        if not marks:
             return
-        span = self._overlapping(start, end)
         with self._lock:
-            self._ran.update(span)
+            self._ran.update(self._index(t) for t in marks)
 
     def probe(self, workers: int) -> None:
         """Probe, `workers` at a time, every shard not yet known to hold task logs."""
@@ -109,12 +102,10 @@ class Coverage:
             )
 
     def absent(self, start: datetime | None, end: datetime | None) -> bool:
-        """Whether Loki holds no task log in some shard of [start, end)."""
-        end = end or start
-        if start is None or end is None or start >= self.window.end or end < self.window.start:
-            return False
+        """Whether Loki holds no task log in the shard where an attempt started or ended."""
+        marks = [t for t in (start, end) if t is not None and t in self.window]
         with self._lock:
-            return any(self._held.get(i) is False for i in self._overlapping(start, end or start))
+            return any(self._held.get(self._index(t)) is False for t in marks)
 
     def gaps(self, hint: str = "") -> list[Gap]:
         """The shards where attempts ran but Loki holds no task log (consecutive ones merged),

@@ -125,6 +125,11 @@ class ScanRun:
         self._errors: list[BaseException] = []
         workers = sources.settings.workers
         self._admin_lane = Lane("admin", workers, self._stop, self._errors)
+        lk = sources.settings.loki
+        # Whether Loki still holds the task pods' logs, shard by shard (docs/upstream.md).
+        self.coverage = Coverage(
+            sources.loki, window, reading_length(lk.shard, lk.max_query_length)
+        )
         self._s3_lane = Lane("s3", workers, self._stop, self._errors)
 
     def run(self) -> Report:
@@ -145,12 +150,8 @@ class ScanRun:
             self.tally.add_gap(
                 Gap("admin", window.start, window.end, f"listing projects: {self.projects.error}")
             )
-        lk = self.settings.loki
-        self.coverage = Coverage(
-            self.sources.loki,
-            task_selector(self.settings, self.scope, self.projects.scope_domains(self.scope)),
-            window,
-            reading_length(lk.shard, lk.max_query_length),
+        self.coverage.selector = task_selector(
+            self.settings, self.scope, self.projects.scope_domains(self.scope)
         )
         self._read_everything()
         self.tally.add_gaps(coverage_gaps(self.coverage, self.sources.loki))
