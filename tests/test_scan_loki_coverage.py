@@ -113,3 +113,17 @@ def test_the_stderr_line_of_a_logs_absent_gap_says_what_it_is(tmp_path, monkeypa
     assert code == 3
     line = next(x for x in err.splitlines() if x.startswith("elastic-audit: Loki"))
     assert "holds no task log" in line and "it failed at" not in line
+
+
+def test_show_over_logs_loki_no_longer_serves_is_incomplete(tmp_path, monkeypatch, capsys):
+    lookback = {"max_query_lookback": datetime.now(UTC) - datetime(2026, 9, 11, tzinfo=UTC)}
+    with sandbox(reference_scenario(), loki_options=lookback) as box:
+        use_sandbox(box, monkeypatch)
+        (tmp_path / "elastic-audit.toml").write_text(QUICK)
+        monkeypatch.chdir(tmp_path)
+        code, out, err = run(["show", "gs1:production:azvg5f9v9974m78fvlf7", "-o", "json"], capsys)
+    tl = json.loads(out)
+    # Before: `suspected`, no pod line, complete, exit 0.
+    assert code == 3, err
+    assert tl["complete"] is False
+    assert [g["kind"] for g in tl["gaps"]] == ["logs_absent"]
