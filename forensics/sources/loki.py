@@ -12,13 +12,16 @@ streams that have entries in the millisecond of that nanosecond (`/loki/api/v1/s
 reads each stream on its own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
 nanosecond does the shard fail, loudly, naming the stream and the time.
 
-Two tenant limits are met at run time rather than configured exactly (grafana/loki
-`pkg/validation/limits.go` max_entries_limit_per_query and query_timeout): a page
-limit over the tenant's `max_entries_limit_per_query` is answered with a 400 whose wording
-differs between Loki versions; its lower limit is adopted for the rest of the run. A query that
-times out (Loki's 504 from its `query_timeout`, or no answer within the client's timeout) is
-too heavy for one request: the piece is read again in two halves, down to `SPLIT_FLOOR`, before
-that part becomes a gap.
+Tenant limits are met at run time rather than configured exactly (grafana/loki
+`pkg/validation/limits.go`): a page limit over the tenant's `max_entries_limit_per_query` is
+answered with a 400 whose wording differs between Loki versions; its lower limit is adopted for
+the rest of the run. A range over `max_query_length` is a 400 stating the limit: pieces 30 s
+shorter are read from then on. A query that times out (Loki's 504 from its `query_timeout`, or no
+answer within the client's timeout), reads too many bytes, or meets a full tenant queue (429)
+through its retries is too heavy for one request: the piece is read again in two halves, down to
+`SPLIT_FLOOR`, before that part becomes a gap. The texts and their sources are in
+`loki_limits.py`. `holds_any` probes whether Loki holds any line of a selector in a window (log
+coverage, `forensics/scan/coverage.py`).
 """
 
 from __future__ import annotations
