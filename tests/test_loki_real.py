@@ -113,13 +113,17 @@ def test_max_query_length_is_learned(tmp_path, monkeypatch, capsys):
 
 
 def test_a_shard_exactly_at_max_query_length(tmp_path, monkeypatch, capsys):
+    # A 24 h shard is refused as `query length: 24h0m30s, limit: 1d` (the sharding lookup).
     limits = {"max_query_length": "24h", "split_queries_by_interval": "24h"}
     code, report, err = scan_real(tmp_path, monkeypatch, capsys, limits=limits)
     assert code == 1, err
     assert report["complete"] and verdicts(report) == EXPECTED_FINDINGS
+    assert 'max_query_length = "23h59m30s"' in err
 
 
 def test_max_query_bytes_read_splits(tmp_path, monkeypatch, capsys):
+    # Loki's size limiter reads the index stats, which in this single-binary set-up leave out the
+    # (unflushed, months-old) lines: the limit may not fire here; the sandbox test covers it.
     code, report, err = scan_real(
         tmp_path, monkeypatch, capsys, limits={"max_query_bytes_read": "2KB"}
     )
