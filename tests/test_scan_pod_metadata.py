@@ -58,3 +58,12 @@ def test_scan_and_show_agree(capsys):
             (a["node_id"], a["attempt"]): a["verdict"] for a in json.loads(shown)["attempts"]
         }
         assert attempts.get((f["node_id"], f["attempt"])) == f["verdict"], ref
+
+
+def test_relaunch_s_re_check_finds_the_pod_too(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    code, out, err = run(["relaunch", INCIDENT, "--dry-run", "-o", "json"], capsys)
+    (item,) = json.loads(out)
+    assert code == 0, err
+    # Before: the re-check asked for the pod in the stream selector and saw no signal.
+    assert item["plan"]["verdict"] == "affected" and "(affected)" in item["reason"]
