@@ -127,3 +127,13 @@ def test_show_over_logs_loki_no_longer_serves_is_incomplete(tmp_path, monkeypatc
     assert code == 3, err
     assert tl["complete"] is False
     assert [g["kind"] for g in tl["gaps"]] == ["logs_absent"]
+
+
+def test_a_loki_without_index_stats_is_probed_with_one_read(tmp_path, monkeypatch, capsys):
+    lookback = {"index_stats_enabled": False, "max_query_lookback": datetime.now(UTC) - SERVED_FROM}
+    code, report, err, sent = scan(lookback, tmp_path, monkeypatch, capsys)
+    assert code == 3, err
+    assert [g["kind"] for g in report["gaps"]] == ["logs_absent"]
+    stats = [r for r in sent if r.path.endswith("/index/stats")]
+    assert 1 <= len(stats) <= 8 and {r.status for r in stats} == {404}  # only probes in flight
+    assert any(r.params.get("limit") == "1" for r in sent)

@@ -306,6 +306,7 @@ class LokiServer:
         max_outstanding_requests_per_tenant: int | None = None,
         multi_tenant_queries_enabled: bool = True,
         discover_labels: bool = False,
+        index_stats_enabled: bool = True,
     ) -> None:
         self.faults = faults or LokiFaults()
         self.max_query_length_ns = (max_query_length // timedelta(microseconds=1)) * 1000
@@ -328,6 +329,7 @@ class LokiServer:
         self.basic_auth = basic_auth
         self.requests = RequestLog()
         self.discover_labels = discover_labels
+        self.index_stats_enabled = index_stats_enabled
         meta = (*structured_metadata, *(("detected_level",) if discover_labels else ()))
         self._store = Store(meta)
         self.add_lines(lines)
@@ -674,8 +676,9 @@ class _Handler(BaseHTTPRequestHandler):
             "/loki/api/v1/series": loki.series,
             "/loki/api/v1/labels": loki.labels,
             "/loki/api/v1/label": loki.labels,
-            "/loki/api/v1/index/stats": loki.index_stats,
         }
+        if loki.index_stats_enabled:
+            routes["/loki/api/v1/index/stats"] = loki.index_stats
         if url.path == "/ready":
             self._text(200, "ready\n")
             return
