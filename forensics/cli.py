@@ -22,7 +22,7 @@ import typer.core
 from typer import _click as click
 
 from forensics import TOOL
-from forensics.commands import demo, fix, pin_bump, relaunch, scan, show, watch
+from forensics.commands import demo, fix, merge, pin_bump, relaunch, scan, show, watch
 from forensics.commands.options import with_flag_groups
 from forensics.errors import ElasticAuditError
 
@@ -153,6 +153,7 @@ def _root(
 
 # The order here is the order `elastic-audit --help` lists the commands in (groups last).
 app.add("demo", demo.demo, demo.EXAMPLES)
+app.add("merge", merge.merge, merge.EXAMPLES)
 app.add("pin-bump", pin_bump.pin_bump, pin_bump.EXAMPLES)
 app.add("relaunch", relaunch.relaunch, relaunch.EXAMPLES)
 app.add("scan", scan.scan, scan.EXAMPLES)

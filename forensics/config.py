@@ -112,12 +112,37 @@ class CheckpointSettings:
 
 
 @dataclass(frozen=True)
+class K8sEventsSettings:
+    """Kubernetes events shipped to Loki (docs/configuration.md `[k8s_events]`): off unless
+    enabled; read with the Loki client's credentials, from `url` or Loki's own."""
+
+    enabled: bool = False
+    url: str | None = None  # None: the [loki] URL
+    # Alloy's `loki.source.kubernetes_events` default job label; the event exporter's Loki sink
+    # has only the `streamLabels` it is given (e.g. {app="kubernetes-event-exporter"}).
+    selector: str = '{job="loki.source.kubernetes_events"}'
+    namespace_label: str = "namespace"  # Alloy's label for the event's object's namespace
+
+
+@dataclass(frozen=True)
+class PrometheusSettings:
+    """Prometheus' HTTP API for kube-state-metrics' `kube_pod_status_disruption_reason`
+    (docs/configuration.md `[prometheus]`): off unless a URL is given."""
+
+    url: str | None = None
+    timeout: float = 30.0
+    step: timedelta = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything a command needs to know about its environment."""
 
     loki: LokiSettings = field(default_factory=LokiSettings)
     flyte: FlyteSettings = field(default_factory=FlyteSettings)
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    k8s_events: K8sEventsSettings = field(default_factory=K8sEventsSettings)
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     workers: int = 8
     config_path: Path | None = None
     # source ("loki", "admin", "s3") -> where its address came from: flag, env, file, default
@@ -184,6 +209,37 @@ def _checkpoint_template(v: Any) -> str:
                 f"{', '.join(CHECKPOINT_FIELDS)}, inputs.NAME, labels.NAME)"
             )
     return s
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError("must be true or false")
+    return v
+
+
+def _url(v: Any) -> str:
+    s = _nonempty(v)
+    try:
+        check_http_url(s, "the URL")
+    except ConfigError as e:
+        raise ValueError(str(e).removeprefix("the URL ")) from None
+    return s.rstrip("/")
+
+
+def _selector(v: Any) -> str:
+    s = _nonempty(v).strip()
+    if not (s.startswith("{") and s.endswith("}")):
+        raise ValueError(
+            'must be a LogQL stream selector such as {job="loki.source.kubernetes_events"}'
+        )
+    return s
+
+
+def _step(v: Any) -> timedelta:
+    d = parse_duration(_str(v))
+    if d is None or d < timedelta(seconds=1):
+        raise ValueError(f"must be a duration of at least 1s such as 30s or 1m, not {v!r}")
+    return d
 
 
 def _workers(v: Any) -> int:
@@ -265,6 +321,13 @@ _SCHEMA: dict[str, dict[str, Any]] = {
     },
     "checkpoints": {"input": _nonempty, "template": _checkpoint_template},
     "scan": {"workers": _workers},
+    "k8s_events": {
+        "enabled": _bool,
+        "url": _url,
+        "selector": _selector,
+        "namespace_label": _label,
+    },
+    "prometheus": {"url": _url, "timeout": _float, "step": _step},
 }
 
 
@@ -368,7 +431,14 @@ def load_settings(
         "s3": _s3_origin(env),
     }
     return Settings(
-        loki=loki, flyte=flyte, checkpoints=ck, workers=n, config_path=path, origins=origins
+        loki=loki,
+        flyte=flyte,
+        checkpoints=ck,
+        k8s_events=K8sEventsSettings(**file.get("k8s_events", {})),
+        prometheus=PrometheusSettings(**file.get("prometheus", {})),
+        workers=n,
+        config_path=path,
+        origins=origins,
     )
 
 

@@ -2,7 +2,8 @@
 
 The rules and why they are so: docs/verdicts.md. Nothing here does I/O; the scan, `show`'s
 timeline and `relaunch`'s re-check all judge an attempt through `decide` and assemble a finding
-through `build_finding`.
+through `build_finding`. One module a little past ~400 lines on purpose: every rule, for a signal
+line and for a disruption event alike, reads in one place beside the enums it dispatches over.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from forensics.config import Settings
 from forensics.model import (
     AttemptRecord,
     Checkpoint,
+    Disruption,
     ExecutionRecord,
     Finding,
     ObjectCheck,
@@ -62,6 +64,28 @@ class Cleared(_StrEnum):
     # missing outputs.pb into "OutputsNotFound" (flyteorg/flyte flytepropeller
     # pkg/controller/nodes/task/handler.go), so Flyte's own success proves it was written.
     OUTPUTS_DECLARED = "outputs-declared"
+    # Kubernetes recorded a disruption of the attempt's pod (docs/verdicts.md "Disruption
+    # evidence"), but outputs.pb exists: before the end (it finished its work in time), or after.
+    DISRUPTION_OUTPUTS_WRITTEN = "disruption-then-outputs-written"
+    DISRUPTION_AFTER_SUCCESS = "disruption-after-success"
+
+
+class Cause(_StrEnum):
+    """What made a success silent (docs/verdicts.md "Causes")."""
+
+    # kfpytorch's elastic task turns the agent's SignalException into IgnoreOutputs: exit 0,
+    # no outputs.pb (flytekitplugins-kfpytorch task.py).
+    ELASTIC_IGNORE_OUTPUTS = "elastic-ignore-outputs"
+    # Any other task that exited 0 after its pod was told to stop: a SIGTERM handler that
+    # calls sys.exit(0) (flytekit's dispatch catches Exception, not SystemExit), a TFJob whose
+    # worker 0 exited 0; propeller accepts a success without outputs.pb for a task that
+    # declares no outputs (flytepropeller pkg/controller/nodes/task/handler.go ValidateOutput).
+    EXIT_0_AFTER_SIGNAL = "exit-0-after-signal"
+
+
+def cause_of(attempt: AttemptRecord) -> Cause:
+    """The cause a finding of this attempt names: by its task's plugin."""
+    return Cause.ELASTIC_IGNORE_OUTPUTS if attempt.is_elastic else Cause.EXIT_0_AFTER_SIGNAL
 
 
 FAILED_PHASES = frozenset({"FAILED", "RETRYABLE_FAILED", "ABORTED", "TIMED_OUT"})
@@ -105,15 +129,72 @@ def decide(
     outputs: ObjectCheck | None,
     *,
     later_attempts: Sequence[AttemptRecord] = (),
+    disruption: Disruption | None = None,
 ) -> Decision:
-    """The one decision about an attempt whose signal and outputs are known (scan, show and
-    relaunch all judge through it); a failed attempt's outputs are not read."""
+    """The one decision about an attempt whose signal, disruption and outputs are known (scan,
+    show and relaunch all judge through it); a failed attempt's outputs are not read.
+
+    A disruption event is a second witness (docs/verdicts.md "Disruption evidence"): alone it
+    grades a success as a signal line does; beside a late signal it can only raise the grade."""
     if signal is not None:
         outputs = outputs if attempt.phase == "SUCCEEDED" else None
         d = classify_signalled(attempt, execution, signal, outputs, later_attempts=later_attempts)
+        if (
+            disruption is not None
+            and d.outcome is Verdict.SUSPECTED
+            and d.note is None
+            and disruption_precedes_end(attempt, disruption)
+        ):
+            d = Decision(Verdict.AFFECTED)
+    elif disruption is not None and attempt.phase == "SUCCEEDED":
+        d = classify_disrupted(attempt, disruption, outputs)
     else:
         d = classify_unsignalled(attempt, outputs)
     return replace(d, outputs=outputs)
+
+
+def disruption_precedes_end(attempt: AttemptRecord, disruption: Disruption) -> bool:
+    """The disruption was recorded before the attempt's end, or within the end's precision."""
+    if attempt.ended_at is None:
+        return True
+    return disruption.at <= attempt.ended_at + end_precision(attempt)
+
+
+def classify_disrupted(
+    attempt: AttemptRecord, disruption: Disruption, outputs: ObjectCheck | None
+) -> Decision:
+    """A success whose pod Kubernetes recorded as disrupted, with no death-signal line: the
+    artefact decides, the event's time grades, as for a signal (docs/verdicts.md)."""
+    if attempt.outputs_declared:
+        return Decision(Cleared.OUTPUTS_DECLARED)
+    if outputs is None or outputs.state == "unknown":
+        return _unchecked(outputs)
+    before = disruption_precedes_end(attempt, disruption)
+    if outputs.state == "present":
+        return Decision(
+            Cleared.DISRUPTION_OUTPUTS_WRITTEN if before else Cleared.DISRUPTION_AFTER_SUCCESS
+        )
+    return Decision(Verdict.AFFECTED if before else Verdict.SUSPECTED)
+
+
+def disruption_candidate(attempt: AttemptRecord, window: Window) -> bool:
+    """Whether a disruption event makes the scan examine this attempt, whatever its task type:
+    a success that ended in the window (docs/verdicts.md "The whole class")."""
+    return (
+        attempt.phase == "SUCCEEDED" and attempt.ended_at is not None and attempt.ended_at in window
+    )
+
+
+def late_disruption_note(attempt: AttemptRecord, disruption: Disruption) -> str:
+    """The note a finding keeps about a disruption recorded after the attempt's end."""
+    text = (
+        f"{disruption.reason} event at {rfc3339(disruption.at)} for pod "
+        f"{disruption.namespace}/{disruption.pod}"
+    )
+    if attempt.ended_at is not None and not disruption_precedes_end(attempt, disruption):
+        after = (disruption.at - attempt.ended_at).total_seconds()
+        text += f", {after:g}s after the attempt's end"
+    return text
 
 
 def earliest(hits: Iterable[SignalHit]) -> SignalHit | None:
@@ -295,6 +376,8 @@ def build_finding(
     signal: SignalHit | None,
     checkpoint: Checkpoint,
     links: dict[str, str],
+    *,
+    disruption: Disruption | None = None,
 ) -> Finding:
     """The report's finding for an attempt decided affected or suspected (docs/report.md)."""
     verdict = decision.verdict
@@ -305,6 +388,8 @@ def build_finding(
         # `signal` is null for `suspected` (docs/report.md); the hit is kept as a note.
         notes += (late_signal_note(att, signal),)
         signal = None
+    if disruption is not None and not disruption_precedes_end(att, disruption):
+        notes += (late_disruption_note(att, disruption),)
     notes += shape_notes(ex, att)
     written = None if outputs is None or outputs.state == "unknown" else outputs.state == "present"
     return Finding(
@@ -318,4 +403,6 @@ def build_finding(
         links=links,
         evidence=notes,
         parent=ex.parent,
+        disruption=disruption,
+        cause=str(cause_of(att)),
     )

@@ -1,6 +1,6 @@
 """The domain's plain data: frozen dataclasses passed between sources, detection and formats.
 
-One module on purpose (a little over 400 lines): every type of the report and of its evidence
+One module on purpose (under 500 lines): every type of the report and of its evidence
 reads in one place, each a few lines, as docs/report.md describes them.
 """
 
@@ -158,6 +158,31 @@ class SignalHit:
 
 
 @dataclass(frozen=True)
+class Disruption:
+    """Kubernetes' own record that a pod was disrupted (docs/report.md `disruption`): an event
+    naming the pod (Loki, Admin's `reasons`) or its `DisruptionTarget` condition (Prometheus)."""
+
+    source: str  # "k8s-events" | "admin-reasons" | "prometheus"
+    reason: str  # the event's reason ("Preempted", "Disrupted", ...) or the condition's
+    initiator: str | None  # who disrupted it: "karpenter", "default-scheduler", "kubelet", ...
+    at: datetime
+    namespace: str | None
+    pod: str | None
+    text: str  # the event's own message, as recorded
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "reason": self.reason,
+            "initiator": self.initiator,
+            "at": rfc3339(self.at),
+            "namespace": self.namespace,
+            "pod": self.pod,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True)
 class AttemptRecord:
     """One task attempt as Flyte Admin records it (plain data, no protobuf)."""
 
@@ -186,13 +211,22 @@ class AttemptRecord:
     # subtask's own `ref.node_id` is propeller's unique id for it (`n0-0-n3`, GenerateUniqueID).
     array_node: str | None = None
     array_index: int | None = None
+    # Kubernetes events about the attempt's pod that Admin keeps in `closure.reasons`
+    # (propeller's `send-object-events`): the disruptions among them (docs/report.md `disruption`).
+    disruptions: tuple[Disruption, ...] = ()
 
     @property
     def is_elastic(self) -> bool:
         """`pytorch`, or `python-task` with task_type_version 1 outside an array node."""
-        if self.task_type == "pytorch":
-            return True
-        return self.task_type == "python-task" and self.task_type_version == 1 and not self.is_array
+        return elastic_task(self.task_type, self.task_type_version) and not (
+            self.is_array and self.task_type != "pytorch"
+        )
+
+
+def elastic_task(task_type: str, task_type_version: int | None) -> bool:
+    """Whether a task template of this type and version runs torch elastic: `pytorch`, or a
+    `python-task` of task_type_version 1 (flytekitplugins-kfpytorch's single-node Elastic)."""
+    return task_type == "pytorch" or (task_type == "python-task" and task_type_version == 1)
 
 
 @dataclass(frozen=True)
@@ -225,6 +259,9 @@ class ExecutionRecord:
     parent: ParentNode | None = None
     # spec.launch_plan: (project, domain, name, version) of the launch plan it ran.
     launch_plan: tuple[str, str, str, str] | None = None
+    # closure.workflow_id: (project, domain, name, version) of the workflow it runs (flyteadmin
+    # `transformers/execution.go::CreateExecutionModel` sets it); None when Admin left it empty.
+    workflow: tuple[str, str, str, str] | None = None
 
     @property
     def running(self) -> bool:
@@ -279,6 +316,41 @@ class Checkpoint:
 
 
 @dataclass(frozen=True)
+class Cost:
+    """What one finding cost (docs/report.md `cost`): the attempt's run time times the GPUs and
+    CPUs its task template requests, and the age of the newest checkpoint at the signal.
+
+    A number the template does not give is None, and `unknown` says why; `source` says where
+    the numbers come from (`forensics/cost.py`).
+    """
+
+    run_seconds: float | None
+    pods: int | None
+    gpus_per_pod: float | None
+    cpus_per_pod: float | None
+    accelerator: str | None
+    gpu_hours: float | None
+    cpu_hours: float | None
+    checkpoint_age_seconds: float | None
+    source: str | None
+    unknown: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "run_seconds": self.run_seconds,
+            "pods": self.pods,
+            "gpus_per_pod": self.gpus_per_pod,
+            "cpus_per_pod": self.cpus_per_pod,
+            "accelerator": self.accelerator,
+            "gpu_hours": self.gpu_hours,
+            "cpu_hours": self.cpu_hours,
+            "checkpoint_age_seconds": self.checkpoint_age_seconds,
+            "source": self.source,
+            "unknown": list(self.unknown),
+        }
+
+
+@dataclass(frozen=True)
 class Finding:
     """One affected or suspected task attempt, with everything the report says about it."""
 
@@ -295,6 +367,11 @@ class Finding:
         str, ...
     ] = ()  # docs/report.md `evidence`: why the finding is weaker, late signals
     parent: ParentNode | None = None  # the parent execution's node, for a child execution
+    cost: Cost | None = None  # None: not priced (docs/report.md `cost`)
+    # Kubernetes' record of the disruption (docs/report.md `disruption`), and what made the
+    # success silent (docs/verdicts.md "Causes").
+    disruption: Disruption | None = None
+    cause: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         sig = signal_dict(self.signal) if self.signal is not None else None
@@ -312,6 +389,9 @@ class Finding:
             "parent": self.parent.as_dict() if self.parent else None,
             "links": dict(self.links),
             "notes": list(self.evidence),
+            "cost": self.cost.as_dict() if self.cost else None,
+            "disruption": self.disruption.as_dict() if self.disruption else None,
+            "cause": self.cause,
         }
 
 
@@ -392,6 +472,10 @@ class Summary:
     pending: int = 0  # signalled attempts not finished yet (in attempts_examined too)
     unparsed_lines: int = 0
     unparsed_example: UnparsedLine | None = None
+    cost: Mapping[str, object] | None = None  # the findings' cost totals (`forensics/cost.py`)
+    # findings per disruption reason ("none": no disruption evidence but the signal line or
+    # the missing outputs.pb alone), docs/report.md `summary`
+    by_disruption_reason: dict[str, int] = field(default_factory=dict)
 
     def clear(self, reason: str) -> None:
         """Count one attempt cleared for `reason` (a `detect.Cleared`, kept as its value)."""
@@ -409,7 +493,18 @@ class Summary:
             "cleared": dict(sorted(self.cleared.items())),
             "unparsed_lines": self.unparsed_lines,
             "unparsed_example": self.unparsed_example.as_dict() if self.unparsed_example else None,
+            "cost": dict(self.cost) if self.cost is not None else None,
+            "findings_by_disruption_reason": dict(sorted(self.by_disruption_reason.items())),
         }
+
+
+@dataclass(frozen=True)
+class Activity:
+    """When the scan saw what, for the incident page's hourly chart and timelines; kept in
+    memory only (the JSON report lists findings, not every signalled attempt)."""
+
+    signals: Mapping[AttemptRef, datetime] = field(default_factory=dict)  # signalled attempts
+    retried: tuple[datetime, ...] = ()  # ends of signalled attempts that failed and were retried
 
 
 @dataclass(frozen=True)
@@ -423,6 +518,7 @@ class Report:
     findings: tuple[Finding, ...]
     pending: tuple[Pending, ...] = ()
     unresolved: tuple[Unresolved, ...] = ()
+    activity: Activity = field(default_factory=Activity)  # not in the JSON: the page's chart
 
     @property
     def complete(self) -> bool:

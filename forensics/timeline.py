@@ -18,6 +18,7 @@ from forensics.model import (
     UTC,
     AttemptRecord,
     Checkpoint,
+    Disruption,
     ExecutionRecord,
     ExecutionRef,
     Gap,
@@ -48,7 +49,7 @@ class Event:
     """One line of the timeline."""
 
     at: datetime
-    source: str  # "admin" | "pod" | "propeller" | "s3"
+    source: str  # "admin" | "pod" | "propeller" | "s3" | "k8s-events" | "admin-reasons"
     text: str
     attempt: str | None = None
 
@@ -71,6 +72,7 @@ class AttemptVerdict:
     signal: SignalHit | None
     outputs: ObjectCheck | None
     checkpoint: Checkpoint | None
+    disruption: Disruption | None = None
 
     def as_dict(self) -> dict[str, object]:
         a = self.attempt
@@ -88,6 +90,7 @@ class AttemptVerdict:
             "signal_at": rfc3339(self.signal.at) if self.signal else None,
             "outputs": self.outputs.state if self.outputs else None,
             "checkpoint": self.checkpoint.as_dict() if self.checkpoint else None,
+            "disruption": self.disruption.as_dict() if self.disruption else None,
         }
 
 
@@ -148,6 +151,7 @@ def build_timeline(sources: Sources, ref: ExecutionRef, *, now: datetime | None 
     tl.events += _admin_events(exam.execution, attempts)
     tl.events += _pod_events(sources, exam, attempts, tl)
     tl.events += _propeller_events(sources, ref, exam.window, tl)
+    tl.events += _disruption_events(exam)
     for e in exam.attempts:
         _judge(tl, e, now)
     tl.events.sort(key=lambda e: (e.at, e.source))
@@ -248,6 +252,17 @@ def _propeller_events(
     return events
 
 
+def _disruption_events(exam: Examination) -> list[Event]:
+    """Kubernetes' record of each attempt's pods' disruptions (events in Loki, Admin's reasons)."""
+    events = []
+    for e in exam.attempts:
+        for d in e.disruptions:
+            by = f" by {d.initiator}" if d.initiator else ""
+            text = f"{d.reason}{by} for pod {d.namespace}/{d.pod}: {_clip(d.text)}"
+            events.append(Event(d.at, d.source, text, _tag(e.attempt)))
+    return events
+
+
 def _judge(tl: Timeline, e: Examined, now: datetime) -> None:
     """The scan's verdict on one attempt, with what S3 said (an S3 that could not answer makes
     the timeline incomplete, exit 3, as when Loki fails)."""
@@ -275,17 +290,20 @@ def _judge(tl: Timeline, e: Examined, now: datetime) -> None:
             AttemptVerdict(
                 a,
                 "not-examined",
-                "not an elastic success with a death signal",
+                "not an elastic success, and no death signal or disruption of its pods",
                 e.signal,
                 outputs,
                 None,
+                e.disruption,
             )
         )
         return
     if checkpoint is not None:
         tl.events.append(_checkpoint_event(checkpoint, checkpoint.latest or at, tag))
     label, reason = _label(e.decision)
-    tl.attempts.append(AttemptVerdict(a, label, reason, e.signal, outputs, checkpoint))
+    tl.attempts.append(
+        AttemptVerdict(a, label, reason, e.signal, outputs, checkpoint, e.disruption)
+    )
 
 
 def _label(decision: Decision) -> tuple[str, str | None]:

@@ -206,7 +206,8 @@ def test_demo_env_file_sandbox_audit_log_and_stale_variables_named(tmp_path):
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     report = json.loads(out)  # stdout: the report alone, no NAME=value lines mixed in
-    assert report["summary"]["affected"] == 5
+    # the demo reads Kubernetes events too: the plain task proved by an event alone is the sixth
+    assert report["summary"]["affected"] == 6
     assert not sandbox_dir.exists()
 
     # The demo has stopped; the variables it exported now point at deleted files.
@@ -321,8 +322,9 @@ def test_help_names_values_shows_defaults_whole_and_only_each_commands_formats(t
         r"--report FILE\s", helps["scan"]
     )
     assert re.search(r"--exit-zero\s+Exit 0", helps["scan"])  # a flag: no placeholder
-    assert "-o, --output table|json|csv|markdown" in helps["scan"]
-    for c in ("show", "relaunch", "fix check", "fix apply"):
+    assert "-o, --output table|json|csv|markdown|html" in helps["scan"]
+    assert "-o, --output table|json|html " in helps["show"]
+    for c in ("relaunch", "fix check", "fix apply"):
         assert "-o, --output table|json " in helps[c], c
         assert "csv" not in helps[c] and "markdown" not in helps[c], c
     assert "-o, --output table|json|diff" in helps["pin-bump"]

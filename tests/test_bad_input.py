@@ -516,18 +516,31 @@ def test_a_result_asked_for_in_a_format_nobody_renders_is_an_error_not_a_table(f
 
 
 def test_every_command_offers_exactly_the_formats_its_result_renders_in():
-    from forensics.formats import PIN_BUMP_FORMATS, REPORT_FORMATS, TABLE_OR_JSON, renderers
+    from forensics.formats import (
+        PIN_BUMP_FORMATS,
+        REPORT_FORMATS,
+        SCAN_FORMATS,
+        SHOW_FORMATS,
+        TABLE_OR_JSON,
+        OutputFormat,
+        renderers,
+    )
     from forensics.formats.fix import BundledPatch
     from forensics.formats.pinbump import BumpResult
     from forensics.formats.relaunch import RelaunchResults
+    from forensics.page import IncidentPage
     from forensics.plugin_fix.build import BuildResult
     from forensics.plugin_fix.check import CheckResult
     from forensics.plugin_fix.patch import ApplyResult
     from forensics.timeline import Timeline
 
     assert renderers(Report) == REPORT_FORMATS
+    # scan -o html renders the incident page, a report with its executions' attempts
+    assert (*renderers(Report), *renderers(IncidentPage)) == SCAN_FORMATS
+    assert renderers(IncidentPage) == (OutputFormat.html,)
+    assert renderers(Timeline) == SHOW_FORMATS
     assert renderers(BumpResult) == PIN_BUMP_FORMATS
-    for kind in (Timeline, RelaunchResults, BundledPatch, ApplyResult, CheckResult, BuildResult):
+    for kind in (RelaunchResults, BundledPatch, ApplyResult, CheckResult, BuildResult):
         assert renderers(kind) == TABLE_OR_JSON, kind
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 from support.cli import CLI, run, run_process
 
-from forensics.sandbox.incident import EXPECTED_FINDINGS, REFERENCE_CHECKPOINT
+from forensics.sandbox.incident import EVENT_ONLY, EXPECTED_WITH_EVENTS, REFERENCE_CHECKPOINT
 
 
 def test_demo_reports_the_reference_incident_affected_with_an_empty_checkpoint():
@@ -23,7 +23,11 @@ def test_demo_reports_the_reference_incident_affected_with_an_empty_checkpoint()
     assert (
         ref["checkpoint"]["uri"] == REFERENCE_CHECKPOINT and ref["checkpoint"]["state"] == "empty"
     )
-    assert len(report["findings"]) == len(EXPECTED_FINDINGS) and report["complete"] is True
+    assert len(report["findings"]) == len(EXPECTED_WITH_EVENTS) and report["complete"] is True
+    # a finding proved by Kubernetes' event alone (no log line, a plain task)
+    alone = next(f for f in report["findings"] if f["execution"]["name"] == EVENT_ONLY[2])
+    assert alone["verdict"] == "affected" and alone["signal"] is None
+    assert alone["disruption"]["reason"] == "Disrupted" and alone["cause"] == "exit-0-after-signal"
     assert "+ elastic-audit scan --since 2026-09-04T00:00:00Z" in r.stderr  # the real scan it ran
 
 

@@ -490,3 +490,18 @@ def test_a_query_over_a_dense_range_times_out_like_loki() -> None:
     assert dense.status_code == 504
     assert dense.text.startswith("request timed out, decrease the duration of the request")
     assert sparse.status_code == 200 and other.status_code == 200
+
+
+def test_latency_per_line_follows_the_lines_the_query_scans_not_those_it_returns() -> None:
+    # A real Loki reads every chunk of the selected streams in the range to apply the filters
+    # (tests/bench/bench_scan.py, the "real Loki" row): 150 lines scanned, none returned.
+    lines = [SandboxLogLine(T + i * SEC, labels("a"), f"a line {i}") for i in range(150)]
+    with LokiServer(lines, LokiFaults(latency_per_line=0.004)) as server:
+        query = {"query": '{pod="a"} |= "no such text"', "start": T, "end": T + 150 * SEC}
+        t0 = time.perf_counter()
+        assert lines_of(get(server, **query)) == []
+        whole = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        assert lines_of(get(server, **{**query, "end": T + 15 * SEC})) == []
+        tenth = time.perf_counter() - t0
+    assert whole >= 150 * 0.004 and tenth < whole / 2

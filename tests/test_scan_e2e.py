@@ -43,6 +43,7 @@ def test_reference_incident_is_reported_exactly_as_the_spec_shows(env, capsys):
     assert logs.startswith("https://grafana.example.com/explore?")
     assert ref["checkpoint"].pop("source") == "input:checkpoint_dir"
     assert ref["checkpoint"].pop("written_after_signal") is None
+    assert ref.pop("cost")["gpu_hours"] == 34.8656  # tests/test_report_html.py checks it all
     assert ref == {
         "execution": {"project": "gs1", "domain": "production", "name": "azvg5f9v9974m78fvlf7"},
         "node_id": "n0",
@@ -71,6 +72,8 @@ def test_reference_incident_is_reported_exactly_as_the_spec_shows(env, capsys):
             "flyte": "https://flyte.example.com/console/projects/gs1/domains/production/executions/azvg5f9v9974m78fvlf7"
         },
         "notes": [],
+        "disruption": None,
+        "cause": "elastic-ignore-outputs",
     }
     assert report["window"] == {"start": "2026-09-04T00:00:00Z", "end": "2026-09-11T00:00:00Z"}
     assert report["complete"] is True and report["gaps"] == []

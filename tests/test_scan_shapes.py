@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from urllib.parse import parse_qs, unquote
 
 import grpc
 import jsonschema
@@ -24,6 +25,7 @@ from support.scan import CONFIG, WINDOW, key, sandbox_fixtures
 
 from forensics.evidence.flyte_names import generated_name
 from forensics.sandbox.incident import ScenarioBuilder, _try
+from forensics.sandbox.s3_server import S3Faults, S3Rule
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode, SandboxSubtask
 
 UTC = timezone.utc
@@ -223,10 +225,37 @@ def test_map_over_elastic_is_judged_per_subtask(report, box):
 
 def test_map_subtasks_are_read_at_propellers_paths(box, capsys):
     box.s3.requests.clear()
-    run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    _code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    # The array's three subtasks are one execution's three outputs.pb checks: one listing of the
+    # array's data dir answers them all (docs/performance.md), under propeller's paths.
+    base = f"metadata/propeller/gs1-production-{MAP}/n0/data/0/"
+    mine = [r for r in box.s3.requests if MAP in r.path or MAP in unquote(r.query)]
+    assert [r.method for r in mine if r.method == "HEAD"] == []
+    lists = [parse_qs(r.query)["prefix"] for r in mine if r.is_listing]
+    assert lists == [[base]]
+    found = _by_name(json.loads(out))
+    assert found[(*GS1, MAP, "n0-0-n1", 0)]["outputs_written"] is False
+    assert found[(*GS1, MAP, "n0-0-n2", 0)]["outputs_written"] is False
+    assert (*GS1, MAP, "n0-0-n0", 0) not in found  # its outputs.pb is under .../0/0/
+
+
+def test_a_listing_that_fails_falls_back_to_a_head_per_subtask(box, capsys):
+    base = f"metadata/propeller/gs1-production-{MAP}/n0/data/0/"
+    saved = box.s3.faults
+    box.s3.faults = S3Faults(
+        access_denied=[S3Rule(bucket="flyte-metadata", prefix=base, method="GET")]
+    )
+    box.s3.requests.clear()
+    try:
+        _code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    finally:
+        box.s3.faults = saved
+    denied = [r for r in box.s3.requests if r.is_listing and r.status == 403]
+    assert len(denied) == 1  # the listing was tried, then each subtask HEADed
     heads = sorted(r.path for r in box.s3.requests if r.method == "HEAD" and MAP in r.path)
-    base = f"/flyte-metadata/metadata/propeller/gs1-production-{MAP}/n0/data/0"
-    assert heads == [f"{base}/{i}/0/outputs.pb" for i in range(3)]
+    assert heads == [f"/flyte-metadata/{base}{i}/0/outputs.pb" for i in range(3)]
+    rep = json.loads(out)
+    assert rep["complete"] and _by_name(rep)[(*GS1, MAP, "n0-0-n1", 0)]["outputs_written"] is False
 
 
 def test_node_inputs_are_read_for_findings_only(box, capsys):
@@ -234,10 +263,12 @@ def test_node_inputs_are_read_for_findings_only(box, capsys):
     _code, out, _ = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     calls = box.admin.call_counts() - before
     findings = json.loads(out)["findings"]
-    # One GetNodeExecutionData per finding (not per candidate: 7 attempts were examined), and
+    # One GetNodeExecutionData per finding (not per candidate: 7 attempts were examined) and one
+    # per dynamic parent (its compiled workflow: the sweep's plan of its children), and
     # GetExecutionData only where the node's own inputs lack `checkpoint_dir` (the inline and
     # the child findings, whose node n0 has no inputs of its own), once per execution.
-    assert calls["GetNodeExecutionData"] == len(findings) == 5
+    dynamic_parents = 1  # the reference incident's one @dynamic sweep
+    assert calls["GetNodeExecutionData"] == len(findings) + dynamic_parents == 5 + 1
     assert calls["GetExecutionData"] == 2
 
 
@@ -258,7 +289,9 @@ def test_unreadable_node_inputs_leave_the_checkpoint_unknown_never_the_execution
     # when the trial's own inputs cannot be read would list the wrong prefix (docs/verdicts.md).
     Path("elastic-audit.toml").write_text(CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n"))
     box.admin.faults.failing_filters.clear()
-    box.admin.faults.fail_next("GetNodeExecutionData", times=5, code=grpc.StatusCode.UNAVAILABLE)
+    # Six: the sweep's read of the @dynamic parent's compiled workflow (it then lists every
+    # child) and the five findings' node inputs.
+    box.admin.faults.fail_next("GetNodeExecutionData", times=6, code=grpc.StatusCode.UNAVAILABLE)
     try:
         code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     finally:

@@ -22,7 +22,7 @@ from forensics.commands.options import (
     value_option,
 )
 from forensics.errors import UsageError
-from forensics.formats import REPORT_FORMATS
+from forensics.formats import SCAN_FORMATS
 
 EXAMPLES = """
 Examples:
@@ -30,6 +30,8 @@ Examples:
   elastic-audit demo
 
   elastic-audit demo -o markdown
+
+  elastic-audit demo -o html > incident.html
 
   elastic-audit demo --keep-running --env-file sandbox.env -o table
   # then, in another shell:
@@ -47,6 +49,10 @@ console_url = "http://localhost:30080/console"
 
 [checkpoints]
 input = "checkpoint_dir"
+
+# Kubernetes events shipped by Grafana Alloy (docs/configuration.md): a second witness
+[k8s_events]
+enabled = true
 """
 
 
@@ -66,11 +72,11 @@ def demo(
         "FILE",
         "With --keep-running: write that environment to FILE (`. FILE` to use it).",
     ),
-    output: str | None = output_option(*REPORT_FORMATS),
+    output: str | None = output_option(*SCAN_FORMATS),
     no_progress: bool = NoProgressOpt,
 ) -> None:
     """Start Loki, Flyte Admin and S3 on loopback, seed the reference incident, run a real scan."""
-    fmt = check_output(default_output(output), REPORT_FORMATS)
+    fmt = check_output(default_output(output), SCAN_FORMATS)
     if env_file is not None:
         if not keep_running:
             raise UsageError("--env-file needs --keep-running (the sandbox stops with the demo)")

@@ -29,9 +29,10 @@ from forensics.commands.options import (
     output_option,
     value_option,
 )
+from forensics.commands.page import check_page_target
 from forensics.config import Settings
 from forensics.errors import UsageError
-from forensics.formats import REPORT_FORMATS, OutputFormat, render
+from forensics.formats import SCAN_FORMATS, OutputFormat, render
 from forensics.model import Window
 from forensics.timeutil import parse_window
 from forensics.verbosity import setup_logging
@@ -69,9 +70,14 @@ def scan(
     ),
     scope: ScopeFlags = SCOPE_FLAGS,
     sources: SourceFlags = SOURCE_FLAGS,
-    output: str | None = output_option(*REPORT_FORMATS),
+    output: str | None = output_option(*SCAN_FORMATS),
     report: str | None = value_option(
         "--report", "FILE", "Also write the JSON report to FILE (atomically)."
+    ),
+    report_html: str | None = value_option(
+        "--report-html",
+        "FILE|s3://BUCKET/KEY",
+        "Also write the incident page (one self-contained HTML file) there; an s3:// target is uploaded and guard notifications link to it.",
     ),
     workers: int | None = WorkersOpt,
     exit_zero: bool = flag_option(
@@ -83,12 +89,14 @@ def scan(
 ) -> None:
     """Find task attempts that got a death signal and still ended SUCCEEDED without outputs.pb."""
     setup_logging(verbose)
-    fmt = check_output(default_output(output), REPORT_FORMATS)
+    fmt = check_output(default_output(output), SCAN_FORMATS)
     options = guard.options()
     window = None if options.active else _window(since, until)
     scope.check_names()
     if report is not None:
         check_writable_file(report, "--report")  # before the scan, not after minutes of it
+    if report_html is not None:
+        check_page_target(report_html)
     settings = sources.settings(workers)
     scan_scope = scope.scope(settings)
     if options.active:  # the same scan, windowed by the state, then notify and metrics
@@ -103,11 +111,14 @@ def scan(
                 options=options,
                 fmt=fmt.value,
                 report_path=report,
+                report_html=report_html,
                 exit_zero=exit_zero,
                 no_progress=no_progress,
             )
         )
-    raise typer.Exit(_scan_once(settings, scan_scope, window, fmt, report, exit_zero, no_progress))
+    raise typer.Exit(
+        _scan_once(settings, scan_scope, window, fmt, (report, report_html), exit_zero, no_progress)
+    )
 
 
 def _window(since: str | None, until: str | None) -> Window:
@@ -121,22 +132,30 @@ def _scan_once(
     scope: ScanScope,
     window: Window,
     fmt: OutputFormat,
-    report: str | None,
+    reports: tuple[str | None, str | None],
     exit_zero: bool,
     no_progress: bool,
 ) -> int:
-    """One scan of `window`: the report on stdout (and in --report), the exit code to leave with."""
+    """One scan of `window`: the report on stdout (and in --report, the page in --report-html),
+    the exit code to leave with."""
+    from forensics.page_publish import publish_page
     from forensics.progress import Progress
     from forensics.scan.run import scan
     from forensics.sources import Sources
 
+    report, report_html = reports
+    page = None
     with Progress.for_terminal(no_progress) as progress, Sources.from_settings(settings) as sources:
         result = scan(sources, window, scope, progress=progress)
-    report_failures(result.gaps, settings, source_endpoints(sources))
+        if fmt is OutputFormat.html or report_html:
+            page, _ = publish_page(sources, result, report_html)
+    report_failures(
+        [*result.gaps, *(page.gaps if page else ())], settings, source_endpoints(sources)
+    )
     if report:
         write_atomically(report, render(result, OutputFormat.json))
-    emit(render(result, fmt))
-    if not result.complete:
+    emit(render(page if fmt is OutputFormat.html else result, fmt))
+    if not result.complete or (page is not None and page.gaps):
         return 3
     # Signalled attempts still running (`pending`) and signalled Flyte pods that resolve to no
     # attempt (`unresolved`, a configuration problem) are not "nothing found"

@@ -17,7 +17,7 @@ from forensics.commands.options import (
     value_option,
 )
 from forensics.errors import NotFoundError, UsageError
-from forensics.formats import TABLE_OR_JSON, render
+from forensics.formats import SHOW_FORMATS, render
 from forensics.identifiers import FORMS, parse_execution
 from forensics.verbosity import setup_logging
 
@@ -29,6 +29,8 @@ Examples:
   elastic-audit show gs1:production:azvg5f9v9974m78fvlf7
 
   elastic-audit show https://flyte.example.com/console/projects/gs1/domains/production/executions/azvg5f9v9974m78fvlf7 -o json
+
+  elastic-audit show gs1:production:azvg5f9v9974m78fvlf7 -o html > azvg5f9v9974m78fvlf7.html
 
 {EXECUTION_FORMS}
 Exit codes: 0 shown, 3 a source failed (the timeline is incomplete), 2 bad input or unknown execution.
@@ -42,12 +44,12 @@ def show(
     project: str | None = value_option("--project", "PROJECT", "Project of a bare execution name."),
     domain: str | None = value_option("--domain", "DOMAIN", "Domain of a bare execution name."),
     sources: SourceFlags = SOURCE_FLAGS,
-    output: str | None = output_option(*TABLE_OR_JSON),
+    output: str | None = output_option(*SHOW_FORMATS),
     verbose: int = VerboseOpt,
 ) -> None:
     """The evidence timeline of one execution, oldest first, and the verdict per attempt."""
     setup_logging(verbose)
-    fmt = check_output(default_output(output), TABLE_OR_JSON)
+    fmt = check_output(default_output(output), SHOW_FORMATS)
     ref = parse_execution(execution, project=project, domain=domain)
     settings = sources.settings()
     from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input

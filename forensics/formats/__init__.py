@@ -25,12 +25,16 @@ class OutputFormat(str, Enum):
     csv = "csv"
     markdown = "markdown"
     diff = "diff"
+    html = "html"
 
 
 # What each kind of result can be printed as (`-o`); a command's help lists only its own.
 REPORT_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.csv, OutputFormat.markdown)
 TABLE_OR_JSON = (OutputFormat.table, OutputFormat.json)
 PIN_BUMP_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.diff)
+# `scan -o html` renders the incident page (an IncidentPage: the report and its executions).
+SCAN_FORMATS = (*REPORT_FORMATS, OutputFormat.html)
+SHOW_FORMATS = (*TABLE_OR_JSON, OutputFormat.html)
 
 Renderer = Callable[[Any], str]
 Renderers = Mapping[type, Mapping[OutputFormat, Renderer]]
@@ -38,7 +42,7 @@ Renderers = Mapping[type, Mapping[OutputFormat, Renderer]]
 # The modules that register renderers, cheapest to import first: a look-up loads them in this
 # order until one knows the result's type, so `fix` never imports the timeline's type (and with
 # it flytekit, seconds of start-up).
-_MODULES = ("report", "watch", "fix", "pinbump", "relaunch", "timeline")
+_MODULES = ("report", "watch", "fix", "pinbump", "relaunch", "html", "timeline")
 _registry: dict[type, Mapping[OutputFormat, Renderer]] = {}
 _loaded: list[str] = []
 

@@ -29,6 +29,12 @@ COLUMNS = [
     "relaunched_as",
     "flyte_link",
     "parent",
+    # docs/report.md `cause`, `disruption`
+    "cause",
+    "disruption_source",
+    "disruption_reason",
+    "disruption_initiator",
+    "disruption_at",
 ]
 
 
@@ -39,7 +45,7 @@ def render(report: Report) -> str:
     w.writerow(COLUMNS)
     for f in report.findings:
         ex = f.attempt.execution
-        sig = f.signal
+        sig, d = f.signal, f.disruption
         w.writerow(
             [
                 f.verdict,
@@ -63,6 +69,11 @@ def render(report: Report) -> str:
                 str(f.relaunched_as) if f.relaunched_as else "",
                 f.links.get("flyte", ""),
                 str(f.parent) if f.parent else "",
+                f.cause or "",
+                d.source if d else "",
+                d.reason if d else "",
+                (d.initiator or "") if d else "",
+                rfc3339(d.at) if d else "",
             ]
         )
     return out.getvalue()

@@ -19,6 +19,10 @@ def _timeline(f: Finding) -> list[str]:
                 f"{f.signal.signal} death signal in pod `{f.signal.namespace}/{f.signal.pod}`",
             )
         )
+    if f.disruption:
+        d = f.disruption
+        by = f" by {d.initiator}" if d.initiator else ""
+        rows.append((d.at, f"Kubernetes `{d.reason}`{by} for pod `{d.namespace}/{d.pod}`"))
     if f.succeeded_at:
         rows.append((f.succeeded_at, "Flyte marks the attempt **SUCCEEDED**"))
     lines = [f"- {short_time(t)} — {text}" for t, text in sorted(rows, key=lambda r: r[0])]
@@ -99,6 +103,10 @@ def _counts(report: Report) -> list[str]:
     s = report.summary
     rows: list[tuple[object, ...]] = [("affected", s.affected), ("suspected", s.suspected)]
     rows += [(f"cleared: {k}", v) for k, v in sorted(s.cleared.items())]
+    if set(s.by_disruption_reason) - {"none"}:
+        rows += [
+            (f"findings by disruption: {k}", v) for k, v in sorted(s.by_disruption_reason.items())
+        ]
     return _section("Counts", ("class", "attempts"), rows)
 
 
@@ -143,9 +151,10 @@ def _finding_rows(report: Report) -> list[str]:
     ]
 
 
-def _relaunch(report: Report) -> list[str]:
-    # A child execution is relaunched through its parent (`--parent`), so that the
-    # parent's later steps run again too.
+def relaunch_commands(report: Report) -> list[str]:
+    """The `relaunch` command for each finding's execution not relaunched yet (also the
+    incident page's). A child execution is relaunched through its parent (`--parent`), so
+    that the parent's later steps run again too."""
     todo = sorted(
         {
             f"--parent {f.attempt.execution}" if f.parent else str(f.attempt.execution)
@@ -153,6 +162,11 @@ def _relaunch(report: Report) -> list[str]:
             if not f.relaunched_as
         }
     )
+    return [f"elastic-audit relaunch {ref}" for ref in todo]
+
+
+def _relaunch(report: Report) -> list[str]:
+    todo = relaunch_commands(report)
     if not todo:
         return []
     return [
@@ -161,7 +175,7 @@ def _relaunch(report: Report) -> list[str]:
         "Review, then run:",
         "",
         "```sh",
-        *(f"elastic-audit relaunch {ref}" for ref in todo),
+        *todo,
         "```",
         "",
     ]

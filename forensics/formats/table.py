@@ -148,6 +148,13 @@ def _checkpoint(ck: Checkpoint) -> str:
 
 def _when(f: Finding) -> tuple[str, str]:
     """Signal time and how long after it Flyte said SUCCEEDED (the lie, in seconds)."""
+    if f.signal is None and f.disruption is not None:
+        # proved by Kubernetes' record alone (docs/report.md `disruption`)
+        d = f.disruption
+        ev = f"{d.reason} {d.at:%m-%d %H:%M:%S}"
+        if f.succeeded_at is None:
+            return ev, "—"
+        return ev, f"+{int((f.succeeded_at - d.at).total_seconds())}s"
     if f.signal is None:
         return "—", f"ended {f.succeeded_at:%m-%d %H:%M}" if f.succeeded_at else "—"
     sig = f"{f.signal.signal} {f.signal.at:%m-%d %H:%M:%S}"
@@ -207,5 +214,11 @@ def render(report: Report, *, width: int | None = None) -> str:
     cleared = report.summary.cleared
     if cleared:
         text = "Cleared: " + ", ".join(f"{k} {v}" for k, v in sorted(cleared.items()))
+        lines.append(prose(text, width))
+    by_reason = report.summary.by_disruption_reason
+    if set(by_reason) - {"none"}:  # only when some disruption evidence was found
+        text = "Findings by disruption: " + ", ".join(
+            f"{k} {v}" for k, v in sorted(by_reason.items())
+        )
         lines.append(prose(text, width))
     return "\n".join(lines) + "\n"

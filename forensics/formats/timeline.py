@@ -34,9 +34,16 @@ def render_timeline(tl: Timeline, width: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _html(tl: Timeline) -> str:
+    from forensics.formats.html_show import render_timeline_page
+
+    return render_timeline_page(tl)
+
+
 RENDERERS: Renderers = {
     Timeline: {
         OutputFormat.table: lambda tl: render_timeline(tl, terminal_width()),
         OutputFormat.json: lambda tl: json.dumps(tl.as_dict(), indent=2) + "\n",
+        OutputFormat.html: _html,
     }
 }

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from forensics.guard.run import GuardOptions, Outcome, Terminated, _Signals, guard_options, run_once
 
@@ -26,10 +27,14 @@ def scan_command(
     report_path: str | None,
     exit_zero: bool,
     no_progress: bool,
+    report_html: str | None = None,
 ) -> int:
     """`scan` with guard flags: one run, the report printed (JSON findings carry `new`), and
-    the exit code of docs/exit-codes.md (3 also when a notification could not be delivered)."""
+    the exit code of docs/exit-codes.md (3 also when a notification could not be delivered).
+    With --report-html the page is written right after the scan, so the notification can link
+    to it (an s3:// target: the object's HTTPS address, docs/deployment.md)."""
     signals = _Signals()
+    page = _Page(report_html, wanted=fmt == "html" or report_html is not None)
     try:
         with signals.installed():
             outcome = run_once(
@@ -38,8 +43,9 @@ def scan_command(
                 since=since,
                 until=until,
                 options=options,
-                scan=_scanner(settings, scope, no_progress),
+                scan=_scanner(settings, scope, no_progress, page),
                 signals=signals,
+                page_url=lambda: page.url,
             )
     except Terminated:
         if signals.wrote:
@@ -49,14 +55,29 @@ def scan_command(
                 "elastic-audit: terminated; the state is as it was before this run", file=sys.stderr
             )
         return 143
-    emit_outcome(outcome, fmt, report_path)
+    emit_outcome(outcome, fmt, report_path, page.page)
+    if page.page is not None and page.page.gaps and outcome.exit_code < 3:
+        outcome.exit_code = 3  # the page's timelines are incomplete (said on stderr)
     if outcome.exit_code == 1 and exit_zero:
         return 0
     return outcome.exit_code
 
 
-def _scanner(settings: Settings, scope: ScanScope, no_progress: bool) -> Callable[[Window], Report]:
-    """The ordinary scan of one window, with fresh sources each time (the guard's `scan`)."""
+@dataclass
+class _Page:
+    """The incident page of this run: where it goes, and once written the page and its link."""
+
+    target: str | None
+    wanted: bool
+    page: Any = None  # forensics.page.IncidentPage
+    url: str | None = None
+
+
+def _scanner(
+    settings: Settings, scope: ScanScope, no_progress: bool, page: _Page | None = None
+) -> Callable[[Window], Report]:
+    """The ordinary scan of one window, with fresh sources each time (the guard's `scan`),
+    then the incident page when asked for (written before anyone is notified)."""
 
     def scan_window(window: Window) -> Report:
         from forensics.progress import Progress
@@ -67,21 +88,28 @@ def _scanner(settings: Settings, scope: ScanScope, no_progress: bool) -> Callabl
             Progress.for_terminal(no_progress) as progress,
             Sources.from_settings(settings) as sources,
         ):
-            return scan(sources, window, scope, progress=progress)
+            report = scan(sources, window, scope, progress=progress)
+            if page is not None and page.wanted:
+                from forensics.page_publish import publish_page
+
+                page.page, page.url = publish_page(sources, report, page.target)
+                for gap in page.page.gaps:
+                    print(f"elastic-audit: error: incident page: {gap.error}", file=sys.stderr)
+            return report
 
     return scan_window
 
 
-def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None) -> None:
+def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None, page: Any = None) -> None:
     """The report on stdout (and in --report): JSON from the guard's document, which adds `new`
-    per finding; other formats through the ordinary renderers."""
+    per finding; other formats through the ordinary renderers (`html`: the incident `page`)."""
     from forensics.formats import render
     from forensics.fsutil import write_atomic
 
     text = json.dumps(outcome.report_doc, indent=2) + "\n"
     if report_path:
         write_atomic(report_path, text.encode("utf-8"))
-    out = text if fmt == "json" else render(outcome.report, fmt)
+    out = text if fmt == "json" else render(page if fmt == "html" else outcome.report, fmt)
     sys.stdout.write(out if out.endswith("\n") else out + "\n")
     sys.stdout.flush()
 

@@ -63,6 +63,7 @@ class Message:
     findings: Sequence[dict[str, Any]]
     pending: Sequence[dict[str, Any]]
     gaps: Sequence[dict[str, Any]]
+    page_url: str | None = None  # the incident page uploaded by --report-html s3://…
 
     def json_payload(self) -> dict[str, Any]:
         return {
@@ -73,12 +74,16 @@ class Message:
             "new_findings": list(self.findings),
             "new_pending": list(self.pending),
             "new_gaps": list(self.gaps),
+            "report_html": self.page_url,
         }
 
     def slack_payload(self) -> dict[str, Any]:
         """An incoming-webhook payload: `text` (the notification's fallback) and blocks."""
+        head = f"*{self.summary}*"
+        if self.page_url:
+            head += f"\n{_link(self.page_url, 'The incident page: timelines and cost')}"
         blocks: list[dict[str, Any]] = [
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{self.summary}*"}}
+            {"type": "section", "text": {"type": "mrkdwn", "text": head}}
         ]
         lines = [_slack_finding(f) for f in self.findings]
         lines += [_slack_pending(p) for p in self.pending]

@@ -181,6 +181,7 @@ def run_once(
     collector: GuardCollector | None = None,
     signals: _Signals | None = None,
     watch: bool = False,
+    page_url: Callable[[], str | None] = lambda: None,
 ) -> Outcome:
     """One guard run; raises StateConflict (exit 2) when another run wrote the state meanwhile."""
     sig = signals or _Signals()
@@ -210,7 +211,7 @@ def run_once(
 
     outcome = Outcome(report, doc, _exit_code(report))
     if options.notify and (to_notify or new_gaps):
-        message = _message(report, window, to_notify, new_gaps)
+        message = _message(report, window, to_notify, new_gaps, page_url())
         _notify(run, options, message, to_notify, new_gaps, outcome)
     elif store is not None:
         if not options.notify:  # reported on stdout: that is this run's notification
@@ -336,6 +337,7 @@ def _message(
     window: Window,
     items: list[tuple[str, dict[str, Any]]],
     gaps: list[dict[str, Any]],
+    page_url: str | None = None,
 ) -> Message:
     findings = [i for k, i in items if k.startswith("finding:")]
     pending = [i for k, i in items if k.startswith("pending:")]
@@ -355,6 +357,7 @@ def _message(
         findings=findings,
         pending=pending,
         gaps=[{k: v for k, v in g.items() if k != "notified"} for g in gaps],
+        page_url=page_url,
     )
 
 

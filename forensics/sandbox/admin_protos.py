@@ -30,6 +30,7 @@ from flyteidl.core import (
     workflow_pb2 as core_workflow_pb2,
 )
 from flyteidl.event import event_pb2
+from google.protobuf import json_format, struct_pb2
 from google.protobuf import message as pb_message
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -187,6 +188,11 @@ def task_execution_proto(
     set_time(closure, "created_at", a.started_at)
     set_time(closure, "updated_at", end or a.started_at)
     set_duration(closure, a.started_at, end)
+    for at, message in a.reasons:
+        # flyteadmin appends each event's reasons (transformers/task_execution.go); propeller
+        # sends the watched object's k8s events as EventReason{reason: note, occurred_at}
+        # (flytepropeller pkg/controller/nodes/task/k8s/plugin_manager.go).
+        closure.reasons.add(message=message).occurred_at.CopyFrom(timestamp(at))
     data_dir = ex.node_data_dir(node.node_id)
     input_uri = f"{data_dir}/inputs.pb"
     if a.inline_outputs:
@@ -286,15 +292,74 @@ def task_template(t: SandboxTask) -> tasks_pb2.TaskTemplate:
     )
     if t.interruptible is not None:
         metadata.interruptible = t.interruptible
-    return tasks_pb2.TaskTemplate(
+    tpl = tasks_pb2.TaskTemplate(
         id=task_identifier(t),
         type=t.task_type,
         task_type_version=t.task_type_version,
         interface=interface_pb2.TypedInterface(outputs=outputs),
         metadata=metadata,
         # flytekit serializes both single-node and PyTorchJob tasks with a container
-        container=tasks_pb2.Container(image=t.image, args=["pyflyte-execute"]),
+        container=tasks_pb2.Container(
+            image=t.image, args=["pyflyte-execute"], resources=_resources(t)
+        ),
     )
+    if t.pod_template:
+        _as_pod_template(tpl)
+    if t.accelerator:  # flytekit core/resources.py `construct_extended_resources`
+        tpl.extended_resources.gpu_accelerator.device = t.accelerator
+    if t.worker_replicas is not None:
+        tpl.custom.CopyFrom(_elastic_job(t.worker_replicas))
+    return tpl
+
+
+def _resources(t: SandboxTask) -> tasks_pb2.Resources:
+    """`container.resources` as flytekit core/utils.py `_get_container_definition` writes it."""
+    name = tasks_pb2.Resources.ResourceName
+    return tasks_pb2.Resources(
+        requests=[tasks_pb2.Resources.ResourceEntry(name=name.Value(k.upper()), value=v)
+                  for k, v in t.requests],
+        limits=[tasks_pb2.Resources.ResourceEntry(name=name.Value(k.upper()), value=v)
+                for k, v in t.limits],
+    )  # fmt: skip
+
+
+def _as_pod_template(tpl: tasks_pb2.TaskTemplate) -> None:
+    """Move the container into `k8s_pod` as flytekit core/utils.py `_serialize_pod_spec` does:
+    the primary container named by `config["primary_container_name"]`, its resources keyed by
+    lower-case names (`{"requests": {"gpu": "8"}}`), plus kfpytorch's shared-memory volume."""
+    c = tpl.container
+    name = tasks_pb2.Resources.ResourceName
+
+    def kind(entries: Any) -> dict[str, str]:
+        return {name.Name(e.name).lower().replace("_", "-"): e.value for e in entries}
+
+    primary = {
+        "name": "primary",
+        "image": c.image,
+        "args": list(c.args),
+        "resources": {"requests": kind(c.resources.requests), "limits": kind(c.resources.limits)},
+        "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+    }
+    spec = {"containers": [primary], "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}
+    tpl.k8s_pod.pod_spec.update(spec)
+    tpl.config["primary_container_name"] = "primary"
+    tpl.ClearField("container")
+
+
+def _elastic_job(nodes: int) -> struct_pb2.Struct:
+    """`custom` of a torch-elastic PyTorchJob with `nnodes=nodes` (flytekitplugins-kfpytorch
+    `PytorchElasticFunctionTask.get_custom`: MessageToDict of DistributedPyTorchTrainingTask)."""
+    from flyteidl.plugins.kubeflow import pytorch_pb2
+
+    job = pytorch_pb2.DistributedPyTorchTrainingTask(
+        worker_replicas=pytorch_pb2.DistributedPyTorchTrainingReplicaSpec(replicas=nodes),
+        elastic_config=pytorch_pb2.ElasticConfig(
+            rdzv_backend="c10d", min_replicas=nodes, max_replicas=nodes, nproc_per_node=8
+        ),
+    )
+    custom = struct_pb2.Struct()
+    custom.update(json_format.MessageToDict(job))
+    return custom
 
 
 def launch_plan_proto(lp: SandboxLaunchPlan) -> launch_plan_pb2.LaunchPlan:

@@ -98,6 +98,7 @@ from forensics.sandbox.admin_state import (
     ExecRow,
     NodeRow,
 )
+from forensics.sandbox.admin_workflows import compiled_rows
 from forensics.sandbox.scenario import (
     SandboxExecution,
     SandboxLaunchPlan,
@@ -340,10 +341,6 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
             if node.proto.metadata.is_dynamic:
                 wf = request.id.execution_id
                 rec = self.state.executions[(wf.project, wf.domain, wf.name)]
-                tasks: dict[tuple[str, str, str, str], SandboxTask] = {}
-                for child in rec.nodes:
-                    if child.parent == request.id.node_id:
-                        tasks.update((task_key(t), t) for t in child.task_defs)
                 dyn = resp.dynamic_workflow
                 dyn.id.CopyFrom(
                     identifier_pb2.Identifier(
@@ -354,9 +351,7 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
                         version="v1",
                     )
                 )
-                dyn.compiled_workflow.tasks.extend(
-                    compiler_pb2.CompiledTask(template=task_template(t)) for t in tasks.values()
-                )
+                dyn.compiled_workflow.CopyFrom(compiled_rows(rec.nodes, request.id.node_id, dyn.id))
             return resp
 
     # task executions and tasks
@@ -529,8 +524,18 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
 
     @_rpc
     def GetWorkflow(self, request: common_pb2.ObjectGetRequest, context: Any) -> Any:
+        i = request.id
         with self.state.lock:
-            return workflow_proto(self._launch_plan(request.id))
+            lp = self._launch_plan(i)
+            wf = workflow_proto(lp)
+            shape = self.state.shapes.get((i.project, i.domain, i.name, i.version))
+            if shape is not None:  # the nodes its executions ran, nested ones included
+                declared = wf.closure.compiled_workflow.primary.template.nodes
+                compiled = compiled_rows(
+                    shape.nodes, None, wf.id, declared, [t for _, t in lp.nodes]
+                )
+                wf.closure.compiled_workflow.CopyFrom(compiled)
+            return wf
 
     @_rpc
     def RelaunchExecution(

@@ -120,6 +120,8 @@ class AdminState:
         self.version = 0
         self._listings: OrderedDict[tuple[Any, ...], tuple[int, list[ExecRow]]] = OrderedDict()
         self.launch_plans: dict[tuple[str, str, str, str], SandboxLaunchPlan] = {}
+        # Per launch plan, the first execution of it: the shape of its compiled workflow.
+        self.shapes: dict[tuple[str, str, str, str], ExecRow] = {}
         for t in scenario.tasks:
             self.tasks[task_key(t)] = t
         for lp in scenario.launch_plans:
@@ -133,6 +135,7 @@ class AdminState:
     def _derive_launch_plan(self, ex: SandboxExecution) -> None:
         key = (ex.launch_plan[0] or ex.project, ex.launch_plan[1] or ex.domain, *ex.launch_plan[2:])
         lp = self.launch_plans.setdefault(key, SandboxLaunchPlan(*key, created_at=ex.created_at))
+        self.shapes.setdefault(key, self.executions[(ex.project, ex.domain, ex.name)])
         known = {n for n, _ in lp.nodes}
         for node in ex.nodes:
             if node.parent_unique_id is None and node.attempts and node.node_id not in known:
@@ -210,6 +213,10 @@ class AdminState:
         if ex.raw_output_prefix:
             spec.raw_output_data_config.output_location_prefix = ex.raw_output_prefix
         closure = execution_pb2.ExecutionClosure(phase=WfPhase.Value(ex.phase))
+        # flyteadmin `transformers/execution.go::CreateExecutionModel` sets the workflow it runs
+        # (the sandbox's launch plan's workflow has the launch plan's name and version).
+        closure.workflow_id.CopyFrom(spec.launch_plan)
+        closure.workflow_id.resource_type = identifier_pb2.WORKFLOW
         started = (
             ex.created_at + timedelta(seconds=1)
             if ex.phase not in ("UNDEFINED", "QUEUED")

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from forensics.model import UTC, ExecutionRef, to_ns
+from forensics.sandbox.k8s_events import event_line, karpenter_disrupted
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxExecution,
@@ -33,6 +34,8 @@ WINDOW_END = datetime(2026, 9, 11, tzinfo=UTC)
 MODELS_BUCKET = "exa-models"
 REFERENCE = ("gs1", "production", "azvg5f9v9974m78fvlf7")
 REFERENCE_CHECKPOINT = "s3://exa-models/checkpoints/gs1-distill/bigmodel-c42-nem1b-a2-lr5em5-v1/"
+# Proved by an event alone (neighbour 15): seen only with `[k8s_events]` on, as `demo` runs.
+EVENT_ONLY = ("gs1", "production", "x7p1a5s9d3f7g1h5j9k3")
 
 
 @dataclass(frozen=True)
@@ -127,10 +130,12 @@ class ScenarioBuilder:
         version: int = 1,
         *,
         has_outputs: bool = False,
+        **resources: Any,  # SandboxTask's requests, limits, accelerator, worker_replicas
     ) -> SandboxTask:
         key = (project, domain, name, "v1")
         if key not in self._tasks:
-            t = SandboxTask(project, domain, name, "v1", task_type, version, has_outputs)
+            t = SandboxTask(project, domain, name, "v1", task_type, version, has_outputs,
+                            **resources)  # fmt: skip
             self._tasks[key] = t
             self.scenario.tasks.append(t)
         return self._tasks[key]
@@ -287,6 +292,10 @@ def _try(
 
 
 # The scenario reads as a table: one execution per block, one attempt per call.
+GPU_NODE_4 = (("cpu", "8"), ("gpu", "4"), ("memory", "64Gi"))
+GPU_NODE_8 = (("cpu", "16"), ("gpu", "8"), ("memory", "320Gi"))
+
+
 # fmt: off
 def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = None) -> Scenario:
     """The reference incident and one neighbour for every verdict and not-finding class.
@@ -300,8 +309,11 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     b = ScenarioBuilder(labels, shipper)
     gs1, dev = ("gs1", "production"), ("gs1", "development")
     ns = "gs1-production"
-    task = b.task(*gs1, "bigmodel.train")
-    pt = b.task(*gs1, "bigmodel.train_multinode", task_type="pytorch")
+    # `@task(task_config=Elastic(nproc_per_node=4), resources=Resources(cpu="8", gpu="4",
+    # mem="64Gi"), accelerator=A100)`; the multi-node one `Elastic(nnodes=2, nproc_per_node=8)`.
+    task = b.task(*gs1, "bigmodel.train", requests=GPU_NODE_4, accelerator="nvidia-tesla-a100")
+    pt = b.task(*gs1, "bigmodel.train_multinode", task_type="pytorch", requests=GPU_NODE_8,
+                accelerator="nvidia-tesla-a100", worker_replicas=2)
 
     # 1. The reference incident (docs/verdicts.md): single-node Elastic, SIGTERM, success 7 s later,
     #    no outputs.pb, empty checkpoint prefix given as the `checkpoint_dir` input.
@@ -332,7 +344,7 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     #    known → unknown. A later relaunch of it exists already → relaunched_as.
     name = "c3p8r2w6y1t5u9e4o7i0"
     sig_at, ok_at = _t(6, 8, 30, 0), _t(6, 8, 30, 4)
-    small = b.task(*dev, "small.train")
+    small = b.task(*dev, "small.train")  # no resources: the platform's defaults, cost unknown
     b.one_node(*dev, name, "SUCCEEDED", _t(6, 7, 0, 0), ok_at + timedelta(seconds=2),
                _try(name, 0, "SUCCEEDED", _t(6, 7, 0, 20), ok_at, small))
     b.signal_pod(sig_at, "gs1-development", f"{name}-n0-0", f"{name}-n0-0", wrap="docker", sig="2")
@@ -420,6 +432,17 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     b.one_node(*gs1, name, "SUCCEEDED", _t(2, 1, 0, 0), _t(2, 2, 0, 9),
                _try(name, 0, "SUCCEEDED", _t(2, 1, 0, 5), _t(2, 2, 0, 7), task))
     b.signal_pod(_t(2, 2, 0, 0), ns, f"{name}-n0-0", f"{name}-n0-0")
+
+    # 15. Proved by an event alone: a plain (non-elastic) task whose SIGTERM handler exited 0 when
+    #     Karpenter consolidated its node. No log line says so; Alloy shipped Karpenter's
+    #     `Disrupted` event (logfmt). Not examined without `[k8s_events]` (a plain task is looked
+    #     at only where evidence points); with it, affected (cause exit-0-after-signal).
+    name = EVENT_ONLY[2]
+    ok = _t(8, 4, 0, 31)
+    b.one_node(*gs1, name, "SUCCEEDED", _t(8, 3, 0, 0), ok + timedelta(seconds=2),
+               _try(name, 0, "SUCCEEDED", _t(8, 3, 0, 5), ok, b.task(*gs1, "eval.score", version=0)))
+    b.scenario.log_lines.append(event_line(
+        karpenter_disrupted(ns, f"{name}-n0-0", _t(8, 4, 0, 0), _t(8, 4, 2, 0)), "alloy-logfmt"))
 
     relaunch_neighbours(b)
 
@@ -531,6 +554,8 @@ EXPECTED_FINDINGS = {
     ("gs1", "production", "e8r4t2y6u0i3o7p1a5s9", "n0-0-dn1", 0): "affected",
     ("gs1", "production", "j4k8l2z6x0c3v7b1n5m9", "n0", 0): "suspected",
 }
+# With `[k8s_events]` on (as `demo` runs): the event alone proves neighbour 15.
+EXPECTED_WITH_EVENTS = {**EXPECTED_FINDINGS, (*EVENT_ONLY, "n0", 0): "affected"}
 EXPECTED_CLEARED = {
     "outputs-written": 2,  # 7's successful retry and 11 (healthy, no signal)
     "signal-then-outputs-written": 1,  # 6

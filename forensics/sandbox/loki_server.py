@@ -216,6 +216,10 @@ class LokiFaults:
 
     latency: float = 0.0
     rules: list[FaultRule] = field(default_factory=list)
+    # Seconds more per log line a query_range's selected streams hold in its [start, end): a real
+    # Loki reads every chunk of those streams in the range to apply the line filters, so its
+    # answer takes time in proportion to the lines scanned, not to the lines returned.
+    latency_per_line: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -480,9 +484,11 @@ class LokiServer:
                 raise BadRequest(
                     ERR_TOO_MANY_BYTES.format(ibytes(nbytes), ibytes(self.max_query_bytes_read))
                 )
-        if self.query_timeout_lines is not None:
+        if self.query_timeout_lines is not None or self.faults.latency_per_line > 0:
             scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
-            if scanned > self.query_timeout_lines:
+            if self.faults.latency_per_line > 0:
+                self._stopping.wait(self.faults.latency_per_line * scanned)
+            if self.query_timeout_lines is not None and scanned > self.query_timeout_lines:
                 self._stopping.wait(self.query_timeout_delay)
                 raise QueryTimeout()
         result, returned, scanned, nbytes = select(

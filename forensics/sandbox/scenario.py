@@ -36,6 +36,15 @@ class SandboxTask:
     cacheable: bool = False  # metadata.discoverable
     cache_version: str = ""  # metadata.discovery_version
     interruptible: bool | None = None  # metadata.interruptible
+    # What flytekit serializes of `@task(resources=..., accelerator=...)` and of a torch-elastic
+    # PyTorchJob (sources/task_resources.py cites the upstream files): (name, quantity) entries.
+    requests: tuple[tuple[str, str], ...] = ()  # container.resources.requests: ("gpu", "4")
+    limits: tuple[tuple[str, str], ...] = ()  # container.resources.limits
+    accelerator: str | None = None  # extended_resources.gpu_accelerator.device
+    worker_replicas: int | None = None  # custom workerReplicas.replicas (`pytorch` only)
+    # A pod-template task: kfpytorch's Elastic mounts shared memory through one by default, and
+    # flytekit then writes `k8s_pod` (the primary container, its resources) and no `container`.
+    pod_template: bool = False
 
 
 @dataclass
@@ -54,6 +63,9 @@ class SandboxAttempt:
     # propeller's inline raw-output policy: the outputs travel in the event and flyteadmin
     # offloads them under its own prefix, so Admin's output_uri is not <output_dir>/outputs.pb.
     inline_outputs: bool = False
+    # Kubernetes events about the attempt's pod that propeller's `send-object-events` passes on
+    # and Admin keeps in `closure.reasons`: (occurred_at, message) each.
+    reasons: list[tuple[datetime, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from forensics.detect import Decision, earliest, sweep_candidate
+from forensics.detect import Decision, disruption_candidate, earliest, sweep_candidate
 from forensics.evidence.flyte_names import namespace_for
 from forensics.evidence.logs import SIGNAL_LINE_REGEX
 from forensics.model import (
@@ -14,6 +14,7 @@ from forensics.model import (
     AttemptRecord,
     AttemptRef,
     Checkpoint,
+    Disruption,
     ExecutionRecord,
     ExecutionRef,
     Gap,
@@ -21,6 +22,7 @@ from forensics.model import (
     SignalHit,
     Window,
 )
+from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import owner_of
 from forensics.scan.run import Candidate
@@ -39,6 +41,12 @@ class Examined:
     signal: SignalHit | None
     outputs: ObjectCheck | None
     checkpoint: Checkpoint | None
+    disruptions: tuple[Disruption, ...] = ()  # Kubernetes' record of its pods', earliest first
+
+    @property
+    def disruption(self) -> Disruption | None:
+        """The earliest disruption: the one the decision and a finding use."""
+        return self.disruptions[0] if self.disruptions else None
 
 
 @dataclass
@@ -76,19 +84,37 @@ def examine(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None)
     attempts = lookups.attempts(ref)
     result = Examination(ex, life_window(ex, now))
     hits = _signals(sources, ex, attempts, result)
+    index = _disruptions(sources, result)
     for a in attempts:
         later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
+        found = tuple(index.all_for_attempt(ex, a, sources.settings))
         c = Candidate(ex, a, earliest(hits.get(a.ref, [])), later)
+        c.disruption = found[0] if found else None
         # show lists outputs.pb for every success, declared outputs included (the verdict
         # does not read it for those: Flyte proved them).
         c.outputs = lookups.outputs(a) if a.phase == "SUCCEEDED" else None
-        if c.signal is None and not sweep_candidate(a, result.window):
-            result.attempts.append(Examined(a, None, None, c.outputs, None))
+        examined = c.signal is not None or sweep_candidate(a, result.window)
+        if c.disruption is not None and disruption_candidate(a, result.window):
+            examined = True  # the whole class, as the scan examines it
+        if not examined:
+            result.attempts.append(Examined(a, None, None, c.outputs, None, found))
             continue
         decision = c.decide()
         ck = lookups.checkpoint(ex, a, c.signal) if decision.is_finding else None
-        result.attempts.append(Examined(a, decision, c.signal, c.outputs, ck))
+        result.attempts.append(Examined(a, decision, c.signal, c.outputs, ck, found))
     return result
+
+
+def _disruptions(sources: Sources, result: Examination) -> DisruptionIndex:
+    """The pods' disruption evidence over the examination's window (`[k8s_events]`,
+    `[prometheus]`, when on); a failed read is a gap of that source, as in a scan."""
+    index = DisruptionIndex()
+    if disruption_sources_on(sources.settings):
+        reads = disruption_reads(sources, result.window)
+        for read in reads:
+            result.gaps.extend(read.gaps)
+        index.fill(*reads)
+    return index
 
 
 def _signals(

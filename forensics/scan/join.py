@@ -6,7 +6,8 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, SignalHit
+from forensics.evidence.flyte_names import parse_pod_name
+from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef, SignalHit
 from forensics.scan.resolve import pod_keys
 
 PodKey = tuple[str, str]  # namespace, pod
@@ -24,9 +25,11 @@ class PodIndex:
         self._hits: dict[PodKey, SignalHit] = {}
         self._index: dict[tuple[str, str, str], list[PodKey]] = {}
         self._matched: set[PodKey] = set()
+        self._nodes: dict[tuple[str, str, str], frozenset[str]] = {}
 
     def fill(self, signalled: Iterable[tuple[str, str, SignalHit]]) -> None:
         """Index each (project, domain, hit); a PyTorchJob replica by its job's name too."""
+        signalled = list(signalled)
         index: dict[tuple[str, str, str], list[PodKey]] = defaultdict(list)
         hits: dict[PodKey, SignalHit] = {}
         for project, domain, hit in signalled:
@@ -36,6 +39,27 @@ class PodIndex:
                 index[(project, domain, name)].append(key)
         with self._lock:
             self._hits, self._index = hits, dict(index)
+        self.point((project, domain, hit.pod) for project, domain, hit in signalled)
+
+    def point(self, pods: Iterable[tuple[str, str, str]]) -> None:
+        """Pods the evidence names, as (project, domain, pod): the sweep lists the nodes their
+        names may belong to, whatever their task. Death signals are added by `fill`; another
+        source of evidence (pods with disruption events) adds its pods here, before the signals
+        are final."""
+        nodes: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+        for project, domain, pod in pods:
+            parsed = parse_pod_name(pod)
+            for execution, node_id, _ in parsed.candidates if parsed else ():
+                nodes[(project, domain, execution)].add(node_id)
+        with self._lock:
+            for k, v in nodes.items():
+                self._nodes[k] = self._nodes.get(k, frozenset()) | v
+
+    def points_at(self, ref: ExecutionRef) -> frozenset[str]:
+        """The unique node ids of `ref` that a pod the evidence names may belong to (every split
+        of the name Flyte's naming allows): the sweep lists these nodes whatever their task."""
+        with self._lock:
+            return self._nodes.get((ref.project, ref.domain, ref.name), frozenset())
 
     def hit(self, key: PodKey) -> SignalHit:
         """The signal of an indexed pod."""

@@ -3,39 +3,50 @@
 The run is one pipeline: the Loki shards, the Admin sweep and the S3 checks run at the same
 time, each source at most `settings.workers` requests at once. One ListProjects gives each
 project's domains; executions stream from two disjoint listings per project and domain (see
-`sweep.listings`); each costs one ListNodeExecutions and one ListTaskExecutions per task node,
-and each elastic success of a task that declares no outputs one outputs.pb check. Death signals
+`sweep.listings`); each costs one ListNodeExecutions per level and one ListTaskExecutions per
+node that can run an elastic task or that a signalled pod names (its workflow's compiled
+closure says which: one GetWorkflow per workflow version), and its elastic successes of tasks
+that declare no outputs one outputs.pb check each, or one listing of their prefix
+(`callplan.by_prefix`). Death signals
 are joined to the swept attempts by pod name, so a signalled attempt costs no extra Admin call;
 only signalled pods that no swept execution claims are looked up one by one (`resolve`). Memory
 holds what is in flight, the signalled pods and the findings: it grows with candidates, not with
-log lines.
+log lines. The disruption sources (events, Prometheus) are read beside the signals and are
+final with them.
+
+The module stays whole past ~400 lines because every step shares the candidates' states, the
+lock and the lanes; the parts that need none of them live in `sweep`, `join`, `resolve`,
+`callplan`, `signals`, `disruptions` and `tally`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
 from forensics.concurrency import Lane, guarded, join
+from forensics.cost import price
 from forensics.detect import (
     Cleared,
     Decision,
     assert_never,
     build_finding,
     decide,
+    disruption_candidate,
     earliest,
     finding_links,
     needs_outputs_check,
     sweep_candidate,
 )
-from forensics.errors import SourceError
+from forensics.errors import NotFoundError, SourceError
 from forensics.model import (
     AttemptRecord,
     AttemptRef,
+    Disruption,
     ExecutionRecord,
     ExecutionRef,
     Finding,
@@ -48,7 +59,9 @@ from forensics.model import (
 )
 from forensics.progress import Progress
 from forensics.scan import sweep
+from forensics.scan.callplan import by_prefix
 from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
+from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
 from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
@@ -62,8 +75,11 @@ from forensics.scan.signals import (
 )
 from forensics.scan.tally import Tally
 from forensics.sources import Sources
+from forensics.sources.admin import SkippedNode
 from forensics.sources.loki import ShardOutcome
 from forensics.sources.loki_limits import reading_length
+from forensics.sources.storage import outputs_from_listing
+from forensics.sources.task_resources import TaskResources
 
 log = logging.getLogger("elastic-audit")
 
@@ -81,10 +97,18 @@ class Candidate:
     checked: bool = False  # outputs known (or not needed)
     final: bool = False  # signal known
     done: bool = False
+    disruption: Disruption | None = None  # Kubernetes' record of the pod's disruption
 
     def decide(self) -> Decision:
-        """The verdict, once the signal and the outputs are known."""
-        return decide(self.att, self.ex, self.signal, self.outputs, later_attempts=self.later)
+        """The verdict, once the signal, the disruption and the outputs are known."""
+        return decide(
+            self.att,
+            self.ex,
+            self.signal,
+            self.outputs,
+            later_attempts=self.later,
+            disruption=self.disruption,
+        )
 
 
 def scan(
@@ -118,8 +142,12 @@ class ScanRun:
         self._swept: dict[tuple[str, str], set[str]] = {}
         # Signals: the index that joins them to attempts, and whether it is final.
         self._pods = PodIndex()
+        self.disruptions = DisruptionIndex()  # filled with the signals, before they are final
         self._signals_final = False
-        self._parked: list[tuple[ExecutionRecord, list[AttemptRecord], list[Candidate]]] = []
+        self._parked: list[
+            tuple[ExecutionRecord, list[AttemptRecord], list[Candidate], Sequence[SkippedNode]]
+        ] = []
+        self._partial: set[ExecutionRef] = set()  # swept, some non-elastic nodes passed over
         # The lanes: one per source, stopped together by the first error or the run's end.
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
@@ -162,7 +190,7 @@ class ScanRun:
         return report
 
     def _relaunched(self, findings: list[Finding]) -> list[Finding]:
-        return sweep.with_relaunches(
+        findings = sweep.with_relaunches(
             findings,
             self.tally.finding_executions,
             self.sources.admin,
@@ -170,6 +198,20 @@ class ScanRun:
             self._admin_lane,
             self.tally.add_gap,
         )
+        return price(findings, self.tally.finding_attempts, self._task_resources)
+
+    def _task_resources(self, task_id: tuple[str, str, str, str]) -> TaskResources | str:
+        """A finding's task requests for its cost (docs/report.md `cost`): a template Admin
+        cannot give is a gap, as any failed read is; an unregistered one is only `unknown`."""
+        try:
+            with self.lookups.slots:
+                return self.sources.admin.task_resources(task_id)
+        except NotFoundError:
+            return "the task template is not registered (a dynamic task?)"
+        except SourceError as e:
+            w = self.window
+            self.tally.add_gap(Gap("admin", w.start, w.end, f"task {':'.join(task_id)}: {e.cause}"))
+            return f"reading the task template failed: {e.cause}"
 
     def _read_everything(self) -> None:
         """Loki and the Admin sweep at once; every swept execution matched, its checks queued."""
@@ -229,7 +271,53 @@ class ScanRun:
         gaps.extend(Gap("loki", part.start, part.end, error) for part, error in item.failures)
         self.progress.advance("loki")
 
+    def _events_phase(self) -> None:
+        """The pods whose disruption Kubernetes recorded in the window: events in Loki
+        (`[k8s_events]`) and DisruptionTarget conditions in Prometheus (`[prometheus]`)."""
+        reads = disruption_reads(self.sources, self.window, self._stop, self._flyte_namespace)
+        for read in reads:
+            self.tally.add_gaps(read.gaps)
+        self.disruptions.fill(*reads)
+        # A disrupted pod points the sweep at its node whatever its task (docs/performance.md):
+        # a plain task that exited 0 after its node was drained is examined too.
+        pointed = []
+        for ns, pod in self.disruptions.pods():
+            pd = self.projects.project_domain(ns)
+            if pd is not None:
+                pointed.append((*pd, pod))
+        self._pods.point(pointed)
+
+    def _flyte_namespace(self, ns: str) -> bool:
+        """A namespace some project and domain in scope maps to (events elsewhere are no
+        attempt's, and are not kept)."""
+        pd = self.projects.project_domain(ns)
+        return pd is not None and self.scope.covers(*pd)
+
     def _loki_phase(self) -> None:
+        events = None
+        if disruption_sources_on(self.settings):
+            events = threading.Thread(
+                target=guarded,
+                args=(self._events_phase, self._stop, self._errors),
+                name="k8s-events",
+                daemon=True,
+            )
+            events.start()
+        try:
+            self._signals_phase()
+        finally:
+            if events is not None:
+                join(events, self._errors)  # disruptions are final with the signals
+        with self._lock:
+            self._signals_final = True
+            parked, self._parked = self._parked, []
+        for ex, attempts, candidates, skipped in parked:
+            if skipped:  # it may list the nodes the evidence points at: in the Admin lane
+                self._admin_lane.submit(partial(self._settle, ex, attempts, candidates, skipped))
+            else:
+                self._settle(ex, attempts, candidates)
+
+    def _signals_phase(self) -> None:
         hits, lines = self._signals()
         self.coverage.probe(self.settings.workers)  # before any verdict is final
         log_unparsed(lines)
@@ -244,11 +332,6 @@ class ScanRun:
                 signalled.append((*pd, hit))
         self._pods.fill(signalled)
         self.tally.clear(Cleared.SIGNAL_NOT_FLYTE_POD, not_flyte)
-        with self._lock:
-            self._signals_final = True
-            parked, self._parked = self._parked, []
-        for ex, attempts, candidates in parked:
-            self._settle(ex, attempts, candidates)
 
     def _not_a_project(self, ns: str, hit: SignalHit) -> int:
         """A signalled namespace no project and domain maps to: 1 when it is no Flyte pod at all;
@@ -283,49 +366,103 @@ class ScanRun:
     def _sweep_execution(self, ex: ExecutionRecord) -> None:
         try:
             with self.lookups.slots:
-                attempts = self.sources.admin.list_attempts(ex.ref)
+                swept = self.sources.admin.sweep_attempts(ex, self._pointed(ex.ref))
         except SourceError as e:
             self.tally.add_gap(Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}"))
             return
         finally:
             self.progress.advance("sweep")
+        attempts = swept.attempts
         for a in attempts:
             self.coverage.ran(a.started_at, a.ended_at)
+        candidates = self._candidates(ex, attempts, len(swept.skipped))
+        with self._lock:
+            self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
+            if swept.skipped:
+                self._partial.add(ex.ref)
+            if not self._signals_final:
+                self._parked.append((ex, attempts, candidates, swept.skipped))
+                return
+        self._settle(ex, attempts, candidates, swept.skipped)
+
+    def _candidates(
+        self, ex: ExecutionRecord, attempts: list[AttemptRecord], nodes: int = 0
+    ) -> list[Candidate]:
         candidates = [Candidate(ex, a) for a in attempts if sweep_candidate(a, self.window)]
         # Whether signalled or not, an elastic success needs its outputs.pb checked now, unless
         # its task declares outputs (Flyte then proved them before accepting the success).
+        checks = []
         for c in candidates:
             if needs_outputs_check(c.att):
-                self._s3_lane.submit(partial(self._check_outputs, c))
+                checks.append(c)
             else:
                 c.checked = True  # not yet shared with any other thread
+        prefix = by_prefix(checks, len(attempts) + nodes)
+        if prefix is not None:
+            self._s3_lane.submit(partial(self._check_under, prefix, checks))
+        else:
+            for c in checks:
+                self._s3_lane.submit(partial(self._check_outputs, c))
+        return candidates
+
+    def _pointed(self, ref: ExecutionRef) -> Callable[[str], bool]:
+        """The nodes of `ref` the evidence names, once the signals are final (else none yet:
+        `_settle` lists them then)."""
         with self._lock:
-            self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
-            if not self._signals_final:
-                self._parked.append((ex, attempts, candidates))
-                return
-        self._settle(ex, attempts, candidates)
+            final = self._signals_final
+        nodes = self._pods.points_at(ref) if final else frozenset()
+        return nodes.__contains__
 
     def _was_swept(self, ref: ExecutionRef) -> bool:
+        """Whether every task node of `ref` was listed by the sweep (an execution whose
+        non-elastic nodes were passed over is looked up again for pods no attempt claimed)."""
         with self._lock:
-            return ref.name in self._swept.get((ref.project, ref.domain), ())
+            return ref.name in self._swept.get((ref.project, ref.domain), ()) and (
+                ref not in self._partial
+            )
 
     def _settle(
-        self, ex: ExecutionRecord, attempts: list[AttemptRecord], candidates: list[Candidate]
+        self,
+        ex: ExecutionRecord,
+        attempts: list[AttemptRecord],
+        candidates: list[Candidate],
+        skipped: Sequence[SkippedNode] = (),
     ) -> None:
-        """Signals are final: join them to this execution's attempts and release its candidates."""
+        """Signals are final: list the passed-over nodes the evidence points at, join the
+        signals to this execution's attempts and release its candidates."""
+        pointed = self._pods.points_at(ex.ref) if skipped else frozenset()
+        wanted = [n for n in skipped if n.node.id.node_id in pointed]
+        if wanted:
+            try:
+                with self.lookups.slots:
+                    more = self.sources.admin.node_attempts(ex.ref, wanted)
+            except SourceError as e:
+                w = (ex.created_at, ex.updated_at)
+                self.tally.add_gap(Gap("admin", *w, f"{ex.ref}: {e.cause}"))
+                more = []
+            attempts = [*attempts, *more]
+            candidates = [*candidates, *self._candidates(ex, more)]
         hits = self._pods.match(ex, attempts)
         by_ref = {c.att.ref: c for c in candidates}
         for att in attempts:
             signal = hits.get(att.ref)
             c = by_ref.get(att.ref)
+            disruption = self.disruptions.for_attempt(ex, att, self.settings)
+            if c is None and signal is None:
+                # The whole class (docs/verdicts.md): any task's success whose pod Kubernetes
+                # recorded as disrupted is examined; only where evidence points (bounded cost).
+                if disruption is not None and disruption_candidate(att, self.window):
+                    later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
+                    self._signalled(Candidate(ex, att, None, later, disruption=disruption))
+                continue
             if signal is not None:
                 later = [a for a in attempts if a.ref.node_id == att.ref.node_id]
                 if c is None:
-                    self._signalled(Candidate(ex, att, signal, later))
+                    self._signalled(Candidate(ex, att, signal, later, disruption=disruption))
                     continue
                 c.later = later
             if c is not None:
+                c.disruption = disruption
                 self._release(c, signal)
 
     # -- signalled pods that no swept execution claimed: one by one --------------------------------
@@ -339,7 +476,8 @@ class ScanRun:
         self._admin_lane.drain()
         for ex, att, hits in late.values():
             later = [a for a in self.lookups.attempts(ex.ref) if a.ref.node_id == att.ref.node_id]
-            self._signalled(Candidate(ex, att, earliest(hits), later))
+            disruption = self.disruptions.for_attempt(ex, att, self.settings)
+            self._signalled(Candidate(ex, att, earliest(hits), later, disruption=disruption))
 
     def _resolve_one(
         self,
@@ -390,8 +528,19 @@ class ScanRun:
         if ready:
             self._s3_lane.submit(partial(self._conclude, c))  # a finding lists its checkpoint
 
-    def _check_outputs(self, c: Candidate) -> None:
-        outputs = self.lookups.outputs(c.att)
+    def _check_under(self, prefix: str, checks: list[Candidate]) -> None:
+        """The outputs.pb of several attempts of one execution from one listing of the prefix
+        above them; HEAD each when the listing fails."""
+        keys = self.sources.store.pb_keys_under(prefix)
+        for c in checks:
+            if isinstance(keys, ObjectCheck):
+                self._check_outputs(c)
+            else:
+                self._check_outputs(c, outputs_from_listing(c.att.output_dir or "", keys))
+
+    def _check_outputs(self, c: Candidate, outputs: ObjectCheck | None = None) -> None:
+        if outputs is None:
+            outputs = self.lookups.outputs(c.att)
         with self._lock:
             c.outputs, c.checked = outputs, True
             ready = c.final and not c.done
@@ -416,6 +565,8 @@ class ScanRun:
         if decision.is_finding:
             checkpoint = self.lookups.checkpoint(ex, att, signal)
             links = finding_links(self.settings, ex, signal)
-            finding = build_finding(decision, ex, att, signal, checkpoint, links)
+            finding = build_finding(
+                decision, ex, att, signal, checkpoint, links, disruption=c.disruption
+            )
             finding = note_absent(self.coverage, att, finding)
         self.tally.record(decision, ex, att, signal, finding)

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime
 
 from forensics import TOOL
+from forensics.cost import totals
 from forensics.detect import Cleared, Decision, Verdict, assert_never
 from forensics.model import (
+    Activity,
     AttemptRecord,
+    AttemptRef,
     ExecutionRecord,
     ExecutionRef,
     Finding,
@@ -35,6 +39,10 @@ class Tally:
         self.unresolved: list[Unresolved] = []
         self.gaps: list[Gap] = []
         self.finding_executions: dict[ExecutionRef, ExecutionRecord] = {}
+        # For the cost of each finding and the incident page's chart (model.Activity).
+        self.finding_attempts: dict[AttemptRef, AttemptRecord] = {}
+        self.signals: dict[AttemptRef, datetime] = {}
+        self.retried: list[datetime] = []
 
     def add_gap(self, gap: Gap) -> None:
         """A part of the window a source could not read: the scan is incomplete."""
@@ -75,6 +83,10 @@ class Tally:
         """Count one decided attempt and keep what the report lists of it."""
         with self._lock:
             self._count(decision, att, signal)
+            if signal is not None:
+                self.signals[att.ref] = signal.at
+                if decision.cleared is Cleared.SIGNAL_FAILED_RETRIED and att.ended_at:
+                    self.retried.append(att.ended_at)
             if finding is None:
                 return
             outputs = decision.outputs
@@ -91,6 +103,11 @@ class Tally:
                 )
             self.findings.append(finding)
             self.finding_executions[ex.ref] = ex
+            self.finding_attempts[att.ref] = att
+            # docs/report.md `summary.findings_by_disruption_reason`
+            reason = finding.disruption.reason if finding.disruption else "none"
+            by_reason = self.summary.by_disruption_reason
+            by_reason[reason] = by_reason.get(reason, 0) + 1
 
     def _count(self, decision: Decision, att: AttemptRecord, signal: SignalHit | None) -> None:
         summary = self.summary
@@ -116,11 +133,16 @@ class Tally:
         findings = sorted(
             self.findings,
             key=lambda f: (
-                f.signal.at if f.signal else f.succeeded_at or window.end,
+                f.signal.at
+                if f.signal
+                else f.disruption.at
+                if f.disruption
+                else f.succeeded_at or window.end,
                 str(f.attempt),
             ),
         )
         findings = relaunched(findings)
+        self.summary.cost = totals(findings)
         gaps = sorted(
             self.gaps,
             key=lambda g: (g.source, g.start or window.start, g.end or window.end, g.error),
@@ -135,4 +157,5 @@ class Tally:
             tuple(findings),
             pending=tuple(pending),
             unresolved=tuple(unresolved),
+            activity=Activity(dict(self.signals), tuple(sorted(self.retried))),
         )

@@ -23,13 +23,16 @@ What Admin and propeller put where (checked against flyteorg/flyte v1 sources):
 Admin calls per question (counted in `AdminClient.call_count`; the scale benchmark reads them):
 `get_execution` 1 · `get_inputs` 1 · `get_node_inputs` 1 · `list_executions` one per page ·
 `list_attempts` one ListNodeExecutions per level (per page), one ListTaskExecutions per task
-node (an array node's subtasks come with it), one GetTask per distinct task for the client's
+node (an array node's subtasks come with it); `sweep_attempts` the same, but ListTaskExecutions
+only for nodes whose task can be elastic or that the evidence names, plus one GetWorkflow per
+workflow version (GetLaunchPlan first when the execution names no workflow) and one
+GetNodeExecutionData per dynamic parent, both cached for the client's life; one GetTask per distinct task for the client's
 lifetime (plus one GetNodeExecutionData per dynamic parent whose
 tasks are not registered) · `get_attempt` 2 (+GetTask, cached) · `relaunch` 1 (+1 GetExecution to
 confirm an ALREADY_EXISTS) · `version_request` 3 (GetExecution, GetExecutionData, GetLaunchPlan) ·
 `create_relaunch` 1 (+1 GetExecution on ALREADY_EXISTS) · `workflow_facts` 2 (GetLaunchPlan,
-GetWorkflow) · `task_facts` 1 · `launch_plan_versions` one per page · `relaunches_of` one per page ·
-`list_projects` / `project_domains` one per page.
+GetWorkflow) · `task_facts` 1 · `task_resources` 1 · `launch_plan_versions` one per page ·
+`relaunches_of` one per page · `list_projects` / `project_domains` one per page.
 
 Creating executions (flyteadmin v1.16.8 `pkg/manager/impl/execution_manager.go`):
 RelaunchExecution copies the original's whole spec — `parent_node_execution` included — and its
@@ -52,7 +55,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 from flyteidl.admin import (
@@ -74,6 +77,7 @@ from flytekit.exceptions.base import FlyteException
 from forensics.config import FlyteSettings
 from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
+from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
     created_since,
@@ -96,6 +100,7 @@ from forensics.sources.admin_records import (
     subtask_records,
     workflow_facts_of,
 )
+from forensics.sources.task_resources import TaskResources, resources_of
 
 # Importing flytekit installs a SIGINT handler that calls exit(1) at once. Ctrl-C must stay a
 # KeyboardInterrupt so every command can clean up (no partial report, no half-written pins,
@@ -121,6 +126,9 @@ EXECUTION_NAME_MAX = 63
 # columns exist only on their own table and are unique within one node / one execution.
 _NODE_SORT = common_pb2.Sort(key="node_id", direction=common_pb2.Sort.ASCENDING)
 _TASK_SORT = common_pb2.Sort(key="retry_attempt", direction=common_pb2.Sort.ASCENDING)
+
+# A workflow version whose closure could not be read is asked again after this many seconds.
+PLAN_RETRY_AFTER = 60.0
 
 _REDACT = re.compile(r"(?i)(bearer|basic)\s+\S+|(authorization|token|secret)([=:]\s*)\S+")
 
@@ -221,6 +229,21 @@ def _check_name(name: str) -> None:
         )
 
 
+class SkippedNode(NamedTuple):
+    """A task node a sweep passed over (its task cannot be elastic) and its parent's id."""
+
+    node: node_execution_pb2.NodeExecution
+    parent: str | None
+
+
+class SweptAttempts(NamedTuple):
+    """`sweep_attempts`' answer: the attempts listed, the nodes passed over, whether a plan was read."""
+
+    attempts: list[AttemptRecord]
+    skipped: tuple[SkippedNode, ...]
+    planned: bool
+
+
 # -- the client -------------------------------------------------------------------------------
 
 
@@ -259,6 +282,12 @@ class AdminClient:
             tuple[ExecutionRef, str], dict[tuple[str, ...], tuple[str, int]]
         ] = {}
         self._key_locks: dict[object, threading.Lock] = {}
+        # The sweep's plans: per workflow version, per launch plan, per dynamic parent.
+        self._plans: dict[tuple[str, str, str, str], NodePlan] = {}
+        self._lp_workflows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}
+        self._dynamic_closures: dict[tuple[ExecutionRef, str], Any] = {}
+        self.plan_fallbacks = 0  # executions / dynamic parents listed whole: no closure
+        self._plan_failed: dict[object, tuple[float, str]] = {}  # when, why
 
     @classmethod
     def from_settings(cls, settings: FlyteSettings, **options: Any) -> AdminClient:
@@ -458,23 +487,154 @@ class AdminClient:
         self._collect(ref, None, out)
         return out
 
-    def _collect(self, ref: ExecutionRef, parent: str | None, out: list[AttemptRecord]) -> None:
+    def sweep_attempts(
+        self, ex: ExecutionRecord, pointed: Callable[[str], bool] = lambda node_id: False
+    ) -> SweptAttempts:
+        """The attempts of the nodes whose task can be elastic (by the compiled closure of the
+        execution's workflow, `admin_closures`) or that `pointed` names (Admin's unique node id),
+        and the task nodes passed over. Without a readable closure every node is listed."""
+        out: list[AttemptRecord] = []
+        skipped: list[SkippedNode] = []
+        plan = self.workflow_plan(ex)
+        self._collect(ex.ref, None, out, plan, (skipped, pointed))
+        return SweptAttempts(out, tuple(skipped), plan is not None)
+
+    def node_attempts(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
+        """The attempts of nodes a sweep passed over (one ListTaskExecutions each)."""
+        out: list[AttemptRecord] = []
+        for node in nodes:
+            self._node_attempts(ref, node.node, node.parent, out)
+        return out
+
+    def _collect(
+        self,
+        ref: ExecutionRef,
+        parent: str | None,
+        out: list[AttemptRecord],
+        plan: NodePlan | None = None,
+        sweep: tuple[list[SkippedNode], Callable[[str], bool]] | None = None,
+    ) -> None:
         for node in list(self._node_executions(ref, parent)):
             if is_start_or_end(node):
                 continue
+            spec = node.metadata.spec_node_id or node.id.node_id
             if may_have_tasks(node):
-                for te in self._task_executions(ref, node.id.node_id):
-                    own = self._attempt_record(ref, node, te, parent)
-                    tpl = self._task_template(ref, own.task_id, parent) if own.task_id else None
-                    subtasks = subtask_records(own, node, te, tpl.type if tpl else "")
-                    if subtasks:
-                        # The array's own attempt stays (show lists it); its subtasks' pods
-                        # belong to the subtasks, which are judged one by one (docs/verdicts.md).
-                        own = dataclasses.replace(own, pods=attempt_pods(te.closure, False))
-                    out.append(own)
-                    out.extend(subtasks)
+                if sweep is None or plan is None or plan.lists(spec) or sweep[1](node.id.node_id):
+                    self._node_attempts(ref, node, parent, out)
+                else:
+                    sweep[0].append(SkippedNode(node, parent))
             if node.metadata.is_parent_node:
-                self._collect(ref, node.id.node_id, out)
+                inner = self._children_plan(ref, node, plan) if sweep is not None else None
+                self._collect(ref, node.id.node_id, out, inner, sweep)
+
+    def _node_attempts(
+        self,
+        ref: ExecutionRef,
+        node: node_execution_pb2.NodeExecution,
+        parent: str | None,
+        out: list[AttemptRecord],
+    ) -> None:
+        for te in self._task_executions(ref, node.id.node_id):
+            own = self._attempt_record(ref, node, te, parent)
+            tpl = self._task_template(ref, own.task_id, parent) if own.task_id else None
+            subtasks = subtask_records(own, node, te, tpl.type if tpl else "")
+            if subtasks:
+                # The array's own attempt stays (show lists it); its subtasks' pods
+                # belong to the subtasks, which are judged one by one (docs/verdicts.md).
+                own = dataclasses.replace(own, pods=attempt_pods(te.closure, False))
+            out.append(own)
+            out.extend(subtasks)
+
+    def _children_plan(
+        self, ref: ExecutionRef, node: node_execution_pb2.NodeExecution, plan: NodePlan | None
+    ) -> NodePlan | None:
+        """The plan of a parent node's children: a dynamic node's from its compiled workflow
+        (GetNodeExecutionData, once per dynamic parent), a sub-workflow's or branch's from the
+        parent's plan; None (list them all) when it cannot be read."""
+        if node.metadata.is_dynamic:
+            try:
+                return plan_of(self._dynamic_closure(ref, node.id.node_id))
+            except SourceError as e:
+                log.warning(
+                    "%s/%s: dynamic workflow unreadable, listing every node: %s",
+                    ref,
+                    node.id.node_id,
+                    e.cause,
+                )
+                with self._lock:
+                    self.plan_fallbacks += 1
+                return None
+        if plan is None:
+            return None
+        return plan.children(node.metadata.spec_node_id or node.id.node_id)
+
+    def workflow_plan(self, ex: ExecutionRecord) -> NodePlan | None:
+        """The plan of the execution's workflow (GetWorkflow once per workflow version for the
+        client's life; GetLaunchPlan first when Admin's record names no workflow). None when it
+        cannot be read: the caller lists every node (counted in `plan_fallbacks`). A version
+        whose closure could not be read is not asked again for `PLAN_RETRY_AFTER` seconds:
+        executions of it are listed whole meanwhile, without paying the retries once each."""
+        try:
+            wf = ex.workflow
+            if wf is None and ex.launch_plan is not None:
+                wf = self._remembered(
+                    ("launch_plan", ex.launch_plan),
+                    self._lp_workflows,
+                    ex.launch_plan,
+                    self._launch_plan_workflow,
+                )
+            if wf is None:
+                raise SourceError("admin", "the execution names no workflow and no launch plan")
+            return self._remembered(
+                ("workflow", wf), self._plans, wf, lambda w: plan_of(self._compiled_workflow(w))
+            )
+        except SourceError as e:
+            with self._lock:
+                self.plan_fallbacks += 1
+                first = self.plan_fallbacks == 1
+            if first:  # one line, not one per execution
+                log.warning(
+                    "%s: workflow closure unreadable, listing every node: %s", ex.ref, e.cause
+                )
+            return None
+
+    def _remembered(
+        self, lock_key: object, cache: dict[Any, T], key: Any, read: Callable[[Any], T]
+    ) -> T:
+        """`read(key)` once for the client's life; a failure is raised again, without asking,
+        for `PLAN_RETRY_AFTER` seconds."""
+        with self._key_lock(lock_key):
+            if key in cache:
+                return cache[key]
+            failed = self._plan_failed.get(lock_key)
+            if failed is not None and time.monotonic() - failed[0] < PLAN_RETRY_AFTER:
+                raise SourceError("admin", failed[1])
+            try:
+                cache[key] = read(key)
+            except SourceError as e:
+                self._plan_failed[lock_key] = (time.monotonic(), e.cause)
+                raise
+            return cache[key]
+
+    def _launch_plan_workflow(self, lp: tuple[str, str, str, str]) -> tuple[str, str, str, str]:
+        """GetLaunchPlan: the workflow a launch plan version runs."""
+        w = self._get_by_id("GetLaunchPlan", identifier_pb2.LAUNCH_PLAN, lp).spec.workflow_id
+        return (w.project, w.domain, w.name, w.version)
+
+    def _compiled_workflow(self, wf: tuple[str, str, str, str]) -> Any:
+        """GetWorkflow: the workflow version's `CompiledWorkflowClosure`."""
+        return self._get_by_id("GetWorkflow", identifier_pb2.WORKFLOW, wf).closure.compiled_workflow
+
+    def _get_by_id(self, rpc: str, resource_type: int, ident: tuple[str, str, str, str]) -> Any:
+        """One Get* of a launch plan or workflow version by (project, domain, name, version)."""
+        p, d, n, v = ident
+        req = common_pb2.ObjectGetRequest(
+            id=identifier_pb2.Identifier(
+                resource_type=resource_type, project=p, domain=d, name=n, version=v
+            )
+        )
+        send = {"GetLaunchPlan": Raw.get_launch_plan, "GetWorkflow": Raw.get_workflow}[rpc]
+        return self._call(rpc, ":".join(ident), lambda: send(self._client, req))
 
     def _node_executions(
         self, ref: ExecutionRef, parent: str | None
@@ -570,6 +730,15 @@ class AdminClient:
         key = (ref, parent)
         with self._key_lock(key):
             if key not in self._dynamic_cache:
+                compiled = self._dynamic_closure(ref, parent)
+                self._dynamic_cache[key] = compiled_templates(compiled.tasks)
+            return self._dynamic_cache[key]
+
+    def _dynamic_closure(self, ref: ExecutionRef, parent: str) -> Any:
+        """A dynamic parent's compiled workflow (GetNodeExecutionData once per parent)."""
+        key = (ref, parent)
+        with self._key_lock(("dynamic", key)):
+            if key not in self._dynamic_closures:
                 req = node_execution_pb2.NodeExecutionGetDataRequest(
                     id=identifier_pb2.NodeExecutionIdentifier(
                         node_id=parent, execution_id=_wf_id(ref)
@@ -580,10 +749,8 @@ class AdminClient:
                     f"{ref}/{parent}",
                     lambda: Raw.get_node_execution_data(self._client, req),
                 )
-                self._dynamic_cache[key] = compiled_templates(
-                    data.dynamic_workflow.compiled_workflow.tasks
-                )
-            return self._dynamic_cache[key]
+                self._dynamic_closures[key] = data.dynamic_workflow.compiled_workflow
+            return self._dynamic_closures[key]
 
     # -- relaunch ------------------------------------------------------------------------------
     def relaunch(
@@ -724,6 +891,13 @@ class AdminClient:
         req = _task_request(task_id)
         task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
         return TaskFacts.of(task.closure.compiled_task.template)
+
+    def task_resources(self, task_id: tuple[str, str, str, str]) -> TaskResources:
+        """What one registered task requests (GetTask): pods, GPUs, CPUs (`task_resources.py`);
+        NotFoundError if the task is not registered."""
+        req = _task_request(task_id)
+        task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
+        return resources_of(task.closure.compiled_task.template)
 
     def launch_plan_versions(self, project: str, domain: str, name: str) -> list[str]:
         """Versions of a launch plan, newest first (ListLaunchPlans sorted by created_at)."""

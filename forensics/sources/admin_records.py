@@ -1,7 +1,8 @@
 """Admin's protobuf answers as our plain records: executions, attempts, inputs, task facts.
 
 Pure functions over flyteidl messages; what Admin and propeller put where is described in
-`forensics/sources/admin.py`'s module docstring.
+`forensics/sources/admin.py`'s module docstring. One module a little past ~400 lines on purpose:
+each reading of an Admin message sits beside the others that build the same records.
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ from google.protobuf import json_format
 
 from forensics.errors import SourceError
 from forensics.evidence.flyte_names import generated_name, unique_node_id
+from forensics.evidence.k8s_events import reason_of_message
 from forensics.model import (
     UTC,
     AttemptRecord,
     AttemptRef,
+    Disruption,
     ExecutionRecord,
     ExecutionRef,
     ParentNode,
     rfc3339,
 )
+from forensics.sources.task_resources import primary_container
 
 _START_END = frozenset({"start-node", "end-node"})
 _TERMINAL_TASK_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
@@ -65,6 +69,7 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
         pne = meta.parent_node_execution
         parent = ParentNode(execution_ref(pne.execution_id), pne.node_id)
     lp = ex.spec.launch_plan
+    wf = ex.closure.workflow_id
     return ExecutionRecord(
         ref=execution_ref(ex.id),
         phase=_enum_name(core_execution_pb2.WorkflowExecution.Phase, ex.closure.phase),
@@ -75,6 +80,7 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
         labels=dict(ex.spec.labels.values),
         parent=parent,
         launch_plan=(lp.project, lp.domain, lp.name, lp.version) if lp.name else None,
+        workflow=(wf.project, wf.domain, wf.name, wf.version) if wf.name else None,
     )
 
 
@@ -284,12 +290,22 @@ class TaskFacts(NamedTuple):
         return cls(
             (t.project, t.domain, t.name, t.version),
             tpl.type,
-            tpl.container.image or None if tpl.HasField("container") else None,
+            template_image(tpl),
             m.runtime.version or None,
             m.interruptible if m.WhichOneof("interruptible_value") else None,
             m.discoverable,
             m.discovery_version,
         )
+
+
+def template_image(tpl: tasks_pb2.TaskTemplate) -> str | None:
+    """The image a task runs: its container's, or the primary container's of its pod template
+    (flytekit 1.16 writes kfpytorch's `Elastic` and `PyTorch` tasks, which mount shared memory,
+    with `k8s_pod` and no `container`); None when the template names none."""
+    if tpl.HasField("container"):
+        return tpl.container.image or None
+    primary = primary_container(tpl)
+    return (primary or {}).get("image") or None
 
 
 class WorkflowFacts(NamedTuple):
@@ -336,7 +352,27 @@ def attempt_record(
         task_id=task_id,
         outputs_declared=template.outputs_declared if template else False,
         outputs_unknown=out_unknown,
+        disruptions=closure_disruptions(
+            te, namespaces[0] if namespaces else None, c.metadata.generated_name or None
+        ),
     )
+
+
+def closure_disruptions(
+    te: task_execution_pb2.TaskExecution, namespace: str | None, pod: str | None
+) -> tuple[Disruption, ...]:
+    """The disruptions among the Kubernetes events Admin keeps for an attempt's object in
+    `closure.reasons` (flyteidl admin/task_execution.proto `Reason`: `occurred_at`, `message`),
+    earliest first; the object is the pod for a single-pod plugin."""
+    found = []
+    for r in te.closure.reasons:
+        known = reason_of_message(r.message)
+        if known is None or not r.HasField("occurred_at"):
+            continue
+        reason, initiator = known
+        at = r.occurred_at.ToDatetime(tzinfo=UTC)
+        found.append(Disruption("admin-reasons", reason, initiator, at, namespace, pod, r.message))
+    return tuple(sorted(found, key=lambda d: (d.at, d.reason)))
 
 
 def compiled_templates(tasks: Iterable[Any]) -> dict[tuple[str, ...], TaskTemplate]:

@@ -16,6 +16,10 @@ recorded. Rows:
   10x           200,000 attempts, 20,000 signalled, 3,000 affected, 10,000,000 noise lines
   latency-check 2,000 attempts with ten times the latency: where CPU does not bind, how close
                 the pipeline gets to its bound
+  1x, 4 nodes   the 1x month with three plain (non-elastic) nodes beside each elastic one: the
+                sweep lists task executions only where an elastic task can run
+  1x, real Loki the 1x month with Loki's latency growing with the lines a query scans (60 us a
+                line more: seconds per 24 h shard of a 1M-line month, as a real Loki answers)
 
 The lower bound (`bound`) is what the scan could not beat with free CPUs and the minimal number
 of requests. Each source serves at most W = --workers requests at once (docs/commands.md, scan), and the
@@ -26,10 +30,11 @@ sources are independent, so
               R_loki = sum over the 24 h shards of (matching lines // 5000 + 1) pages
     T_admin = max(ceil(R_admin / W), chain) * latency_admin
               R_admin = ListProjects + per (project, domain) (executions // 100 + 1) pages of
-              ListExecutions + per execution 1 ListNodeExecutions + 1 ListTaskExecutions per
-              task node + 1 GetTask per distinct task + 1 relaunch lookup per (project, domain)
-              with findings; chain = the longest dependent sequence: ListProjects, the pages of
-              the largest (project, domain), ListNodeExecutions, ListTaskExecutions, GetTask,
+              ListExecutions + 1 GetWorkflow per workflow version + per execution 1
+              ListNodeExecutions + 1 ListTaskExecutions per node running an elastic task + 1
+              GetTask per distinct task + 1 relaunch lookup per (project, domain) with findings;
+              chain = the longest dependent sequence: ListProjects, the pages of the largest
+              (project, domain), GetWorkflow, ListNodeExecutions, ListTaskExecutions, GetTask,
               and the relaunch lookup after the last finding
     T_s3    = ceil(R_s3 / W) * latency_s3
               R_s3 = one outputs.pb HEAD per candidate (elastic success ending in the window, or
@@ -52,6 +57,7 @@ equal those of the first run on the same attempts and the generator's expectatio
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import multiprocessing as mp
@@ -76,12 +82,14 @@ from rich.console import Console
 from rich.table import Table
 
 from forensics.config import Settings
-from forensics.evidence.logs import SIGNAL_LINE_REGEX
-from forensics.model import to_ns
+from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_signal
+from forensics.model import LogEntry, Window, to_ns
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
+from forensics.sandbox.k8s_events import K8sEvent, event_line, karpenter_disrupted
 from forensics.sandbox.loki_server import LokiFaults, LokiServer
 from forensics.sandbox.s3_server import S3Faults, S3Server
 from forensics.sandbox.stack import Sandbox, sandbox_env
+from forensics.scan.disruptions import EVENT_LEAD
 
 # Run as a script (`python tests/bench/...`): tests/ on sys.path for the test-only `support`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -90,8 +98,13 @@ from support.synthetic import SyntheticMonth, noise_texts, synthetic_month
 PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_query)
 ADMIN_PAGE = 100  # the client's Admin page size
 DEFAULT_WORKERS = Settings.workers
-ROWS = ("1x", "serial", "noise", "10x", "latency")
+ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real")
+# A real Loki answers a 24 h shard of a month of 1M lines in seconds (it reads every chunk of
+# the selected streams in the range to apply the line filters): 2 s per ~33,000 lines.
+LOKI_LINE_S = 60e-6
+DISRUPTIONS = False  # --disruptions: Kubernetes events in Loki, `[k8s_events]` on
 ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
+OPTIONS: dict[str, str] = {}  # --profile, --cli-pythonpath
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,7 @@ class Latency:
     loki: float = 0.05
     admin: float = 0.005
     s3: float = 0.005
+    loki_per_line: float = 0.0  # more per line a query's streams hold in its range
 
 
 @dataclass(frozen=True)
@@ -111,6 +125,7 @@ class Size:
     signalled: int
     affected: int
     noise: int
+    plain: int = 0  # plain (non-elastic) nodes per execution besides the elastic one
 
 
 @dataclass
@@ -122,9 +137,14 @@ class Minimum:
     admin: int
     admin_chain: int
     s3: int
+    loki_lines: list[int] = field(default_factory=list)  # log lines per 24 h shard
 
     def bound(self, workers: int, lat: Latency) -> float:
         t_loki = max(math.ceil(self.loki / workers), self.loki_pages_max) * lat.loki
+        if lat.loki_per_line:
+            # Each shard's first page scans the whole shard (later pages scan what is left).
+            shard = [lat.loki + lat.loki_per_line * n for n in self.loki_lines]
+            t_loki = max(t_loki, sum(shard) / workers, max(shard, default=0.0))
         t_admin = max(math.ceil(self.admin / workers), self.admin_chain) * lat.admin
         t_s3 = math.ceil(self.s3 / workers) * lat.s3
         return max(t_loki, t_admin, t_s3)
@@ -151,6 +171,7 @@ class Run:
     admin: Counter[str] = field(default_factory=Counter)
     s3: int = 0
     examined: int = 0
+    executions: int = 0  # executions in the month (the sweep lists those in the window)
     findings: list[dict[str, Any]] = field(default_factory=list)
     same: str = ""
     minimum: Minimum | None = None
@@ -167,8 +188,8 @@ class Run:
 # -- the minimal requests of a month ------------------------------------------------------------
 
 
-def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
-    """Count the requests a complete scan of `month` cannot do without (see the docstring)."""
+def _loki_pages(month: SyntheticMonth) -> list[int]:
+    """The pages each 24 h shard of the window needs (its matching lines, 5,000 a page)."""
     w = month.window
     sc = month.scenario
     signal_re = re.compile(SIGNAL_LINE_REGEX)
@@ -181,13 +202,33 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
             per_shard[(line.ts_ns - start) // shard_ns] += 1
     shards = len(w.split(timedelta(hours=24)))
     pages = [per_shard[i] // PAGE + 1 for i in range(shards)]
+    return pages
 
+
+def _shard_lines(month: SyntheticMonth) -> list[int]:
+    """Log lines per 24 h shard of the window (the month's own and its noise)."""
+    w = month.window
+    start, end = to_ns(w.start), to_ns(w.end)
+    shard_ns = to_ns(w.start + timedelta(hours=24)) - start
+    per: Counter[int] = Counter()
+    for line in itertools.chain(month.scenario.log_lines, month.noise()):
+        if start <= line.ts_ns < end:
+            per[(line.ts_ns - start) // shard_ns] += 1
+    return [per[i] for i in range(len(w.split(timedelta(hours=24))))]
+
+
+def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
+    """Count the requests a complete scan of `month` cannot do without (see the docstring)."""
+    w = month.window
+    sc = month.scenario
+    pages = _loki_pages(month)
     per_pd: Counter[tuple[str, str]] = Counter()
     tasks: set[tuple[str, str, str]] = set()
     admin = 0
     s3 = 0
     findings_pd: set[tuple[str, str]] = set()
     running: Counter[tuple[str, str]] = Counter()
+    workflows: set[tuple[str, ...]] = set()
     for ex in sc.executions:
         # The sweep's two listings (`attempts_may_end_during`): executions that changed in the
         # window, and those still running since before it (flyteadmin's updated_at stays at the
@@ -203,8 +244,10 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
         else:
             continue
         admin += 1  # ListNodeExecutions
+        workflows.add((ex.project, ex.domain, *ex.launch_plan[2:]))  # GetWorkflow, once each
         for node in ex.nodes:
-            admin += 1  # ListTaskExecutions
+            if any((a.task.task_type, a.task.task_type_version) in ELASTIC for a in node.attempts):
+                admin += 1  # ListTaskExecutions: only where an elastic task runs
             for a in node.attempts:
                 tasks.add((ex.project, ex.domain, a.task.name))
                 elastic = (a.task.task_type, a.task.task_type_version) in ELASTIC
@@ -222,8 +265,8 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
         for p in projects
         for d in domains
     }
-    admin += 1 + sum(list_pages.values()) + len(tasks) + len(findings_pd)
-    chain = 1 + max(list_pages.values(), default=1) + 2 + 1 + 1
+    admin += 1 + sum(list_pages.values()) + len(tasks) + len(findings_pd) + len(workflows)
+    chain = 1 + max(list_pages.values(), default=1) + 3 + 1 + 1
     return Minimum(sum(pages), max(pages), admin, chain, s3)
 
 
@@ -236,6 +279,7 @@ def month_of(size: Size) -> SyntheticMonth:
         signalled=size.signalled,
         affected=size.affected,
         noise_lines=size.noise,
+        plain_nodes=size.plain,
     )
 
 
@@ -280,7 +324,10 @@ def stack(
         admin = AdminServer(month.scenario, AdminFaults(latency=lat.admin))
         address = admin.start()
         stop.callback(admin.stop)
-        loki = LokiServer(month.scenario.log_lines, LokiFaults(latency=lat.loki))
+        loki = LokiServer(
+            month.scenario.log_lines,
+            LokiFaults(latency=lat.loki, latency_per_line=lat.loki_per_line),
+        )
         loki_url = loki.start()
         stop.callback(loki.stop)
         times["seed Admin, Loki"] = time.perf_counter() - t
@@ -330,10 +377,30 @@ def measure(
     """Run the CLI once against the stack and read what the servers recorded."""
     w = month.window
     cmd = [sys.executable, "-m", "forensics", "scan", "-o", "json", "--no-progress"]
+    if OPTIONS.get("profile"):
+        # py-spy samples the CLI's thread that holds the interpreter lock (`--gil`): where its
+        # CPU goes (threads waiting for a lock, a socket or the GIL are not counted).
+        out = Path(OPTIONS["profile"]) / f"{re.sub(r'[^a-z0-9]+', '-', label.lower())}.txt"
+        spy = Path(sys.executable).with_name("py-spy")
+        cmd = [
+            str(spy) if spy.exists() else "py-spy",
+            "record",
+            "--gil",
+            "-f",
+            "raw",
+            "-r",
+            "200",
+            "-o",
+            str(out),
+            "--",
+            *cmd,
+        ]
     cmd += ["--since", w.start.strftime("%Y-%m-%d"), "--until", w.end.strftime("%Y-%m-%d")]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     env = box.child_environ() | {"XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(home)}
+    if OPTIONS.get("cli_pythonpath"):  # another checkout's CLI against the same servers
+        env["PYTHONPATH"] = OPTIONS["cli_pythonpath"]
     loki0, admin0 = len(box.loki.requests), box.admin.call_counts()
     s3_0, s3_cpu0 = s3.stats()
     load0 = os.getloadavg()[0]
@@ -347,6 +414,8 @@ def measure(
     poller.start()
     out, err = proc.communicate()
     wall = time.perf_counter() - started
+    if OPTIONS.get("profile"):  # py-spy's own lines share the CLI's stdout
+        out = "\n".join(ln for ln in out.splitlines() if not ln.startswith("py-spy> "))
     done.set()
     poller.join()
     run = Run(label, size, workers or DEFAULT_WORKERS, lat, wall=wall, rss_mb=peak[0] / 1024)
@@ -369,6 +438,7 @@ def measure(
     )
     run.admin = box.admin.call_counts() - admin0
     run.examined = report["summary"]["attempts_examined"]
+    run.executions = len(month.scenario.executions)
     run.findings = report["findings"]
     return run
 
@@ -380,6 +450,30 @@ def expected_ok(run: Run, month: SyntheticMonth) -> bool:
         for e in (f["execution"],)
     }
     return got == month.expected
+
+
+def add_disruption_events(month: SyntheticMonth) -> int:
+    """With `--disruptions`: Karpenter's `Disrupted` event (Alloy logfmt) five seconds before
+    every signalled pod's first signal line, and as many events of no Flyte pod (notebooks, the
+    nodes themselves): the verdicts stay those expected; the scan reads one more source."""
+    first: dict[tuple[str, str], int] = {}
+    for line in month.scenario.log_lines:
+        hit = parse_signal(LogEntry.make(line.ts_ns, line.labels, line.line))
+        if hit is not None:
+            key = (hit.namespace, hit.pod)
+            first[key] = min(first.get(key, line.ts_ns), line.ts_ns)
+    added = []
+    for (ns, pod), ts in sorted(first.items()):
+        at = LogEntry(ts, (), "").at - timedelta(seconds=5)
+        added.append(
+            event_line(karpenter_disrupted(ns, pod, at, at + timedelta(minutes=2)), "alloy-logfmt")
+        )
+        node = K8sEvent(
+            "", f"ip-{len(added)}", "Disrupted", "Disrupting Node", at, "karpenter", kind="Node"
+        )
+        added.append(event_line(node, "alloy-logfmt"))
+    month.scenario.log_lines.extend(added)
+    return len(added)
 
 
 def run_size(
@@ -395,8 +489,16 @@ def run_size(
     times: dict[str, float] = {}
     t = time.perf_counter()
     month = month_of(size)
+    if DISRUPTIONS:
+        console.log(f"{label}: {add_disruption_events(month)} Kubernetes event line(s) added")
     times["generate"] = time.perf_counter() - t
     minimal = minimum(month, tuple(Settings().flyte.domains))
+    if lat.loki_per_line:
+        minimal.loki_lines = _shard_lines(month)
+    if DISRUPTIONS:  # one events query per 24 h shard, read beside the signals, from EVENT_LEAD
+        w = month.window
+        shards = Window(w.start - EVENT_LEAD, w.end).split(timedelta(hours=24))
+        minimal = replace(minimal, loki=minimal.loki + len(shards))
     runs: list[Run] = []
     with stack(month, size, lat, home, times) as (box, s3):
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
@@ -430,6 +532,8 @@ def table(runs: list[Run]) -> Table:
         ("Loki req (min)", "right"),
         ("Loki MB", "right"),
         ("Admin calls (/cand)", "right"),
+        ("Admin /exec", "right"),
+        ("CLI CPU ms /cand", "right"),
         ("S3 calls (/cand)", "right"),
         ("peak RSS MB", "right"),
         ("findings", "right"),
@@ -452,6 +556,8 @@ def table(runs: list[Run]) -> Table:
             f"{r.loki} ({m.loki})",
             f"{r.loki_bytes / 2**20:.2f}",
             f"{admin:,} ({admin / max(r.examined, 1):.2f})",
+            f"{admin / max(r.executions, 1):.2f}",
+            f"{1000 * r.cli_cpu / max(r.examined, 1):.2f}",
             f"{r.s3:,} ({r.s3 / max(r.examined, 1):.2f})",
             f"{r.rss_mb:.0f}",
             f"{len(r.findings):,}",
@@ -514,6 +620,17 @@ def verdicts(runs: list[Run]) -> list[str]:
     return out
 
 
+def _apply_options(args: argparse.Namespace) -> None:
+    """The options every run reads: --profile, --cli-pythonpath, --disruptions."""
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        OPTIONS["profile"] = args.profile
+    if args.cli_pythonpath:
+        OPTIONS["cli_pythonpath"] = args.cli_pythonpath
+    global DISRUPTIONS
+    DISRUPTIONS = args.disruptions
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -525,7 +642,32 @@ def main() -> None:
         help=f"comma-separated subset of {', '.join(ROWS)} (default: all)",
     )
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--loki-line-us",
+        type=float,
+        default=LOKI_LINE_S * 1e6,
+        help="the loki-real row's Loki latency per line scanned, in microseconds (default "
+        f"{LOKI_LINE_S * 1e6:g}; with --quick, ten times that keeps a shard's seconds)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run the CLI under py-spy (pip install py-spy) and write each row's raw samples "
+        "(collapsed stacks) to DIR; summarise with tests/bench/profile_summary.py",
+    )
+    parser.add_argument(
+        "--cli-pythonpath",
+        metavar="PATH",
+        help="PYTHONPATH of the CLI process only: another checkout's `forensics` (before/after "
+        "rows against the same servers)",
+    )
+    parser.add_argument(
+        "--disruptions",
+        action="store_true",
+        help="also ship Karpenter events for the signalled pods and scan with [k8s_events] on",
+    )
     args = parser.parse_args()
+    _apply_options(args)
 
     console = Console(stderr=True)
     scale = 10 if args.quick else 1
@@ -540,6 +682,9 @@ def main() -> None:
         parser.error(f"unknown rows {sorted(unknown)}; choose from {', '.join(ROWS)}")
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
         home = Path(tmp)
+        if DISRUPTIONS:  # found by the default search: $XDG_CONFIG_HOME/elastic-audit/config.toml
+            (home / "elastic-audit").mkdir()
+            (home / "elastic-audit" / "config.toml").write_text("[k8s_events]\nenabled = true\n")
         counts: list[int | None] = [None] if "1x" in rows else []
         counts += [1] if "serial" in rows else []
         if counts:
@@ -550,6 +695,13 @@ def main() -> None:
         if "10x" in rows:
             ten = Size(*(v * 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
             runs += run_size("10x", ten, lat, [None], home, console, reference)
+        if "nodes" in rows:
+            # Four nodes per execution, one of them elastic: what a real workflow looks like.
+            four = replace(one, plain=3)
+            runs += run_size("1x, 4 nodes", four, lat, [None], home, console, reference)
+        if "loki-real" in rows:
+            real = replace(lat, loki_per_line=args.loki_line_us / 1e6)
+            runs += run_size("1x, real Loki", one, real, [None], home, console, reference)
         if "latency" in rows:
             small = Size(*(v // 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
             slow = Latency(lat.loki * 10, lat.admin * 10, lat.s3 * 10)
@@ -590,6 +742,8 @@ def main() -> None:
                         "s3_requests": r.s3,
                         "s3_minimum": r.minimum.s3 if r.minimum else None,
                         "attempts_examined": r.examined,
+                        "executions": r.executions,
+                        "cli_cpu_ms_per_candidate": 1000 * r.cli_cpu / max(r.examined, 1),
                         "peak_rss_mb": r.rss_mb,
                         "findings": len(r.findings),
                         "same": r.same,

@@ -24,7 +24,7 @@ from functools import partial
 
 from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC, Window, to_ns
-from forensics.sandbox.incident import ScenarioBuilder, flytekit_json
+from forensics.sandbox.incident import GPU_NODE_4, GPU_NODE_8, ScenarioBuilder, flytekit_json
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxExecution,
@@ -136,8 +136,12 @@ def synthetic_month(
     projects: int = 6,
     suspected: int | None = None,
     seed: int = 7,
+    plain_nodes: int = 0,
 ) -> SyntheticMonth:
     """A 30-day month of `attempts` elastic attempts, `signalled` of them signalled.
+
+    Each execution runs its elastic task in node `n0`; `plain_nodes` more nodes (`n1`, ...) run a
+    plain task (task_type_version 0) that succeeds with its outputs.pb, before it.
 
     `affected` of the signalled attempts ended SUCCEEDED without outputs.pb; `suspected`
     (default 1/400 of the attempts) elastic successes without outputs.pb have no log lines.
@@ -156,7 +160,7 @@ def synthetic_month(
     if n_healthy < 0:
         raise ValueError("too many signalled and suspected attempts for that many attempts")
 
-    month = _MonthBuilder(random.Random(seed), projects)
+    month = _MonthBuilder(random.Random(seed), projects, plain_nodes)
     kinds = (
         ["affected"] * affected
         + ["written"] * n_written
@@ -204,9 +208,10 @@ class _Placed:
 class _MonthBuilder:
     """The month while it is built: one random stream, so one seed gives one month."""
 
-    def __init__(self, rng: random.Random, projects: int) -> None:
+    def __init__(self, rng: random.Random, projects: int, plain_nodes: int = 0) -> None:
         self.rng = rng
         self.projects = projects
+        self.plain_nodes = plain_nodes
         self.b = ScenarioBuilder()
         self.b.scenario.buckets.add(RAW_BUCKET)
         self.window = Window(MONTH_START, MONTH_START + timedelta(days=MONTH_DAYS))
@@ -252,7 +257,10 @@ class _MonthBuilder:
                 phase,
                 at.created,
                 at.ended + timedelta(seconds=3),
-                nodes=[SandboxNode("n0", phase, tries, checkpoint_uri=checkpoint)],
+                nodes=[
+                    SandboxNode("n0", phase, tries, checkpoint_uri=checkpoint),
+                    *self.plain(at),
+                ],
             )
         )
         self.count += 1
@@ -261,6 +269,19 @@ class _MonthBuilder:
             self.b.propeller(at.ended, ex, "n0", at.task.task_type)
         if kind in ("affected", "suspected"):
             self.expected[(at.project, at.domain, at.name, "n0", 0)] = kind
+
+    def plain(self, at: _Placed) -> list[SandboxNode]:
+        """The execution's plain nodes: each one attempt that succeeded and wrote outputs.pb."""
+        task = self.b.task(at.project, at.domain, "prep.plain", version=0)
+        step = (at.started - at.created) / (self.plain_nodes + 1)
+        out = []
+        for k in range(1, self.plain_nodes + 1):
+            s, e = at.created + step * (k - 1), at.created + step * k
+            attempt = SandboxAttempt(
+                0, "SUCCEEDED", s, e, [f"{at.name}-n{k}-0"], task, write_outputs=True
+            )
+            out.append(SandboxNode(f"n{k}", "SUCCEEDED", [attempt]))
+        return out
 
     def place(self, kind: str, i: int) -> _Placed:
         project = f"team{i % self.projects:02d}"
@@ -273,10 +294,12 @@ class _MonthBuilder:
         ended = started + timedelta(seconds=self.rng.uniform(900, 6 * 3600))
         ended = min(ended, self.window.end - timedelta(minutes=5))
         if multi:
-            task = self.b.task(project, domain, "train.multinode", task_type="pytorch")
+            task = self.b.task(project, domain, "train.multinode", task_type="pytorch",
+                               requests=GPU_NODE_8, worker_replicas=2,
+                               pod_template=True)  # fmt: skip
             pods = [f"{name}-n0-0-worker-0", f"{name}-n0-0-worker-1"]
         else:
-            task = self.b.task(project, domain, "train.elastic")
+            task = self.b.task(project, domain, "train.elastic", requests=GPU_NODE_4)
             pods = [generated_name([name, "n0", 0])] if hashed else [f"{name}-n0-0"]
         return _Placed(project, domain, name, multi, created, started, ended, task, pods)
 

@@ -1,0 +1,64 @@
+"""`elastic-audit merge REPORT...`: one report from the JSON reports of scans over parts of a window."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from forensics.commands.common import emit
+from forensics.commands.options import flag_option
+from forensics.errors import UsageError
+from forensics.merge import merge_reports
+
+EXAMPLES = """
+Examples:
+
+  elastic-audit scan --since 2026-01-01 --until 2026-02-01 -o json > jan.json
+  elastic-audit scan --since 2026-02-01 --until 2026-03-01 -o json > feb.json
+  elastic-audit merge jan.json feb.json > q1-so-far.json
+
+Reports are `scan -o json` documents (docs/report.md); `-` reads one from stdin. The merged report
+is JSON, as a scan of the whole window would print it (docs/commands.md, "merge").
+Exit codes: as scan's — 0 complete and nothing found, 1 findings, pending or unresolved,
+3 incomplete (a report's gaps, or a stretch of the window no report covers), 2 bad input.
+"""
+
+
+def _read(path: str) -> dict:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"report {path}: {e.strerror or e}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"report {path}: not JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(doc, dict):
+        raise UsageError(f"report {path}: not an elastic-audit scan report")
+    return doc
+
+
+def merge(
+    reports: list[str] = typer.Argument(
+        ..., metavar="REPORT", help="Scan reports (JSON files; `-` for stdin)."
+    ),
+    exit_zero: bool = flag_option(
+        "--exit-zero", help="Exit 0 instead of 1 when findings exist (3 for incomplete stays)."
+    ),
+) -> None:
+    """One report from the reports of scans over parts of a window: findings once each,
+    summaries added up, gaps kept, the stretches no report covers made gaps."""
+    docs = [_read(p) for p in reports]
+    try:
+        merged = merge_reports(docs)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"merge: a report lacks what docs/report.md requires ({e})") from None
+    emit(json.dumps(merged, indent=2) + "\n")
+    if not merged["complete"]:
+        raise typer.Exit(3)
+    if (merged["findings"] or merged["pending"] or merged["unresolved"]) and not exit_zero:
+        raise typer.Exit(1)
+    raise typer.Exit(0)

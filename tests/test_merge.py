@@ -1,0 +1,164 @@
+"""`merge`: the reports of scans over slices of a window make the report of one scan of it
+(docs/commands.md, "merge"), through the real CLI against the synthetic month."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from itertools import pairwise
+from pathlib import Path
+
+import jsonschema
+import pytest
+from support.cli import run, use_sandbox
+from support.synthetic import synthetic_month
+
+from forensics.merge import UNCOVERED, merge_reports
+from forensics.model import rfc3339
+from forensics.sandbox.stack import sandbox
+
+MONTH = synthetic_month(attempts=300, signalled=60, affected=15, noise_lines=5_000, projects=2)
+START = MONTH.window.start
+SCHEMA = json.loads((Path(__file__).parent / "report.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def box():
+    with sandbox(MONTH.scenario) as b:
+        b.loki.add_lines(MONTH.noise())
+        yield b
+
+
+@pytest.fixture(autouse=True)
+def env(box, tmp_path, monkeypatch):
+    use_sandbox(box, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+def _scan(capsys, start: datetime, end: datetime) -> dict:
+    code, out, err = run(
+        ["scan", "--since", rfc3339(start), "--until", rfc3339(end), "-o", "json", "--no-progress"],
+        capsys,
+    )
+    assert code in (0, 1), err
+    return json.loads(out)
+
+
+def _slices(days: list[int]) -> list[tuple[datetime, datetime]]:
+    edges = [START + timedelta(days=d) for d in days]
+    return list(pairwise(edges))
+
+
+def test_the_merged_report_of_slices_equals_one_scan_of_the_window(capsys, tmp_path):
+    whole = _scan(capsys, START, START + timedelta(days=30))
+    paths = []
+    for i, (s, e) in enumerate(_slices([0, 7, 13, 30])):
+        path = tmp_path / f"slice{i}.json"
+        path.write_text(json.dumps(_scan(capsys, s, e)))
+        paths.append(str(path))
+    code, out, err = run(["merge", *reversed(paths)], capsys)  # any order
+    merged = json.loads(out)
+    assert code == 1, err  # findings, as the scan of the whole window
+    jsonschema.validate(merged, SCHEMA)
+    assert merged == whole
+    assert len(merged["findings"]) == len(MONTH.expected)
+
+
+def test_an_attempt_two_slices_report_is_one_finding_the_signalled_one():
+    sig = {
+        "name": "SIGTERM",
+        "number": 15,
+        "at": "2026-08-07T23:59:58Z",
+        "namespace": "ns",
+        "pod": "p",
+    }
+    base = {
+        "execution": {"project": "p", "domain": "d", "name": "a1"},
+        "node_id": "n0",
+        "attempt": 0,
+        "execution_phase": "SUCCEEDED",
+        "succeeded_at": "2026-08-08T00:00:05Z",
+        "outputs_written": False,
+        "checkpoint": {
+            "uri": None,
+            "state": "unknown",
+            "objects": 0,
+            "latest": None,
+            "reason": None,
+        },
+        "links": {},
+    }
+    unsignalled = {
+        **base,
+        "verdict": "suspected",
+        "signal": None,
+        "relaunched_as": {"project": "p", "domain": "d", "name": "r1"},
+    }
+    signalled = {**base, "verdict": "affected", "signal": sig, "relaunched_as": None}
+
+    def report(start, end, finding):
+        return {
+            "schema_version": 1,
+            "tool": "elastic-audit 1",
+            "complete": True,
+            "gaps": [],
+            "window": {"start": start, "end": end},
+            "summary": {
+                "attempts_examined": 3,
+                "affected": int(finding["signal"] is not None),
+                "suspected": int(finding["signal"] is None),
+                "not_affected": 2,
+                "pending": 0,
+                "cleared": {"outputs-written": 2},
+                "unparsed_lines": 0,
+                "unparsed_example": None,
+            },
+            "findings": [finding],
+            "pending": [],
+            "unresolved": [],
+        }
+
+    merged = merge_reports(
+        [
+            report("2026-08-08T00:00:00Z", "2026-08-09T00:00:00Z", unsignalled),
+            report("2026-08-07T00:00:00Z", "2026-08-08T00:00:00Z", signalled),
+        ]
+    )
+    jsonschema.validate(merged, SCHEMA)
+    assert [f["verdict"] for f in merged["findings"]] == ["affected"]
+    # The relaunch one slice found stays with the finding the other slice's verdict gives.
+    assert merged["findings"][0]["relaunched_as"] == unsignalled["relaunched_as"]
+    s = merged["summary"]
+    assert (s["attempts_examined"], s["affected"], s["suspected"]) == (5, 1, 0)
+    assert merged["window"] == {"start": "2026-08-07T00:00:00Z", "end": "2026-08-09T00:00:00Z"}
+
+
+def test_a_stretch_no_report_covers_is_a_gap_and_exits_3(capsys, tmp_path):
+    paths = []
+    for i, (s, e) in enumerate([_slices([0, 3])[0], _slices([5, 8])[0]]):
+        path = tmp_path / f"s{i}.json"
+        path.write_text(json.dumps(_scan(capsys, s, e)))
+        paths.append(str(path))
+    code, out, _ = run(["merge", *paths], capsys)
+    merged = json.loads(out)
+    assert code == 3 and merged["complete"] is False
+    hole = [g for g in merged["gaps"] if g["error"] == UNCOVERED]
+    assert {g["source"] for g in hole} == {"loki", "admin", "s3"}
+    assert {(g["start"], g["end"]) for g in hole} == {
+        (rfc3339(START + timedelta(days=3)), rfc3339(START + timedelta(days=5)))
+    }
+
+
+def test_a_file_that_is_no_report_is_one_line_and_exit_2(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 7}')
+    code, out, err = run(["merge", str(bad)], capsys)
+    assert code == 2 and out == ""
+    assert (
+        err.strip().startswith("elastic-audit: error: merge: report 1") and "\n" not in err.strip()
+    )
+    (tmp_path / "nojson").write_text("nope")
+    code, _, err = run(["merge", str(tmp_path / "nojson")], capsys)
+    assert code == 2 and "not JSON" in err and "Traceback" not in err

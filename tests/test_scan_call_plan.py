@@ -1,0 +1,193 @@
+"""The sweep lists task executions only where an elastic task can run (the compiled closure of each
+workflow version, read once) or where the evidence points (docs/performance.md, "What is called");
+a closure that cannot be read costs calls, never findings."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import grpc
+from support.scan import CONFIG, key, sandbox_fixtures, scan_json
+
+from forensics.evidence.flyte_names import generated_name
+from forensics.model import ExecutionRef
+from forensics.sandbox.incident import ScenarioBuilder, _try
+from forensics.sandbox.scenario import SandboxExecution, SandboxNode
+from forensics.scan.join import PodIndex
+
+UTC = timezone.utc
+T0 = datetime(2026, 9, 8, 3, 0, 0, tzinfo=UTC)
+NS = "gs1-production"
+GS1 = ("gs1", "production")
+QUIET = "a1fournodesquiet0000"  # elastic n0 without outputs.pb; plain n1..n3 fine
+POINTED = "b2fournodespointed00"  # a plain node signalled, its outputs.pb missing
+SUB = "c3subworkflow0000000"  # the elastic task inside a sub-workflow
+HASHED = "nightly-d4hashedplainnode00000-retrain-from-latest-checkpoint-x"  # hashed pod names
+
+
+def _four_nodes(b, name, start, *, quiet_elastic=False, signalled_plain=None, pods=None):
+    """n0 runs the elastic task, n1..n3 a plain one (task_type_version 0)."""
+    elastic = b.task(*GS1, "train.elastic")
+    plain = b.task(*GS1, "prep.plain", version=0)
+    nodes = []
+    for i in range(4):
+        node = f"n{i}"
+        s, e = start + timedelta(minutes=10 * i), start + timedelta(minutes=10 * i + 8)
+        silent = (i == 0 and quiet_elastic) or node == signalled_plain
+        attempt = _try(
+            name,
+            0,
+            "SUCCEEDED",
+            s,
+            e,
+            elastic if i == 0 else plain,
+            node=node,
+            pods=[pods(node)] if pods else None,
+            write_outputs=not silent,
+        )
+        nodes.append(SandboxNode(node, "SUCCEEDED", [attempt]))
+    end = start + timedelta(minutes=45)
+    return b.add(
+        SandboxExecution(
+            *GS1, name, "SUCCEEDED", start, end, nodes=nodes, launch_plan=("", "", "wf.four", "v1")
+        )
+    )
+
+
+def _scenario():
+    b = ScenarioBuilder()
+    _four_nodes(b, QUIET, T0, quiet_elastic=True)
+    _four_nodes(b, POINTED, T0 + timedelta(hours=1), signalled_plain="n2")
+    n2_end = T0 + timedelta(hours=1, minutes=28)
+    b.signal_pod(n2_end - timedelta(seconds=7), NS, f"{POINTED}-n2-0", f"{POINTED}-n2-0")
+
+    def hashed(node):
+        return generated_name([HASHED, node, 0])
+
+    _four_nodes(b, HASHED, T0 + timedelta(hours=2), signalled_plain="n1", pods=hashed)
+    n1_end = T0 + timedelta(hours=2, minutes=18)
+    b.signal_pod(n1_end - timedelta(seconds=7), NS, hashed("n1"), hashed("n1"))
+    # A sub-workflow `n0` whose own nodes run the elastic task (n0) and a plain one (n1).
+    start = T0 + timedelta(hours=3)
+    elastic, plain = b.task(*GS1, "train.elastic"), b.task(*GS1, "prep.plain", version=0)
+    children = [
+        SandboxNode(
+            f"n0-0-{spec}",
+            "SUCCEEDED",
+            [
+                _try(
+                    SUB,
+                    0,
+                    "SUCCEEDED",
+                    start + timedelta(minutes=i),
+                    start + timedelta(minutes=i + 5),
+                    task,
+                    node=f"n0-0-{spec}",
+                    write_outputs=spec == "n1",
+                )
+            ],
+            spec_node_id=spec,
+            parent_unique_id="n0",
+        )
+        for i, (spec, task) in enumerate([("n0", elastic), ("n1", plain)])
+    ]
+    b.add(
+        SandboxExecution(
+            *GS1,
+            SUB,
+            "SUCCEEDED",
+            start,
+            start + timedelta(minutes=10),
+            nodes=[SandboxNode("n0", "SUCCEEDED", [], is_parent=True), *children],
+            launch_plan=("", "", "wf.nested", "v1"),
+        )
+    )
+    return b.build()
+
+
+box, env = sandbox_fixtures(_scenario, CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n"))
+
+EXPECTED = {
+    (*GS1, QUIET, "n0", 0): "suspected",
+    (*GS1, POINTED, "n2", 0): "affected",
+    (*GS1, HASHED, "n1", 0): "affected",
+    (*GS1, SUB, "n0-0-n0", 0): "suspected",
+}
+
+
+def _listed(box, before: int) -> Counter:
+    calls = box.admin.calls_of("ListTaskExecutions")[before:]
+    return Counter(
+        (r.node_execution_id.execution_id.name, r.node_execution_id.node_id) for r in calls
+    )
+
+
+def test_task_executions_are_listed_only_where_an_elastic_task_runs_or_the_evidence_points(
+    box, capsys
+):
+    before = box.admin.call_counts()
+    listed_before = len(box.admin.calls_of("ListTaskExecutions"))
+    code, report, _ = scan_json(capsys)
+    calls = box.admin.call_counts() - before
+    assert code == 1 and report["complete"]
+    assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED
+    listed = _listed(box, listed_before)
+    # The elastic nodes, and the plain node whose pod logged a signal; never the other plain ones.
+    assert set(listed) >= {(QUIET, "n0"), (POINTED, "n0"), (POINTED, "n2"), (SUB, "n0-0-n0")}
+    assert (QUIET, "n1") not in listed and (SUB, "n0-0-n1") not in listed
+    assert (POINTED, "n1") not in listed and (POINTED, "n3") not in listed
+    # A hashed pod name points at no node: its execution is looked up again, every node listed.
+    assert (HASHED, "n1") in listed
+    # One GetWorkflow per workflow version (the executions name it: no GetLaunchPlan).
+    assert calls["GetWorkflow"] == 2 and calls["GetLaunchPlan"] == 0
+
+
+def test_an_unreadable_closure_lists_every_node_and_finds_the_same(box, capsys):
+    listed_before = len(box.admin.calls_of("ListTaskExecutions"))
+    before = box.admin.call_counts()
+    box.admin.faults.fail_next("GetWorkflow", times=100, code=grpc.StatusCode.UNAVAILABLE)
+    try:
+        code, report, err = scan_json(capsys)
+    finally:
+        box.admin.faults.failures.clear()
+    assert code == 1 and report["complete"], err
+    assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED
+    listed = _listed(box, listed_before)
+    for name in (QUIET, POINTED):
+        assert {n for e, n in listed if e == name} == {"n0", "n1", "n2", "n3"}
+    assert "workflow closure unreadable, listing every node" in err
+    # Asked once per workflow version, not once per execution of it (three run wf.four).
+    assert (box.admin.call_counts() - before)["GetWorkflow"] == 2
+
+
+def test_pods_from_any_evidence_point_the_sweep_at_their_nodes():
+    # A disruption event names a pod as a death signal does: `point` takes such pods too.
+    index = PodIndex()
+    index.point([(*GS1, f"{POINTED}-n2-0"), (*GS1, f"{SUB}-n0-0-n1-0"), (*GS1, "not-a-task-pod")])
+    assert "n2" in index.points_at(ExecutionRef(*GS1, POINTED))
+    assert "n0-0-n1" in index.points_at(ExecutionRef(*GS1, SUB))
+    assert index.points_at(ExecutionRef(*GS1, QUIET)) == frozenset()
+
+
+def test_one_listing_replaces_heads_only_where_it_costs_less():
+    from types import SimpleNamespace
+
+    from forensics.scan.callplan import by_prefix
+
+    def checks(dirs):
+        return [
+            SimpleNamespace(att=SimpleNamespace(output_dir=d, outputs_unknown=None)) for d in dirs
+        ]
+
+    array = "s3://m/metadata/propeller/p-d-x/n0/data/0/"
+    subtasks = checks([f"{array}{i}/0/" for i in range(3)])
+    assert by_prefix(subtasks, attempts=4) == array  # a map's subtasks: one listing
+    two = checks(
+        ["s3://m/metadata/propeller/p-d-x/n0/data/0/", "s3://m/metadata/propeller/p-d-x/n5/data/0/"]
+    )
+    assert by_prefix(two, attempts=10) is None  # two among ten nodes: two HEADs are cheaper
+    assert by_prefix(subtasks[:1], attempts=1) is None  # one candidate: one HEAD
+    assert (
+        by_prefix(checks([f"{array}0/0/", "s3://other/x/0/"]), attempts=2) is None
+    )  # no shared bucket
