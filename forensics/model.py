@@ -120,16 +120,23 @@ class LogEntry:
 
 @dataclass(frozen=True)
 class Gap:
-    """A part of the window that a source could not read; the scan is incomplete there."""
+    """A part of the window that a source could not read; the scan is incomplete there.
+
+    `kind`: `failed` (the source failed to answer for it) or `logs_absent` (Loki answered, but
+    holds no log of the task pods there although Flyte Admin shows attempts ran: retention,
+    max_query_lookback, a shipper outage or a selector that matches nothing; docs/report.md).
+    """
 
     source: str
     start: datetime | None
     end: datetime | None
     error: str
+    kind: str = "failed"
 
     def as_dict(self) -> dict[str, str | None]:
         return {
             "source": self.source,
+            "kind": self.kind,
             "start": rfc3339(self.start),
             "end": rfc3339(self.end),
             "error": self.error,

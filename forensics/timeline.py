@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from forensics.detect import Cleared, Decision, Verdict, assert_never
+from forensics.errors import SourceError
 from forensics.evidence.envelopes import unwrap_runtime
 from forensics.evidence.flyte_names import namespace_for
 from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_propeller_line
@@ -27,11 +28,12 @@ from forensics.model import (
     Window,
     rfc3339,
 )
+from forensics.scan.coverage import LOGS_ABSENT
 from forensics.scan.examine import Examination, Examined, examine
 from forensics.scan.resolve import owner_of
 from forensics.scan.scope import pod_query
 from forensics.sources import Sources
-from forensics.sources.logql import build_query
+from forensics.sources.logql import build_query, selector
 from forensics.sources.loki import ShardOutcome
 
 # Pod lines worth showing: the death signal and what corroborates it.
@@ -196,7 +198,10 @@ def _pod_events(
         if not pods:
             continue
         query = pod_query(settings, ns, pods, POD_EVIDENCE_REGEX)
-        for entry in _read(sources, query, exam.window, tl):
+        entries = _read(sources, query, exam.window, tl)
+        if not entries:
+            _check_coverage(sources, ns, exam.window, tl)
+        for entry in entries:
             pod = entry.label(lk.pod_label) or "?"
             owner = owner_of(pod_owner, pod)
             tag = _tag(owner) if owner else None
@@ -204,6 +209,31 @@ def _pod_events(
                 Event(entry.at, "pod", f"{pod}: {_clip(unwrap_runtime(entry.line))}", tag)
             )
     return events
+
+
+def _check_coverage(sources: Sources, ns: str, window: Window, tl: Timeline) -> None:
+    """No evidence line in `ns`: whether Loki holds any log of it there at all, else a
+    `logs_absent` gap (retention, max_query_lookback; docs/upstream.md, "Log coverage")."""
+    lk = sources.settings.loki
+    try:
+        held = sources.loki.holds_any(selector([(lk.namespace_label, "=", ns)]), window)
+    except SourceError as e:
+        tl.gaps.append(
+            Gap("loki", window.start, window.end, f"log coverage not measured: {e.cause}")
+        )
+        return
+    if not held:
+        tl.gaps.append(
+            Gap(
+                "loki",
+                window.start,
+                window.end,
+                f"logs absent: Loki holds no log of namespace {ns} here (retention, "
+                "max_query_lookback, a shipper outage or a label name that matches nothing); "
+                "verdicts here rest on Admin and S3 only",
+                kind=LOGS_ABSENT,
+            )
+        )
 
 
 def _propeller_events(

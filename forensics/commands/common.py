@@ -95,6 +95,13 @@ def emit(text: str) -> None:
 # -- one stderr line per failing source: what failed, the likely cause, where the address came from
 
 _CAUSES = (
+    (("logs absent:",), "Loki answers but holds no task log there (see the gap's text):"),
+    (
+        # Loki's own 504 at its query_timeout (pkg/util/server/error.go): it answered, quickly.
+        ("request timed out, decrease the duration", "query_timeout"),
+        "the query was too heavy for Loki's query_timeout (it answered; a smaller [loki] shard "
+        "or a narrower task_selector helps):",
+    ),
     (
         (
             "refused",

@@ -1,5 +1,8 @@
-"""The sandbox Loki's LogQL: the subset the tool sends (a stream selector and line filters),
-lexed, parsed and matched as Loki does (grafana/loki `pkg/logql/syntax`), RE2 translated to `re`."""
+"""The sandbox Loki's LogQL: the subset the tool sends (a stream selector, line filters and label
+filters), lexed, parsed and matched as Loki does (grafana/loki `pkg/logql/syntax`), RE2
+translated to `re`. A label filter (`| pod=~"x"`) sees the stream's labels and the entry's
+structured metadata alike (`pkg/logql/log/labels.go`: the builder holds both), anchored as a
+Prometheus matcher (`pkg/logql/log/label_filter.go` NewStringLabelFilter)."""
 
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ ERR_EMPTY_MATCHERS = (
     'but app=~".+" will'
 )
 _SUBSET = (
-    "the sandbox Loki understands log queries made of a stream selector and the line filters "
-    "|=, !=, |~ and !~ only"
+    "the sandbox Loki understands log queries made of a stream selector, the line filters "
+    '|=, !=, |~ and !~, and label filters (| name="value", =~, !=, !~) only'
 )
 _TOKENS = ("=~", "!~", "!=", "|=", "|~", "{", "}", ",", "=", "|", "(", ")")
 _IDENT = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -224,9 +227,14 @@ class LogQuery:
 
     matchers: tuple[Matcher, ...]
     filters: tuple[LineFilter, ...]
+    label_filters: tuple[Matcher, ...] = ()
 
     def selects(self, labels: dict[str, str]) -> bool:
         return all(m.matches(labels.get(m.name, "")) for m in self.matchers)
+
+    def passes(self, labels: dict[str, str]) -> bool:
+        """The label filters, over stream labels and structured metadata together."""
+        return all(m.matches(labels.get(m.name, "")) for m in self.label_filters)
 
 
 def _unexpected(tok: _Tok, expecting: str) -> BadRequest:
@@ -273,11 +281,13 @@ def parse_log_query(query: str) -> LogQuery:
     if not any(not m.matches("") for m in matchers):
         raise _parse_error(None, ERR_EMPTY_MATCHERS)
     filters: list[LineFilter] = []
+    label_filters: list[Matcher] = []
     while toks[pos].kind != "$end":
         op, val = toks[pos], _at(toks, pos + 1)
         if op.kind == "|":
-            stage = val.text if val.kind == "IDENTIFIER" else val.kind
-            raise _parse_error(None, f"{_SUBSET}; the stage | {stage} is not")
+            label_filters.append(_label_filter(toks, pos + 1))
+            pos += 4
+            continue
         if op.kind not in ("|=", "!=", "|~", "!~"):
             raise _unexpected(op, "|= or != or |~ or !~ or |")
         if val.kind != "STRING":
@@ -285,7 +295,19 @@ def parse_log_query(query: str) -> LogQuery:
         regex = _compile(val.text, val, anchored=False) if op.kind in ("|~", "!~") else None
         filters.append(LineFilter(op.kind, val.text, regex))
         pos += 2
-    return LogQuery(tuple(matchers), tuple(filters))
+    return LogQuery(tuple(matchers), tuple(filters), tuple(label_filters))
+
+
+def _label_filter(toks: list[_Tok], pos: int) -> Matcher:
+    """`name op "value"` after a `|`: a string label filter; any other stage is refused."""
+    name, op, val = _at(toks, pos), _at(toks, pos + 1), _at(toks, pos + 2)
+    if name.kind != "IDENTIFIER" or op.kind not in ("=", "!=", "=~", "!~"):
+        stage = name.text if name.kind == "IDENTIFIER" else name.kind
+        raise _parse_error(None, f"{_SUBSET}; the stage | {stage} is not")
+    if val.kind != "STRING":
+        raise _unexpected(val, "STRING")
+    regex = _compile(val.text, val, anchored=True) if op.kind in ("=~", "!~") else None
+    return Matcher(name.text, op.kind, val.text, regex)
 
 
 def parse_selector_only(query: str) -> list[Matcher]:

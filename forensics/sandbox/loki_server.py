@@ -3,8 +3,8 @@
 It speaks the parts of Loki's HTTP API the tool uses (checked against grafana/loki
 `pkg/loghttp/params.go`, `pkg/loghttp/query.go`, `pkg/util/server/error.go`,
 `pkg/querier/queryrange/limits.go`, `pkg/logqlmodel/error.go`): GET and POST (form) on
-`/loki/api/v1/query_range`, `/loki/api/v1/series`, `/loki/api/v1/labels`, `/ready` and
-`/loki/api/v1/status/buildinfo`; LogQL stream selectors with line filters only; Loki's error
+`/loki/api/v1/query_range`, `/loki/api/v1/series`, `/loki/api/v1/labels`,
+`/loki/api/v1/index/stats`, `/ready` and `/loki/api/v1/status/buildinfo`; LogQL stream selectors with line filters only; Loki's error
 texts and status codes; optional tenant and gateway auth; and injected faults.
 
 Lines live per stream in time-sorted arrays (bisect on time, filters applied lazily, stream labels
@@ -76,6 +76,18 @@ ERR_DEADLINE = (
     "request timed out, decrease the duration of the request or add more label matchers "
     "(prefer exact match over regex match) to reduce the amount of data processed"
 )
+# pkg/querier/queryrange/limits.go limErrQueryTooManyBytesTmpl (max_query_bytes_read); sizes in
+# go-humanize IBytes form.
+ERR_TOO_MANY_BYTES = (
+    "the query would read too many bytes (query: {}, limit: {}); consider adding more specific "
+    "stream selectors or reduce the time range of the query"
+)
+ERR_TOO_MANY_REQUESTS = "too many outstanding requests"  # pkg/queue/queue.go ErrTooManyRequests
+ERR_TOO_MANY_ORG_IDS = "multiple org IDs present"  # dskit user/id.go ErrTooManyOrgIDs
+# pkg/querier/queryrange/codec.go MergeResponse: the frontend splits a series request on
+# millisecond bounds; a range inside one millisecond leaves no sub-request to merge.
+ERR_MERGE_NONE = "merging responses requires at least one response"
+SHARDING_LOOKBACK_NS = 30 * NS  # pkg/logql/engine.go max_look_back_period default
 FAULT_BODIES = {
     429: "too many outstanding requests",
     500: "rpc error: code = Internal desc = injected fault",
@@ -86,9 +98,74 @@ FAULT_BODIES = {
 FAULT_KINDS = frozenset([*FAULT_BODIES, "truncated", "nonjson", "reset", "timeout"])
 
 
-class QueryTimeout(Exception):
+class Refusal(Exception):
+    """An answer other than 200 or 400: `status` and Loki's text (the exception's message)."""
+
+    status = 500
+
+
+class ServerError(Refusal):
+    """An internal error Loki answers with HTTP 500 and its text."""
+
+
+class TooManyRequests(Refusal):
+    """The tenant's query queue is full: HTTP 429 `too many outstanding requests`."""
+
+    status = 429
+
+    def __init__(self) -> None:
+        super().__init__(ERR_TOO_MANY_REQUESTS)
+
+
+# pkg/validation/limits.go DiscoverServiceName, in order.
+DISCOVER_SERVICE_NAME = (
+    "service",
+    "app",
+    "application",
+    "app_name",
+    "name",
+    "app_kubernetes_io_name",
+    "container",
+    "container_name",
+    "k8s_container_name",
+    "component",
+    "workload",
+    "job",
+    "k8s_job_name",
+)
+_LEVELS = (("error", "error"), ("warn", "warn"), ("info", "info"), ("debug", "debug"))
+
+
+def discovered(entry: SandboxLogLine) -> SandboxLogLine:
+    """`entry` with the labels Loki's distributor adds: service_name and detected_level."""
+    labels = dict(entry.labels)
+    if "service_name" not in labels:
+        found = next((labels[n] for n in DISCOVER_SERVICE_NAME if labels.get(n)), None)
+        labels["service_name"] = found or "unknown_service"
+    low = entry.line.lower()
+    level = next((lv for word, lv in _LEVELS if word in low), "unknown")
+    labels["detected_level"] = level
+    return SandboxLogLine(entry.ts_ns, labels, entry.line)
+
+
+def ibytes(n: int) -> str:
+    """go-humanize IBytes: `512 B`, `2.0 MiB`, `13 MiB`."""
+    if n < 1024:
+        return f"{n} B"
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    e = min(int(math.log(n, 1024)), len(units))
+    val = math.floor(n / 1024**e * 10 + 0.5) / 10
+    return f"{val:.1f} {units[e - 1]}" if val < 10 else f"{val:.0f} {units[e - 1]}"
+
+
+class QueryTimeout(Refusal):
     """A query Loki gave up on at its query_timeout: HTTP 504 with ERR_DEADLINE
     (pkg/util/server/error.go maps context.DeadlineExceeded to it)."""
+
+    status = 504
+
+    def __init__(self) -> None:
+        super().__init__(ERR_DEADLINE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,6 +301,16 @@ class LokiServer:
         entry_limit_wording: str = "frontend",
         query_timeout_lines: int | None = None,
         query_timeout_delay: float = 0.0,
+        max_query_lookback: timedelta | None = None,
+        index_stats_from_store_only: bool = False,
+        structured_metadata: Iterable[str] = (),
+        sharding_lookback: bool = False,
+        max_query_bytes_read: int | None = None,
+        split_queries_by_interval: timedelta | None = None,
+        max_outstanding_requests_per_tenant: int | None = None,
+        multi_tenant_queries_enabled: bool = True,
+        discover_labels: bool = False,
+        index_stats_enabled: bool = True,
     ) -> None:
         self.faults = faults or LokiFaults()
         self.max_query_length_ns = (max_query_length // timedelta(microseconds=1)) * 1000
@@ -234,12 +321,22 @@ class LokiServer:
         self.entry_limit_wording = entry_limit_wording
         self.query_timeout_lines = query_timeout_lines
         self.query_timeout_delay = query_timeout_delay
+        self.max_query_lookback = max_query_lookback
+        self.index_stats_from_store_only = index_stats_from_store_only
+        self.sharding_lookback = sharding_lookback
+        self.max_query_bytes_read = max_query_bytes_read
+        self.split_queries_by_interval = split_queries_by_interval
+        self.max_outstanding_requests_per_tenant = max_outstanding_requests_per_tenant
+        self.multi_tenant_queries_enabled = multi_tenant_queries_enabled
         self.tenant_required = tenant_required
         self.bearer_token = bearer_token
         self.basic_auth = basic_auth
         self.requests = RequestLog()
-        self._store = Store()
-        self._store.add(lines)
+        self.discover_labels = discover_labels
+        self.index_stats_enabled = index_stats_enabled
+        meta = (*structured_metadata, *(("detected_level",) if discover_labels else ()))
+        self._store = Store(meta)
+        self.add_lines(lines)
         self._faults_lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -287,6 +384,8 @@ class LokiServer:
 
     def add_lines(self, lines: Iterable[SandboxLogLine]) -> int:
         """Add lines (any order, any streams); returns how many were offered."""
+        if self.discover_labels:
+            lines = map(discovered, lines)
         return self._store.add(lines)
 
     # -- request handling (called from handler threads) -------------------------------------------
@@ -349,6 +448,16 @@ class LokiServer:
             start = min(end, now) - since
         return start, end
 
+    def _served(self, start: int, end: int) -> tuple[int, int] | None:
+        """[start, end) clamped to what the tenant's max_query_lookback still serves; None when
+        none of it is (Loki answers an empty 200 then)."""
+        if self.max_query_lookback is None:
+            return start, end
+        cutoff = time.time_ns() - self.max_query_lookback // timedelta(microseconds=1) * 1000
+        if end < cutoff:
+            return None
+        return max(start, cutoff), end
+
     def query_range(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/query_range`: validation in Loki's order, then the log query."""
         org = headers.get("X-Scope-OrgID")
@@ -358,8 +467,23 @@ class LokiServer:
         start, end, limit, forward = self._range_params(params)
         query = parse_log_query(params.get("query"))
         self._check_limits(org, limit, start, end)
+        self._check_query_range_limits(start, end)
         t0 = time.perf_counter()
-        streams = self._store.matching(query.selects) if self._tenant_sees_data(org) else []
+        served = self._served(start, end)
+        sees = self._tenant_sees_data(org) and served is not None
+        streams = self._store.matching(query.selects) if sees else []
+        if query.label_filters:
+            streams = [s for s in streams if query.passes(s.labels)]
+        start, end = served or (start, end)
+        if self.max_query_bytes_read is not None:
+            nbytes = sum(
+                sum(map(len, s.lines[lo:hi]))
+                for lo, hi, s in ((*s.span(start, end), s) for s in streams)
+            )
+            if nbytes > self.max_query_bytes_read:
+                raise BadRequest(
+                    ERR_TOO_MANY_BYTES.format(ibytes(nbytes), ibytes(self.max_query_bytes_read))
+                )
         if self.query_timeout_lines is not None or self.faults.latency_per_line > 0:
             scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
             if self.faults.latency_per_line > 0:
@@ -425,6 +549,23 @@ class LokiServer:
                 )
             )
 
+    def _check_query_range_limits(self, start: int, end: int) -> None:
+        """The sharding lookup's extra 30 s against max query length, then the tenant's queue."""
+        length = (end // 1_000_000 - start // 1_000_000) * 1_000_000
+        if self.sharding_lookback and self.max_query_length_ns:
+            if length + SHARDING_LOOKBACK_NS > self.max_query_length_ns:
+                raise BadRequest(
+                    ERR_QUERY_TOO_LONG.format(
+                        go_duration(length + SHARDING_LOOKBACK_NS),
+                        prom_duration(self.max_query_length_ns),
+                    )
+                )
+        split, most = self.split_queries_by_interval, self.max_outstanding_requests_per_tenant
+        if split is not None and most is not None:
+            step = split // timedelta(microseconds=1) * 1000
+            if -(-length // step) > most:
+                raise TooManyRequests()
+
     def series(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/series`: label sets of streams with entries in [start, end)."""
         org = headers.get("X-Scope-OrgID")
@@ -432,16 +573,21 @@ class LokiServer:
         groups = params.all("match[]")
         if not groups:
             raise BadRequest("0 matcher groups supplied")
+        if start // 1_000_000 == end // 1_000_000:
+            raise ServerError(ERR_MERGE_NONE)
         selectors = [parse_selector_only(g) for g in groups]
         found = []
-        if self._tenant_sees_data(org):
+        served = self._served(start, end)
+        start, end = served or (start, end)
+        if self._tenant_sees_data(org) and served is not None:
             for s in self._store.ordered():
-                if any(all(m.matches(s.labels.get(m.name, "")) for m in ms) for ms in selectors):
+                labels = s.index_labels
+                if any(all(m.matches(labels.get(m.name, "")) for m in ms) for ms in selectors):
                     with self._store.lock:
                         s.settle()
                     lo, hi = s.span(start, end)
-                    if lo < hi:
-                        found.append(dict(s.labels))
+                    if lo < hi and labels not in found:
+                        found.append(dict(labels))
         return {"status": "success", "data": found}
 
     def labels(self, params: Params, headers: Any) -> dict[str, Any]:
@@ -449,14 +595,43 @@ class LokiServer:
         org = headers.get("X-Scope-OrgID")
         start, end = self._bounds(params)
         names: set[str] = set()
-        if self._tenant_sees_data(org):
+        served = self._served(start, end)
+        start, end = served or (start, end)
+        if self._tenant_sees_data(org) and served is not None:
             for s in self._store.ordered():
                 with self._store.lock:
                     s.settle()
                 lo, hi = s.span(start, end)
                 if lo < hi:
-                    names.update(s.labels)
+                    names.update(s.index_labels)
         return {"status": "success", "data": sorted(names)}
+
+    def index_stats(self, params: Params, headers: Any) -> dict[str, Any]:
+        """`/loki/api/v1/index/stats`: how many streams, chunks, bytes and entries the selector's
+        streams hold in [start, end), as a bare object (grafana/loki `pkg/logproto`
+        IndexStatsResponse, written by `pkg/util/marshal/marshal.go` WriteIndexStatsResponseJSON;
+        the query is matchers only, `pkg/querier/querier.go` IndexStats -> ParseMatchers)."""
+        org = headers.get("X-Scope-OrgID")
+        start, end, _, _ = self._range_params(params)
+        matchers = parse_selector_only(params.get("query"))
+        self._check_limits(org, 1, start, end)
+        served = self._served(start, end)
+        out = {"streams": 0, "chunks": 0, "bytes": 0, "entries": 0}
+        if served is None or not self._tenant_sees_data(org) or self.index_stats_from_store_only:
+            return out
+        start, end = served
+        for s in self._store.ordered():
+            if not all(m.matches(s.index_labels.get(m.name, "")) for m in matchers):
+                continue
+            with self._store.lock:
+                s.settle()
+            lo, hi = s.span(start, end)
+            if lo < hi:
+                out["streams"] += 1
+                out["chunks"] += 1
+                out["entries"] += hi - lo
+                out["bytes"] += sum(len(line) for line in s.lines[lo:hi])
+        return out
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -508,6 +683,8 @@ class _Handler(BaseHTTPRequestHandler):
             "/loki/api/v1/labels": loki.labels,
             "/loki/api/v1/label": loki.labels,
         }
+        if loki.index_stats_enabled:
+            routes["/loki/api/v1/index/stats"] = loki.index_stats
         if url.path == "/ready":
             self._text(200, "ready\n")
             return
@@ -531,6 +708,8 @@ class _Handler(BaseHTTPRequestHandler):
         if loki.tenant_required is not None and not self.headers.get("X-Scope-OrgID"):
             self._text(401, "no org id\n")  # dskit AuthenticateUser: http.Error adds the newline
             return
+        if self._several_tenants_refused():
+            return
         if url.path in ("/loki/api/v1/query_range", "/loki/api/v1/series") and self._inject(params):
             return
         try:
@@ -538,10 +717,18 @@ class _Handler(BaseHTTPRequestHandler):
         except BadRequest as e:
             self._text(400, str(e))
             return
-        except QueryTimeout:
-            self._text(504, ERR_DEADLINE)
+        except Refusal as e:
+            self._text(e.status, str(e))
             return
         self._json(200, doc)
+
+    def _several_tenants_refused(self) -> bool:
+        """`A|B` on a Loki without multi-tenant queries: a 500; True when answered."""
+        org = self.headers.get("X-Scope-OrgID") or ""
+        if "|" not in org or self.loki.multi_tenant_queries_enabled:
+            return False
+        self._text(500, ERR_TOO_MANY_ORG_IDS + "\n")
+        return True
 
     def _inject(self, params: Params) -> bool:
         """Apply latency and the first matching fault rule; True when the response is done."""

@@ -18,10 +18,16 @@ from forensics.sandbox.scenario import SandboxLogLine
 class Stream:
     """One stream: labels (stored once) and its lines, kept sorted by time on demand."""
 
-    __slots__ = ("_run", "in_order", "key", "labels", "lines", "ts")
+    __slots__ = ("_run", "in_order", "index_labels", "key", "labels", "lines", "ts")
 
-    def __init__(self, labels: dict[str, str], key: tuple[tuple[str, str], ...]) -> None:
-        self.labels = labels
+    def __init__(
+        self,
+        labels: dict[str, str],
+        key: tuple[tuple[str, str], ...],
+        metadata: frozenset[str] = frozenset(),
+    ) -> None:
+        self.labels = labels  # as a query result shows them: structured metadata merged in
+        self.index_labels = {k: v for k, v in labels.items() if k not in metadata}
         self.key = key
         self.ts = array("q")
         self.lines: list[str] = []
@@ -59,9 +65,17 @@ class Stream:
 
 
 class Store:
-    """All streams, keyed by their sorted label pairs."""
+    """All streams, keyed by their sorted label pairs.
 
-    def __init__(self) -> None:
+    Labels named in `metadata` are kept as each entry's structured metadata, not stream labels
+    (as Loki's OTLP ingestion keeps resource attributes it does not index, grafana/loki
+    `pkg/loghttp/push/otlp.go`): stream selectors do not see them, label filters and results do.
+    Entries that differ only in them are stored apart here, which a query cannot tell from one
+    stream with per-entry metadata.
+    """
+
+    def __init__(self, metadata: Iterable[str] = ()) -> None:
+        self.metadata = frozenset(metadata)
         self.lock = threading.Lock()
         self.streams: dict[tuple[tuple[str, str], ...], Stream] = {}
         self._ordered: list[Stream] | None = None
@@ -76,7 +90,7 @@ class Store:
                     key = tuple(sorted(entry.labels.items()))
                     stream = self.streams.get(key)
                     if stream is None:
-                        stream = self.streams[key] = Stream(dict(key), key)
+                        stream = self.streams[key] = Stream(dict(key), key, self.metadata)
                         self._ordered = None
                     last_labels = entry.labels
                 assert stream is not None
@@ -91,7 +105,7 @@ class Store:
             return self._ordered
 
     def matching(self, select: Callable[[dict[str, str]], bool]) -> list[Stream]:
-        chosen = [s for s in self.ordered() if select(s.labels)]
+        chosen = [s for s in self.ordered() if select(s.index_labels)]
         with self.lock:
             for s in chosen:
                 s.settle()

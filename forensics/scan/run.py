@@ -60,11 +60,12 @@ from forensics.model import (
 from forensics.progress import Progress
 from forensics.scan import sweep
 from forensics.scan.callplan import by_prefix
+from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
 from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
 from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
-from forensics.scan.scope import ScanScope, signal_query
+from forensics.scan.scope import ScanScope, signal_query, task_selector
 from forensics.scan.signals import (
     SignalLines,
     earliest_per_pod,
@@ -76,6 +77,7 @@ from forensics.scan.tally import Tally
 from forensics.sources import Sources
 from forensics.sources.admin import SkippedNode
 from forensics.sources.loki import ShardOutcome
+from forensics.sources.loki_limits import reading_length
 from forensics.sources.task_resources import TaskResources
 
 log = logging.getLogger("elastic-audit")
@@ -153,6 +155,11 @@ class ScanRun:
         self._errors: list[BaseException] = []
         workers = sources.settings.workers
         self._admin_lane = Lane("admin", workers, self._stop, self._errors)
+        lk = sources.settings.loki
+        # Whether Loki still holds the task pods' logs, shard by shard (docs/upstream.md).
+        self.coverage = Coverage(
+            sources.loki, window, reading_length(lk.shard, lk.max_query_length)
+        )
         self._s3_lane = Lane("s3", workers, self._stop, self._errors)
 
     def run(self) -> Report:
@@ -173,7 +180,11 @@ class ScanRun:
             self.tally.add_gap(
                 Gap("admin", window.start, window.end, f"listing projects: {self.projects.error}")
             )
+        self.coverage.selector = task_selector(
+            self.settings, self.scope, self.projects.scope_domains(self.scope)
+        )
         self._read_everything()
+        self.tally.add_gaps(coverage_gaps(self.coverage, self.sources.loki))
         self._resolve_unclaimed()
         self._s3_lane.drain()
         report = self.tally.report(window, self._relaunched)
@@ -235,7 +246,7 @@ class ScanRun:
         lk, admin, store = self.settings.loki, self.sources.admin, self.sources.store
         log.info(
             "calls: Loki %d shard(s), Flyte Admin %d (%s), S3 %d (%s); %d gap(s)",
-            len(self.window.split(min(lk.shard, lk.max_query_length))),
+            len(self.window.split(reading_length(lk.shard, lk.max_query_length))),
             admin.calls_total,
             admin.endpoint,
             store.call_count,
@@ -260,6 +271,7 @@ class ScanRun:
 
     def _shard_read(self, gaps: list[Gap], item: ShardOutcome) -> None:
         log_shard(item)
+        self.coverage.shard_read(item)
         gaps.extend(Gap("loki", part.start, part.end, error) for part, error in item.failures)
         self.progress.advance("loki")
 
@@ -311,6 +323,7 @@ class ScanRun:
 
     def _signals_phase(self) -> None:
         hits, lines = self._signals()
+        self.coverage.probe(self.settings.workers)  # before any verdict is final
         log_unparsed(lines)
         self.tally.unparsed(lines.unparsed, lines.unparsed_example)
         signalled: list[tuple[str, str, SignalHit]] = []
@@ -374,6 +387,8 @@ class ScanRun:
         finally:
             self.progress.advance("sweep")
         attempts = swept.attempts
+        for a in attempts:
+            self.coverage.ran(a.started_at, a.ended_at)
         candidates = self._candidates(ex, attempts, len(swept.skipped))
         with self._lock:
             self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
@@ -584,4 +599,5 @@ class ScanRun:
             finding = build_finding(
                 decision, ex, att, signal, checkpoint, links, disruption=c.disruption
             )
+            finding = note_absent(self.coverage, att, finding)
         self.tally.record(decision, ex, att, signal, finding)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from forensics.config import Settings
 from forensics.evidence.flyte_names import namespace_for
 from forensics.evidence.logs import SIGNAL_LINE_REGEX
-from forensics.sources.logql import build_query, matcher, regex_escape, selector
+from forensics.sources.logql import build_query, label_filter, matcher, regex_escape, selector
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,17 @@ _REPLICA = "(-(worker|master)-[0-9]+)?"
 
 
 def pod_query(settings: Settings, namespace: str, pods: set[str], regex: str) -> str:
-    """A Loki query for the lines of some pods (PyTorchJob replicas included) matching `regex`."""
+    """A Loki query for the lines of some pods (PyTorchJob replicas included) matching `regex`.
+
+    The pod is matched by a label filter after the line filter, not in the stream selector: it
+    then finds the pod whether its name is an index label or structured metadata (OTLP ingestion
+    keeps `k8s.pod.name` there; docs/upstream.md), as the scan's own reading does.
+    """
     lk = settings.loki
     pods_re = "(" + "|".join(regex_escape(p) for p in sorted(pods)) + ")"
-    sel = selector([(lk.namespace_label, "=", namespace), (lk.pod_label, "=~", pods_re + _REPLICA)])
-    return build_query(sel, [("|~", regex)])
+    sel = selector([(lk.namespace_label, "=", namespace)])
+    return (
+        build_query(sel, [("|~", regex)])
+        + " "
+        + label_filter(lk.pod_label, "=~", pods_re + _REPLICA)
+    )

@@ -12,8 +12,14 @@ from forensics.config import LokiSettings
 from forensics.evidence.logs import parse_signal
 from forensics.model import LogEntry, SignalHit, UnparsedLine, Window, rfc3339
 from forensics.sources.loki import LokiClient, ShardOutcome
+from forensics.sources.loki_limits import reading_length
 
 log = logging.getLogger("elastic-audit")
+
+# Labels Loki itself adds to results (docs/upstream.md, "Labels Loki adds"): `service_name`
+# (discovered at ingestion), `detected_level` (structured metadata merged into the labels),
+# `__tenant_id__` (multi-tenant queries). They say nothing of the pod; an example leaves them out.
+LOKI_ADDED_LABELS = frozenset({"service_name", "detected_level", "__tenant_id__"})
 
 
 class SignalLines:
@@ -73,7 +79,8 @@ class SignalLines:
         line = entry.line
         if len(line) > UnparsedLine.MAX_CHARS:
             line = line[: UnparsedLine.MAX_CHARS] + "…"
-        return UnparsedLine(entry.at, entry.labels, line)
+        labels = tuple((k, v) for k, v in entry.labels if k not in LOKI_ADDED_LABELS)
+        return UnparsedLine(entry.at, labels, line)
 
 
 def earliest_per_pod(hits: Iterable[SignalHit], window: Window) -> dict[tuple[str, str], SignalHit]:
@@ -91,7 +98,7 @@ def earliest_per_pod(hits: Iterable[SignalHit], window: Window) -> dict[tuple[st
 
 def log_window(window: Window, labels: LokiSettings, query: str) -> int:
     """Say (-v) how the window is read; the number of Loki shards."""
-    shards = len(window.split(min(labels.shard, labels.max_query_length)))
+    shards = len(window.split(reading_length(labels.shard, labels.max_query_length)))
     log.info(
         "window %s → %s (end exclusive): %d Loki shard(s) of at most %s at %s; query %s",
         rfc3339(window.start),

@@ -108,6 +108,13 @@ def line_filter(op: str, value: str) -> str:
     return f"{op} {_filter_literal(op, value)}"
 
 
+def label_filter(name: str, op: str, value: str) -> str:
+    """One label filter stage, `| name=~"value"`: it sees stream labels and structured metadata
+    alike (grafana/loki `pkg/logql/log/labels.go`), so it finds a pod whether Loki indexes its
+    name or keeps it as structured metadata (OTLP ingestion)."""
+    return f"| {matcher(name, op, value)}"
+
+
 def split_query(query: str) -> tuple[str, str]:
     """Split a log query into its stream selector `{...}` and the (possibly empty) pipeline."""
     q = query.strip()

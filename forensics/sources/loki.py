@@ -8,17 +8,20 @@ Paging follows logcli's forward rules (grafana/loki `pkg/logcli/query/query.go::
 starts at the last timestamp seen (inclusive) and entries at that boundary are dropped when their
 (timestamp, stream labels, line) was already yielded. When a whole page shares one nanosecond
 (more than `page_limit` matches at one timestamp, where logcli gives up), the client lists the
-streams that have entries at that nanosecond (`/loki/api/v1/series`) and reads each stream on its
-own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
+streams that have entries in the millisecond of that nanosecond (`/loki/api/v1/series`) and
+reads each stream on its own for that nanosecond; only if a single stream holds `page_limit` or more lines at one
 nanosecond does the shard fail, loudly, naming the stream and the time.
 
-Two tenant limits are met at run time rather than configured exactly (grafana/loki
-`pkg/validation/limits.go` max_entries_limit_per_query and query_timeout): a page
-limit over the tenant's `max_entries_limit_per_query` is answered with a 400 whose wording
-differs between Loki versions; its lower limit is adopted for the rest of the run. A query that
-times out (Loki's 504 from its `query_timeout`, or no answer within the client's timeout) is
-too heavy for one request: the piece is read again in two halves, down to `SPLIT_FLOOR`, before
-that part becomes a gap.
+Tenant limits are met at run time rather than configured exactly (grafana/loki
+`pkg/validation/limits.go`): a page limit over the tenant's `max_entries_limit_per_query` is
+answered with a 400 whose wording differs between Loki versions; its lower limit is adopted for
+the rest of the run. A range over `max_query_length` is a 400 stating the limit: pieces 30 s
+shorter are read from then on. A query that times out (Loki's 504 from its `query_timeout`, or no
+answer within the client's timeout), reads too many bytes, or meets a full tenant queue (429)
+through its retries is too heavy for one request: the piece is read again in two halves, down to
+`SPLIT_FLOOR`, before that part becomes a gap. The texts and their sources are in
+`loki_limits.py`. `holds_any` probes whether Loki holds any line of a selector in a window (log
+coverage, `forensics/scan/coverage.py`).
 """
 
 from __future__ import annotations
@@ -42,9 +45,20 @@ from urllib3.exceptions import MaxRetryError
 from forensics import __version__
 from forensics.concurrency import Emit, stream
 from forensics.config import LokiSettings
-from forensics.errors import ConfigError, LokiQueryError, SourceError
+from forensics.errors import ConfigError, ElasticAuditError, LokiQueryError, SourceError
 from forensics.model import LogEntry, Window, from_ns, rfc3339, to_ns
 from forensics.sources.logql import selector, split_query
+from forensics.sources.loki_limits import (
+    TOO_MANY_ORG_IDS,
+    LokiQueryTooLong,
+    LokiTooHeavy,
+    duration_text,
+    learned_piece,
+    reading_length,
+    too_heavy,
+    too_long_limit,
+    too_many_org_ids,
+)
 from forensics.sources.loki_retry import BoundedRetry, RetryPolicy
 
 log = logging.getLogger("elastic-audit")
@@ -67,6 +81,8 @@ _ENTRY_LIMIT_RE = re.compile(
 )
 QUERY_RANGE = "/loki/api/v1/query_range"
 SERIES = "/loki/api/v1/series"
+INDEX_STATS = "/loki/api/v1/index/stats"
+LABELS = "/loki/api/v1/labels"
 
 # ---------------------------------------------------------------------------------------------
 # Results and errors
@@ -86,7 +102,11 @@ class LokiEntryLimitError(LokiQueryError):
         self.limit = limit
 
 
-class LokiTimeoutError(SourceError):
+class LokiNoIndexStats(SourceError):
+    """Loki (or a gateway in front of it) does not serve `/loki/api/v1/index/stats` (404)."""
+
+
+class LokiTimeoutError(LokiTooHeavy):
     """A query_range Loki gave up on (504, its query timeout) or that got no answer within the
     client's timeout: the piece is too heavy for one request, so it is read in halves."""
 
@@ -122,6 +142,14 @@ class ShardOutcome:
         if self.failed:
             return self.failed
         return ((self.window, self.error),) if self.error is not None else ()
+
+
+class _PieceTooLong(Exception):
+    """A piece of a shard is longer than the tenant's max_query_length (`error.limit`)."""
+
+    def __init__(self, start: int, boundary: set[Any], error: LokiQueryTooLong) -> None:
+        super().__init__(error.cause)
+        self.start, self.boundary, self.error = start, boundary, error
 
 
 class _Cancelled(Exception):
@@ -238,6 +266,8 @@ class LokiClient:
         self._retries = 0
 
         self._limit_warned = False
+        self._no_index_stats = False
+        self.max_length: timedelta | None = None  # learned from a max_query_length 400
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
         for prefix, split in ((self._base + "/", False), (self._base + QUERY_RANGE, True)):
@@ -280,7 +310,16 @@ class LokiClient:
             on_retry=self._count_retry,
             split_timeouts=split,
             pause=_pause,  # a closed scan ends the wait
+            # Several tenants (`A|B`) on a Loki without multi-tenant queries: a 500 that no retry
+            # mends (read only then: reading the body of a retried answer costs nothing else).
+            fatal=self._org_ids_refused if "|" in (self.settings.org_id or "") else None,
         )
+
+    def _org_ids_refused(self, response: Any) -> BaseException | None:
+        if response.status != 500:
+            return None
+        text = bytes(response.data or b"")[:2000].decode("utf-8", errors="replace")
+        return too_many_org_ids(self.settings.org_id, text) if TOO_MANY_ORG_IDS in text else None
 
     # -- counters (for benchmarks and --verbose) ---------------------------------------------
 
@@ -383,6 +422,8 @@ class LokiClient:
         if status == 200:
             try:
                 doc = resp.json()
+                if path == INDEX_STATS and isinstance(doc, dict) and "status" not in doc:
+                    return doc  # a bare IndexStatsResponse, no status/data envelope
             except ValueError:
                 raise _BadBody(
                     SourceError(
@@ -403,18 +444,47 @@ class LokiClient:
         text = self._scrub(self._snippet(body))
         history = getattr(getattr(resp.raw, "retries", None), "history", ())
         attempts = f" after {len(history) + 1} attempts" if history else ""
+        raise self._refusal(status, path, text, attempts, where)
+
+    def _refusal(
+        self, status: int, path: str, text: str, attempts: str, where: Any
+    ) -> ElasticAuditError:
+        """The error a non-200 answer means (Loki's own text, secrets removed)."""
         if status == 400:
             if ENTRY_LIMIT_PREFIX in text:
                 m = _ENTRY_LIMIT_RE.search(text)
-                raise LokiEntryLimitError(
+                return LokiEntryLimitError(
                     f"Loki rejected the query: {text}",
                     limit=int(m.group(2)) if m else None,
                     window=where,
                 )
-            raise LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
+            if too_heavy(text) and path == QUERY_RANGE:
+                return LokiTooHeavy(SOURCE, f"Loki refused the piece: {text}", window=where)
+            if "exceeds the limit" in text:
+                return LokiQueryTooLong(
+                    SOURCE,
+                    f"Loki rejected the query: {text}",
+                    limit=too_long_limit(text),
+                    window=where,
+                )
+            return LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
+        if TOO_MANY_ORG_IDS in text:
+            return too_many_org_ids(self.settings.org_id, text)
         if status == 504 and path == QUERY_RANGE:
-            raise LokiTimeoutError(
-                SOURCE, f"HTTP 504 from Loki{attempts}: {text}", window=where, retryable=True
+            return LokiTimeoutError(
+                SOURCE,
+                f"HTTP 504 from Loki{attempts}: {text} (Loki's query_timeout: the piece is read "
+                "in halves)",
+                window=where,
+                retryable=True,
+            )
+        if status == 429 and path == QUERY_RANGE:
+            return LokiTooHeavy(
+                SOURCE,
+                f"HTTP 429 from Loki{attempts}: {text} (the tenant's query queue is full at this "
+                "size: the piece is read in halves)",
+                window=where,
+                retryable=True,
             )
         if status in (401, 403):
             hint = (
@@ -422,10 +492,10 @@ class LokiClient:
                 if "org id" in text.lower()
                 else "check LOKI_BEARER_TOKEN / LOKI_USERNAME + LOKI_PASSWORD"
             )
-            raise LokiAuthError(
+            return LokiAuthError(
                 SOURCE, f"HTTP {status}, access refused ({hint}): {text}", window=where
             )
-        raise SourceError(
+        return SourceError(
             SOURCE,
             f"HTTP {status} from Loki{attempts}: {text}",
             window=where,
@@ -539,8 +609,10 @@ class LokiClient:
         while start < end:
             try:
                 entries, limit = self._page(query, start, end, window, counts)
-            except LokiTimeoutError as e:
+            except LokiTooHeavy as e:
                 raise _PieceTimeout(start, boundary, e.cause) from None
+            except LokiQueryTooLong as e:
+                raise _PieceTooLong(start, boundary, e) from None
             fresh = [e for e in entries if _key(e) not in boundary]
             if fresh:
                 counts.entries += len(fresh)
@@ -568,7 +640,12 @@ class LokiClient:
         counts: _ShardCounts,
     ) -> Iterator[list[LogEntry]]:
         stream_selector, pipeline = split_query(query)
-        for labels in self._series(stream_selector, ts, ts + 1, window, counts):
+        # The streams with entries in the millisecond around `ts`: a real Loki's frontend splits a
+        # series request on millisecond bounds and answers a range inside one millisecond with a
+        # 500 (grafana/loki `pkg/querier/queryrange/codec.go` MergeResponse: "merging responses
+        # requires at least one response"). The lines are then read at `ts` exactly.
+        ms = ts - ts % 1_000_000
+        for labels in self._series(stream_selector, ms, ms + 1_000_000, window, counts):
             exact = selector([(k, "=", v) for k, v in sorted(labels.items())])
             entries, limit = self._page(f"{exact} {pipeline}".strip(), ts, ts + 1, window, counts)
             if len(entries) >= limit:
@@ -611,9 +688,15 @@ class LokiClient:
         in_a_row, answered = 0, counts.answered
         while todo:
             lo, hi, boundary = todo.pop()
+            if self._split_to_length(lo, hi, boundary, todo):
+                continue
             piece = Window(from_ns(lo), from_ns(hi))
             try:
                 yield from self._pages(query, piece, counts, boundary)
+                continue
+            except _PieceTooLong as t:
+                self._learn_length(t.error, hi - t.start)
+                todo.append((t.start, hi, t.boundary))  # split to the learned length when popped
                 continue
             except _PieceTimeout as t:
                 if counts.answered != answered:
@@ -638,7 +721,127 @@ class LokiClient:
                 todo.append((mid, hi, None))
                 todo.append((t.start, mid, t.boundary))
 
+    def _split_to_length(
+        self, lo: int, hi: int, boundary: set[Any] | None, todo: list[Any]
+    ) -> bool:
+        """Replace a piece longer than the learned max_query_length by pieces that fit (pushed on
+        `todo`, earliest on top); False when it fits."""
+        learned = self.max_length
+        if learned is None:
+            return False
+        step = learned // timedelta(microseconds=1) * 1000
+        if hi - lo <= step:
+            return False
+        starts = list(range(lo, hi, step))
+        for a in reversed(starts):
+            todo.append((a, min(a + step, hi), boundary if a == lo else None))
+        return True
+
+    def _learn_length(self, e: LokiQueryTooLong, asked_ns: int) -> None:
+        """Take the tenant's max_query_length from its 400 for the rest of the run; the 400
+        stands as the error it is when it states no limit shorter than what was asked."""
+        limit = e.limit
+        piece = learned_piece(limit) if limit is not None else None
+        if (
+            piece is None
+            or piece <= timedelta(0)
+            or piece // timedelta(microseconds=1) * 1000 >= asked_ns
+        ):
+            raise e
+        with self._lock:
+            if self.max_length is not None and self.max_length <= piece:
+                return  # another shard learned it (or less) meanwhile
+            first = self.max_length is None
+            self.max_length = piece
+        if first:
+            log.warning(
+                "Loki limits this tenant's queries to %s (max_query_length): reading pieces of %s "
+                'for the rest of the run; set [loki] max_query_length = "%s" to start there',
+                duration_text(limit),
+                duration_text(piece),
+                duration_text(piece),
+            )
+
     # -- public reads ----------------------------------------------------------------------------
+
+    def index_stats(self, stream_selector: str, window: Window) -> int:
+        """How many log entries Loki holds for `stream_selector` in `window`, from its index alone
+        (`/loki/api/v1/index/stats`: one request, no chunk read; grafana/loki
+        `pkg/querier/querier.go` IndexStats). The same frontend limits apply as to query_range:
+        what `max_query_lookback` (or retention) no longer serves counts as no entries
+        (`pkg/querier/queryrange/limits.go`). Raises SourceError like every read; a Loki
+        without the endpoint (404) raises LokiQueryError."""
+        params = {
+            "query": stream_selector,
+            "start": _ts_param(to_ns(window.start)),
+            "end": _ts_param(to_ns(window.end)),
+        }
+        where = (window.start, window.end)
+        try:
+            data = self._get(INDEX_STATS, params, window)
+        except SourceError as e:
+            if e.cause.startswith("HTTP 404"):
+                raise LokiNoIndexStats(SOURCE, e.cause, window=where) from None
+            raise
+        entries = data.get("entries") if isinstance(data, dict) else None
+        if not isinstance(entries, int):
+            raise SourceError(SOURCE, "unexpected index/stats result shape", window=where)
+        return entries
+
+    def label_names(self, window: Window) -> list[str]:
+        """The label names of the streams Loki holds in `window` (`/loki/api/v1/labels`)."""
+        params = {"start": _ts_param(to_ns(window.start)), "end": _ts_param(to_ns(window.end))}
+        data = self._get(LABELS, params, window)
+        return sorted(str(n) for n in data) if isinstance(data, list) else []
+
+    def holds_any(self, stream_selector: str, window: Window) -> bool:
+        """Whether Loki serves at least one entry of `stream_selector` in `window` (asked in
+        pieces of the learned max_query_length; see `_holds_any`)."""
+        todo: list[tuple[int, int, set[Any] | None]] = []
+        lo, hi = to_ns(window.start), to_ns(window.end)
+        if not self._split_to_length(lo, hi, None, todo):
+            todo = [(lo, hi, None)]
+        for a, b, _ in reversed(todo):
+            try:
+                if self._holds_any(stream_selector, Window(from_ns(a), from_ns(b))):
+                    return True
+            except LokiQueryTooLong as e:
+                self._learn_length(e, b - a)  # raises it when nothing shorter is learned
+                return self.holds_any(stream_selector, window)
+        return False
+
+    def _holds_any(self, stream_selector: str, window: Window) -> bool:
+        """Whether Loki serves at least one entry of `stream_selector` in `window`.
+
+        Its index stats first (one request, no chunk read). They count only what the querier
+        asks about: a real Loki leaves out ingesters for times older than the querier's
+        `query_ingesters_within` (grafana/loki `pkg/storage/async_store.go` Stats,
+        shouldQueryIngesters) although query_range reads them, so "none" is confirmed by one
+        query_range of limit 1 (also the whole probe on a Loki or gateway without `index/stats`).
+        """
+        if not self._no_index_stats:
+            try:
+                if self.index_stats(stream_selector, window) > 0:
+                    return True
+            except LokiNoIndexStats:
+                with self._lock:
+                    first, self._no_index_stats = not self._no_index_stats, True
+                if first:
+                    log.info(
+                        "Loki answers 404 on %s: log coverage is probed with query_range",
+                        INDEX_STATS,
+                    )
+        start, end = to_ns(window.start), to_ns(window.end)
+        params = {
+            "query": stream_selector,
+            "start": _ts_param(start),
+            "end": _ts_param(end),
+            "limit": "1",
+            "direction": "forward",
+        }
+        data = self._get(QUERY_RANGE, params, window)
+        result = data.get("result") if isinstance(data, dict) else None
+        return any(s.get("values") for s in result or () if isinstance(s, dict))
 
     def query_range(self, query: str, window: Window) -> Iterator[LogEntry]:
         """Every entry matching `query` in `window` (one shard: `[start, end)`), in time order.
@@ -672,8 +875,7 @@ class LokiClient:
         shard alike, so they stop the scan and are raised. Closing the generator stops the workers.
         """
         split_query(query)  # a malformed selector is a configuration mistake: say so up front
-        size = min(shard, max_query_length)
-        shards = window.split(size)
+        shards = window.split(reading_length(shard, max_query_length))
         if not shards:
             return
         stop = threading.Event()

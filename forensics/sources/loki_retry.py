@@ -48,6 +48,7 @@ class BoundedRetry(Retry):
         on_retry: Callable[[], None] | None = None,
         split_timeouts: bool = False,
         pause: Callable[[float], None] = time.sleep,
+        fatal: Callable[[Any], BaseException | None] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -56,6 +57,7 @@ class BoundedRetry(Retry):
         self.on_retry = on_retry
         self.split_timeouts = split_timeouts  # a read timeout is raised at once, to be split
         self.pause = pause
+        self.fatal = fatal  # reads a retryable answer; an error it returns is raised, not retried
 
     def new(self, **kw: Any) -> BoundedRetry:
         kw.setdefault("total_time", self.total_time)
@@ -63,6 +65,7 @@ class BoundedRetry(Retry):
         kw.setdefault("on_retry", self.on_retry)
         kw.setdefault("split_timeouts", self.split_timeouts)
         kw.setdefault("pause", self.pause)
+        kw.setdefault("fatal", self.fatal)
         return super().new(**kw)
 
     def increment(  # type: ignore[override]
@@ -76,6 +79,10 @@ class BoundedRetry(Retry):
     ) -> BoundedRetry:
         if self.split_timeouts and isinstance(error, ReadTimeoutError):
             raise error
+        if response is not None and self.fatal is not None:
+            final = self.fatal(response)
+            if final is not None:
+                raise final
         deadline = self.deadline
         if deadline is None:
             deadline = time.monotonic() + self.total_time
