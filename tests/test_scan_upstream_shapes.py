@@ -134,6 +134,7 @@ def _scenario():
             _try(EXPIRED, 0, "SUCCEEDED", _t(10, 1, 0, 5), _t(10, 1, 50), train,
                  write_outputs=True)]),
     ]))  # fmt: skip
+    b.routine_logs(_t(3, 0), _t(11, 0))  # Loki holds the namespace's logs: no logs_absent gap
     return b.build()
 
 

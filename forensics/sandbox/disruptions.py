@@ -131,23 +131,8 @@ def disruption_scenario() -> Scenario:
     """Only the disruption neighbours (what the end-to-end tests of the events seed)."""
     b = ScenarioBuilder()
     disruption_neighbours(b)
-    _routine_logs(b)
+    b.routine_logs(*DISRUPTION_WINDOW)  # only the preempted pods' own lines are gone
     return b.build()
-
-
-def _routine_logs(b: ScenarioBuilder) -> None:
-    """A pod that keeps logging in every namespace the scenario's executions use, every hour of
-    the window: a cluster's other pods whose logs survived. Without them Loki would hold no task
-    log at all on those days, which the scan reports as a `logs_absent` gap (docs/upstream.md,
-    "Log coverage"); with them only the preempted pod's own lines are gone."""
-    namespaces = sorted({f"{ex.project}-{ex.domain}" for ex in b.scenario.executions})
-    start, end = DISRUPTION_WINDOW
-    hour = timedelta(hours=1)
-    for ns in namespaces:
-        at = start + timedelta(minutes=7)
-        while at < end:
-            b.log(at, ns, "feature-store-0", "feature-store", "served 120 feature requests")
-            at += hour
 
 
 # kube-state-metrics' view: the preempted plain task, and a notebook pod no attempt owns.

@@ -158,6 +158,20 @@ class ScenarioBuilder:
             line = ship(self.shipper, at, line, stream=stream, ns=ns, pod=pod, container=container)
         self.scenario.log_lines.append(SandboxLogLine(to_ns(stamped or at), labels, line))
 
+    def routine_logs(
+        self, start: datetime, end: datetime, every: timedelta = timedelta(hours=1)
+    ) -> None:
+        """A pod that keeps logging in every namespace the scenario's executions use, from
+        `start` to `end`: a cluster's other pods whose logs survived. Without them Loki would
+        hold no task log at all on the days where only the scenario's silent attempts ran, which
+        the scan rightly reports as a `logs_absent` gap (docs/upstream.md, "Log coverage")."""
+        namespaces = sorted({f"{ex.project}-{ex.domain}" for ex in self.scenario.executions})
+        for ns in namespaces:
+            at = start + timedelta(minutes=7)
+            while at < end:
+                self.log(at, ns, "feature-store-0", "feature-store", "served 120 feature requests")
+                at += every
+
     def propeller(self, at: datetime, ex: SandboxExecution, node: str, tasktype: str) -> None:
         ns = f"{ex.project}-{ex.domain}"
         wf = f"{ex.project}:{ex.domain}:wf.train"
