@@ -283,3 +283,18 @@ def test_csv_rows_carry_the_cause_and_the_disruption(capsys):
         "Disrupted",
     )
     assert (r["disruption_initiator"], r["disruption_at"]) == ("karpenter", "2026-10-02T03:00:00Z")
+
+
+def test_the_incident_page_says_what_disrupted_a_finding_without_a_signal(capsys):
+    # The page's card for a finding proved by an event alone names the event, not only "no
+    # signal" (docs/report.md, the incident page).
+    code, out, _ = run(["scan", *WINDOW, "-o", "html", "--no-progress"], capsys)
+    assert code == 1
+    name = PREEMPTED[2]
+    card = out[out.index(f'data-attempt="{":".join(PREEMPTED)}/n0/0"') :]
+    card = card[: card.index("</article>")]
+    assert "none in Loki" in card
+    assert "<dt>disruption</dt><dd>Disrupted by karpenter at " in card
+    assert "2026-10-02T03:00:00Z" in card and "(k8s-events)" in card
+    assert f"<code>{name}-n0-0</code>" in card and "terminationTime" in card
+    assert "<dt>cause</dt><dd>elastic-ignore-outputs</dd>" in card

@@ -216,8 +216,22 @@ def finding_card(f: Finding) -> str:
             "signal",
             f"{esc(f.signal.signal)} at {when(f.signal.at)} in pod <code>{esc(f.signal.pod)}</code>"
             if f.signal
-            else "none (logs missing or expired)",
+            else "none in Loki (logs missing or expired)",
         ),
+    ]
+    if f.disruption is not None:
+        d = f.disruption
+        by = f" by {esc(d.initiator)}" if d.initiator else ""
+        rows.append(
+            (
+                "disruption",
+                f"{esc(d.reason)}{by} at {when(d.at)} ({esc(d.source)}) for pod "
+                f"<code>{esc(d.pod or '?')}</code>: {esc(d.text)}",
+            )
+        )
+    if f.cause:
+        rows.append(("cause", esc(f.cause)))
+    rows += [
         ("false SUCCESS", when(f.succeeded_at)),
         ("outputs.pb", "missing" if f.outputs_written is False else "unknown"),
         (
