@@ -7,7 +7,8 @@ module only gathers the events around them (docs/commands.md, "show EXECUTION").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from datetime import time as dtime
 
 from forensics.detect import Cleared, Decision, Verdict, assert_never
 from forensics.errors import SourceError
@@ -213,10 +214,17 @@ def _pod_events(
 
 def _check_coverage(sources: Sources, ns: str, window: Window, tl: Timeline) -> None:
     """No evidence line in `ns`: whether Loki holds any log of it there at all, else a
-    `logs_absent` gap (retention, max_query_lookback; docs/upstream.md, "Log coverage")."""
+    `logs_absent` gap (retention, max_query_lookback; docs/upstream.md, "Log coverage").
+
+    Asked over the whole UTC days the window lies in, as the scan asks per shard: a quiet
+    namespace during one short execution is no sign that Loki lost its logs."""
     lk = sources.settings.loki
+    days = Window(
+        datetime.combine(window.start.date(), dtime(0), UTC),
+        datetime.combine(window.end.date(), dtime(0), UTC) + timedelta(days=1),
+    )
     try:
-        held = sources.loki.holds_any(selector([(lk.namespace_label, "=", ns)]), window)
+        held = sources.loki.holds_any(selector([(lk.namespace_label, "=", ns)]), days)
     except SourceError as e:
         tl.gaps.append(
             Gap("loki", window.start, window.end, f"log coverage not measured: {e.cause}")

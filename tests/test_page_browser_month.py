@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from support.browser import chromium
 from support.cli import use_sandbox
 from support.page_checks import check_page, scan_page
 from support.synthetic import synthetic_month
 
+from forensics.sandbox.incident import ScenarioBuilder
 from forensics.sandbox.stack import sandbox
 
 MONTH = synthetic_month(
@@ -15,9 +18,19 @@ MONTH = synthetic_month(
 )
 
 
+def _routine_lines():
+    """The namespaces' other pods logging through the month: Loki holds each namespace's logs
+    where a suspected finding's own lines are gone (no logs_absent gap, docs/upstream.md)."""
+    b = ScenarioBuilder()
+    b.scenario.executions.extend(MONTH.scenario.executions)
+    b.routine_logs(MONTH.window.start - timedelta(days=1), MONTH.window.end + timedelta(days=1))
+    return b.scenario.log_lines
+
+
 @pytest.fixture(scope="module")
 def box():
     with sandbox(MONTH.scenario) as b:
+        b.loki.add_lines(_routine_lines())
         yield b
 
 

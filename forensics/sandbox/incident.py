@@ -477,6 +477,9 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     for i in range(200):
         b.log(WINDOW_START + timedelta(minutes=47 * i), ns, pod, pod,
               f"step {i * 100} loss={1.0 / (i + 1):.4f} lr=5e-5", stream="stdout")
+    # The namespaces' other pods keep logging through the window and the relaunch's life: Loki
+    # holds their logs, as a cluster's does (docs/upstream.md, "Log coverage").
+    b.routine_logs(datetime(2026, 9, 3, tzinfo=UTC), datetime(2026, 9, 12, tzinfo=UTC))
     return b.build()
 # fmt: on
 
