@@ -174,9 +174,7 @@ def decide(
 
 def disruption_precedes_end(attempt: AttemptRecord, disruption: Disruption) -> bool:
     """The disruption was recorded before the attempt's end, or within the end's precision."""
-    if attempt.ended_at is None:
-        return True
-    return disruption.at <= attempt.ended_at + end_precision(attempt)
+    return precedes_end(attempt, disruption.at)
 
 
 def classify_disrupted(
@@ -184,15 +182,29 @@ def classify_disrupted(
 ) -> Decision:
     """A success whose pod Kubernetes recorded as disrupted, with no death-signal line: the
     artefact decides, the event's time grades, as for a signal (docs/verdicts.md)."""
+    return grade_success(
+        attempt,
+        outputs,
+        disruption_precedes_end(attempt, disruption),
+        (Cleared.DISRUPTION_OUTPUTS_WRITTEN, Cleared.DISRUPTION_AFTER_SUCCESS),
+    )
+
+
+def grade_success(
+    attempt: AttemptRecord,
+    outputs: ObjectCheck | None,
+    before: bool,
+    written: tuple[Cleared, Cleared],
+) -> Decision:
+    """A success with evidence of a stop (a signal line or a disruption) that came `before` its
+    end or not: the artefact decides, the time grades. `written` names the cleared classes for
+    outputs.pb present with the evidence before the end, and after it."""
     if attempt.outputs_declared:
         return Decision(Cleared.OUTPUTS_DECLARED)
     if outputs is None or outputs.state == "unknown":
         return _unchecked(outputs)
-    before = disruption_precedes_end(attempt, disruption)
     if outputs.state == "present":
-        return Decision(
-            Cleared.DISRUPTION_OUTPUTS_WRITTEN if before else Cleared.DISRUPTION_AFTER_SUCCESS
-        )
+        return Decision(written[0] if before else written[1])
     return Decision(Verdict.AFFECTED if before else Verdict.SUSPECTED)
 
 
@@ -263,11 +275,17 @@ def end_precision(attempt: AttemptRecord) -> timedelta:
     return WHOLE_SECOND
 
 
-def signal_precedes_end(attempt: AttemptRecord, signal: SignalHit) -> bool:
-    """The signal came before the attempt's end, or within the end's precision."""
+def precedes_end(attempt: AttemptRecord, at: datetime) -> bool:
+    """`at` (a signal's or a disruption's time) is before the attempt's end, or within the end's
+    precision; an attempt without an end has not ended yet."""
     if attempt.ended_at is None:
         return True
-    return signal.at <= attempt.ended_at + end_precision(attempt)
+    return at <= attempt.ended_at + end_precision(attempt)
+
+
+def signal_precedes_end(attempt: AttemptRecord, signal: SignalHit) -> bool:
+    """The signal came before the attempt's end, or within the end's precision."""
+    return precedes_end(attempt, signal.at)
 
 
 def late_signal_note(attempt: AttemptRecord, signal: SignalHit) -> str:
@@ -297,16 +315,12 @@ def classify_signalled(
     `suspected`; `signal-after-success` clears only a success whose outputs.pb exists.
     """
     if attempt.phase == "SUCCEEDED":
-        if attempt.outputs_declared:
-            return Decision(Cleared.OUTPUTS_DECLARED)
-        if outputs is None or outputs.state == "unknown":
-            return _unchecked(outputs)
-        before = signal_precedes_end(attempt, signal)
-        if outputs.state == "present":
-            return Decision(
-                Cleared.SIGNAL_OUTPUTS_WRITTEN if before else Cleared.SIGNAL_AFTER_SUCCESS
-            )
-        return Decision(Verdict.AFFECTED if before else Verdict.SUSPECTED)
+        return grade_success(
+            attempt,
+            outputs,
+            signal_precedes_end(attempt, signal),
+            (Cleared.SIGNAL_OUTPUTS_WRITTEN, Cleared.SIGNAL_AFTER_SUCCESS),
+        )
     if attempt.phase in FAILED_PHASES:
         if any(a.ref.attempt > attempt.ref.attempt for a in later_attempts):
             return Decision(Cleared.SIGNAL_FAILED_RETRIED)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from datetime import datetime, timezone
 
+from forensics.evidence.logs import parse_utc_time
 from forensics.model import Disruption, LogEntry
 
 SOURCE = "k8s-events"
@@ -79,17 +79,6 @@ def _logfmt(line: str) -> dict[str, str] | None:
     return fields if "name" in fields and "reason" in fields else None
 
 
-def _ts(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value or len(value) > 64:
-        return None
-    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return t.astimezone(timezone.utc) if t.tzinfo is not None else None
-
-
 def _str(obj: dict[str, object], key: str) -> str | None:
     v = obj.get(key)
     return v if isinstance(v, str) and v else None
@@ -106,9 +95,9 @@ def _exporter(obj: dict[str, object], entry: LogEntry) -> Disruption | None:
     source = obj.get("source")
     component = _str(source, "component") if isinstance(source, dict) else None
     at = (
-        _ts(obj.get("firstTimestamp"))
-        or _ts(obj.get("eventTime"))
-        or _ts(obj.get("lastTimestamp"))
+        parse_utc_time(obj.get("firstTimestamp"))
+        or parse_utc_time(obj.get("eventTime"))
+        or parse_utc_time(obj.get("lastTimestamp"))
         or entry.at
     )
     return Disruption(

@@ -320,7 +320,8 @@ class PropellerEvent:
         return m.group(1) if m else None
 
 
-def _parse_ts(value: object) -> datetime | None:
+def parse_utc_time(value: object) -> datetime | None:
+    """An RFC 3339 / ISO 8601 time with a zone (`Z` included) as UTC; None for anything else."""
     if not isinstance(value, str) or len(value) > 64:
         return None
     text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
@@ -359,7 +360,7 @@ def parse_propeller_line(line: str) -> PropellerEvent | None:
     return PropellerEvent(
         level=level,
         msg=msg,
-        ts=_parse_ts(obj.get("ts")),
+        ts=parse_utc_time(obj.get("ts")),
         exec_id=field("exec_id"),
         ns=field("ns"),
         node=field("node"),
