@@ -16,15 +16,13 @@ from itertools import count
 import pytest
 from support.cli import run, use_sandbox
 from support.real_loki import binary, push, real_loki
-from support.scan import CONFIG, WINDOW, key
+from support.scan import QUICK, WINDOW, key, sub_millisecond_burst
 
-from forensics.model import UTC, to_ns
-from forensics.sandbox.incident import EXPECTED_FINDINGS, glog_agent_line, reference_scenario
-from forensics.sandbox.scenario import SandboxLogLine
+from forensics.model import UTC
+from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
 from forensics.sandbox.stack import sandbox
 from forensics.scan.coverage import NOTE
 
-QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
 SERVED_FROM = datetime(2026, 9, 8, tzinfo=UTC)
 _runs = count()
 
@@ -141,19 +139,7 @@ def test_several_tenants_on_a_single_tenant_loki(tmp_path, monkeypatch, capsys):
 
 
 def test_a_burst_at_one_sub_millisecond_instant(tmp_path, monkeypatch, capsys):
-    scenario = reference_scenario()
-    at = datetime(2026, 9, 8, 12, 0, 0, tzinfo=UTC)
-    ts = to_ns(at) + 123_457
-    scenario.log_lines += [
-        SandboxLogLine(
-            ts,
-            {"namespace": "batch", "pod": f"burst-{p}", "container": "burst"},
-            glog_agent_line(at, 1000 + i),
-        )
-        for p in range(3)
-        for i in range(50)
-    ]
-    config = QUICK.replace("[loki]\n", "[loki]\nmax_entries = 100\n")
+    scenario, config = sub_millisecond_burst()
     code, report, err = scan_real(tmp_path, monkeypatch, capsys, config=config, scenario=scenario)
     assert code == 1, err
     assert report["complete"], report["gaps"]

@@ -16,14 +16,13 @@ import json
 from datetime import datetime, timedelta
 
 from support.cli import run, use_sandbox
-from support.scan import CONFIG, WINDOW, key
+from support.scan import QUICK, WINDOW, key
 
 from forensics.model import UTC
 from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
 from forensics.sandbox.stack import sandbox
 from forensics.scan.coverage import NOTE
 
-QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
 SERVED_FROM = datetime(2026, 9, 8, tzinfo=UTC)  # what max_query_lookback still serves
 
 

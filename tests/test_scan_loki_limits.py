@@ -14,19 +14,16 @@ from datetime import datetime, timedelta
 
 import pytest
 from support.cli import run, use_sandbox
-from support.scan import CONFIG, WINDOW, key
+from support.scan import CONFIG, QUICK, WINDOW, key, sub_millisecond_burst
 
 from forensics.model import UTC, to_ns
 from forensics.sandbox.incident import (
     EXPECTED_CLEARED,
     EXPECTED_FINDINGS,
-    glog_agent_line,
     reference_scenario,
 )
 from forensics.sandbox.scenario import SandboxLogLine
 from forensics.sandbox.stack import sandbox
-
-QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
 
 
 def scan(scenario, loki_options, tmp_path, monkeypatch, capsys, config=QUICK, org="team-ml"):
@@ -213,19 +210,7 @@ def test_a_burst_at_one_sub_millisecond_instant_is_paged_without_a_sub_milliseco
 ):
     # More matching lines than a page holds (max_entries = 100) share one nanosecond that is not
     # millisecond-aligned, across three pods: read stream by stream.
-    scenario = reference_scenario()
-    at = datetime(2026, 9, 8, 12, 0, 0, tzinfo=UTC)
-    ts = to_ns(at) + 123_457
-    scenario.log_lines += [
-        SandboxLogLine(
-            ts,
-            {"namespace": "batch", "pod": f"burst-{p}", "container": "burst"},
-            glog_agent_line(at, 1000 + i),
-        )
-        for p in range(3)
-        for i in range(50)
-    ]
-    config = QUICK.replace("[loki]\n", "[loki]\nmax_entries = 100\n")
+    scenario, config = sub_millisecond_burst()
     code, report, err, _ = scan(scenario, {}, tmp_path, monkeypatch, capsys, config)
     assert code == 1, err  # before: /series over [T, T+1ns) is a 500 every time: a gap, exit 3
     assert report["complete"], report["gaps"]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 
 import pytest
 
-from forensics.sandbox.scenario import Scenario
+from forensics.model import UTC, to_ns
+from forensics.sandbox.incident import glog_agent_line, reference_scenario
+from forensics.sandbox.scenario import SandboxLogLine, Scenario
 from forensics.sandbox.stack import sandbox
 from support.cli import run, use_sandbox
 
@@ -20,6 +23,8 @@ grafana_explore_url = "https://grafana.example.com"
 [checkpoints]
 input = "checkpoint_dir"
 """
+# One retry, no back-off: tests of a failing Loki answer in seconds.
+QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
 OTEL_CONFIG = CONFIG.replace(
     "[loki]\n",
     '[loki]\nnamespace_label = "k8s_namespace_name"\npod_label = "k8s_pod_name"\n'
@@ -61,3 +66,22 @@ def point_at(box, tmp_path, monkeypatch, config: str = CONFIG) -> None:
     use_sandbox(box, monkeypatch)
     monkeypatch.chdir(tmp_path)  # ./elastic-audit.toml is found by the default search
     (tmp_path / "elastic-audit.toml").write_text(config)
+
+
+def sub_millisecond_burst() -> tuple[Scenario, str]:
+    """The reference incident plus 150 matching lines that share one nanosecond that is not
+    millisecond-aligned, across three pods, and a config whose page (`max_entries = 100`) is
+    smaller than the burst: same-nanosecond paging must read it stream by stream."""
+    scenario = reference_scenario()
+    at = datetime(2026, 9, 8, 12, 0, 0, tzinfo=UTC)
+    ts = to_ns(at) + 123_457
+    scenario.log_lines += [
+        SandboxLogLine(
+            ts,
+            {"namespace": "batch", "pod": f"burst-{p}", "container": "burst"},
+            glog_agent_line(at, 1000 + i),
+        )
+        for p in range(3)
+        for i in range(50)
+    ]
+    return scenario, QUICK.replace("[loki]\n", "[loki]\nmax_entries = 100\n")
