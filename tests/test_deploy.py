@@ -150,28 +150,23 @@ def test_alert_rules_parse_as_promql_and_use_metrics_the_guard_writes(tmp_path, 
         promql_parser.parse("increase(elastic_audit_new_findings_total[1h) > 0")
 
 
-def test_pyflyte_packages_the_cron_launch_plan(tmp_path):
-    out = tmp_path / "guard.tgz"
+def pyflyte_package(tmp_path: Path, pkg: str) -> Path:
+    """`pyflyte --pkgs PKG package` in deploy/flyte, as an operator registers it: the archive."""
+    out = tmp_path / f"{pkg}.tgz"
     pyflyte = Path(sys.executable).with_name("pyflyte")
     p = subprocess.run(
-        [
-            str(pyflyte),
-            "--pkgs",
-            "guard_workflow",
-            "package",
-            "--image",
-            IMAGE,
-            "--output",
-            str(out),
-            "--force",
-        ],
+        [str(pyflyte), "--pkgs", pkg, "package", "--image", IMAGE, "--output", str(out), "--force"],
         cwd=DEPLOY / "flyte",
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert p.returncode == 0, p.stderr
-    with tarfile.open(out) as tar:
+    return out
+
+
+def test_pyflyte_packages_the_cron_launch_plan(tmp_path):
+    with tarfile.open(pyflyte_package(tmp_path, "guard_workflow")) as tar:
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
     (lp_name,) = [n for n in files if "elastic_audit_guard" in n]
     lp = launch_plan_pb2.LaunchPlan()
@@ -276,27 +271,7 @@ def test_the_backfill_workflow_merges_its_slices_into_one_scan_locally(
 
 
 def test_pyflyte_packages_the_backfill_with_a_map_task(tmp_path):
-    out = tmp_path / "backfill.tgz"
-    pyflyte = Path(sys.executable).with_name("pyflyte")
-    p = subprocess.run(
-        [
-            str(pyflyte),
-            "--pkgs",
-            "backfill_workflow",
-            "package",
-            "--image",
-            IMAGE,
-            "--output",
-            str(out),
-            "--force",
-        ],
-        cwd=DEPLOY / "flyte",
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert p.returncode == 0, p.stderr
-    with tarfile.open(out) as tar:
+    with tarfile.open(pyflyte_package(tmp_path, "backfill_workflow")) as tar:
         names = [m.name for m in tar.getmembers() if m.isfile()]
     # The slices run as one array node (Flyte's map task) over the planned specs.
     assert any("map_scan_slice" in n and "arraynode" in n for n in names)
