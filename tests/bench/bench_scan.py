@@ -106,7 +106,7 @@ ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real")
 LOKI_LINE_S = 60e-6
 DISRUPTIONS = False  # --disruptions: Kubernetes events in Loki, `[k8s_events]` on
 ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
-OPTIONS: dict[str, str] = {}  # --profile, --cli-pythonpath
+OPTIONS: dict[str, str] = {}  # --profile, --cli-pythonpath, --reports
 
 
 @dataclass(frozen=True)
@@ -437,6 +437,10 @@ def measure(
     run.load = (load0, os.getloadavg()[0])
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{label}: scan exited {proc.returncode}:\n{err[-3000:]}")
+    if OPTIONS.get("reports"):  # the report as the CLI wrote it, to compare two checkouts' CLIs
+        workers_part = f"-w{workers}" if workers is not None else ""
+        name = re.sub(r"[^a-z0-9]+", "-", label.lower()) + workers_part
+        (Path(OPTIONS["reports"]) / f"{name}.json").write_text(out)
     report = json.loads(out)
     if not report["complete"]:
         raise SystemExit(f"{label}: incomplete scan: {report['gaps'][:3]}\n{err[-2000:]}")
@@ -632,12 +636,15 @@ def verdicts(runs: list[Run]) -> list[str]:
 
 
 def _apply_options(args: argparse.Namespace) -> None:
-    """The options every run reads: --profile, --cli-pythonpath, --disruptions."""
+    """The options every run reads: --profile, --cli-pythonpath, --reports, --disruptions."""
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         OPTIONS["profile"] = args.profile
     if args.cli_pythonpath:
         OPTIONS["cli_pythonpath"] = args.cli_pythonpath
+    if args.reports:
+        Path(args.reports).mkdir(parents=True, exist_ok=True)
+        OPTIONS["reports"] = args.reports
     global DISRUPTIONS
     DISRUPTIONS = args.disruptions
 
@@ -671,6 +678,12 @@ def main() -> None:
         metavar="PATH",
         help="PYTHONPATH of the CLI process only: another checkout's `forensics` (before/after "
         "rows against the same servers)",
+    )
+    parser.add_argument(
+        "--reports",
+        metavar="DIR",
+        help="write each row's JSON report, as the CLI printed it, to DIR (to compare the "
+        "reports of two checkouts' CLIs byte for byte)",
     )
     parser.add_argument(
         "--disruptions",
