@@ -4,7 +4,7 @@ A renderer takes one result (a scan Report, a Timeline, relaunch results, a pin-
 a fix result...) and returns the exact text for stdout. Commands never render: they hand their
 result to `render(result, fmt)`. A pair nobody registered is an error, never a silent table.
 Each module below registers its result types in `RENDERERS`; the format sets a command may
-offer (`-o`) are declared here, and tests/test_bad_input.py checks both agree.
+offer (`-o`) are declared here, and tests/cli/test_bad_input.py checks both agree.
 """
 
 from __future__ import annotations

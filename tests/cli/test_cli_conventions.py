@@ -11,11 +11,12 @@ import re
 from pathlib import Path
 
 import pytest
+from support import paths
 from support.cli import run_process
 from support.scan import WINDOW
 from support.terminal import QUICK_CONFIG, clean_env, one_error_line, rows_fit, run_in_pty, work_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 DOCS = ROOT / "docs"
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 LONG = "gs1:production:nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"

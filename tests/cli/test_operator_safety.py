@@ -15,13 +15,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support import paths
 from support.cli import CLI, run_process
 from support.scan import WINDOW
 from support.terminal import clean_env, one_error_line, work_dir
 
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 RACED = "gs1:production:nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = paths.DOCS
 MUTATING = ("RelaunchExecution", "RecoverExecution", "CreateExecution", "TerminateExecution")
 
 

@@ -2,8 +2,8 @@
 
 Covered elsewhere and not repeated (see RELIABILITY.md): a read-only file refused before
 writing, a write failing mid-way (EFBIG) with every file restored, `uv lock` failing after the
-rewrite (tests/test_pins_rewrite.py, tests/test_pins_lock.py), GitHub 5xx/timeouts/unreachable
-(tests/test_pins_github.py).
+rewrite (tests/pinbump/test_pins_rewrite.py, tests/pinbump/test_pins_lock.py), GitHub 5xx/timeouts/unreachable
+(tests/pinbump/test_pins_github.py).
 """
 
 from __future__ import annotations

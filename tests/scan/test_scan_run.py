@@ -7,9 +7,9 @@ import re
 import threading
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
+from support import paths
 from support.scan import sandbox_fixtures
 
 from forensics.concurrency import Lane, Stopped, stream
@@ -25,7 +25,7 @@ from forensics.sources import Sources
 from forensics.timeline import build_timeline
 
 WINDOW = Window(datetime(2026, 9, 4, tzinfo=UTC), datetime(2026, 9, 11, tzinfo=UTC))
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "verdicts.md"
+DOCS = paths.DOCS / "verdicts.md"
 
 
 box, env = sandbox_fixtures(reference_scenario)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
+from support import paths
 from support.cli import run, use_sandbox
 from support.scan import CONFIG, WINDOW, key
 
@@ -16,7 +16,7 @@ from forensics.sandbox.incident import (
     REFERENCE_CHECKPOINT,
 )
 
-HERE = Path(__file__).parent
+HERE = paths.TESTS
 GOLDEN = HERE / "golden"
 
 
@@ -44,7 +44,7 @@ def test_reference_incident_is_reported_exactly_as_the_spec_shows(env, capsys):
     assert ref["checkpoint"].pop("source") == "input:checkpoint_dir"
     assert ref["checkpoint"].pop("written_after_signal") is None
     assert ref["signal"].pop("at_source") == "glog"  # the line's own time (docs/report.md)
-    assert ref.pop("cost")["gpu_hours"] == 34.8656  # tests/test_report_html.py checks it all
+    assert ref.pop("cost")["gpu_hours"] == 34.8656  # test_report_html.py checks it all
     assert ref == {
         "execution": {"project": "gs1", "domain": "production", "name": "azvg5f9v9974m78fvlf7"},
         "node_id": "n0",

@@ -584,7 +584,7 @@ def test_a_sha_that_is_not_40_hex_digits_is_refused(cli, tree, sha):
     assert snapshot(tree.base) == before
 
 
-# -- parsers under fuzz (where tests/test_evidence_properties.py and test_pins_properties.py
+# -- parsers under fuzz (where tests/evidence/test_evidence_properties.py and test_pins_properties.py
 #    do not reach: arbitrary labels and JSON types, arbitrary requirements and pyproject text) --
 
 label_values = st.one_of(st.text(max_size=30), st.from_regex(r"[a-z0-9-]{1,70}", fullmatch=True))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from support import paths
 from support.cli import run
 from support.scan import CONFIG, key, sandbox_fixtures
 
@@ -26,7 +27,7 @@ from forensics.sandbox.disruptions import (
 )
 from forensics.sandbox.prometheus_server import PrometheusServer
 
-SCHEMA = json.loads((Path(__file__).parent / "report.schema.json").read_text())
+SCHEMA = json.loads(paths.SCHEMA.read_text())
 EVENTS_CONFIG = CONFIG + "[k8s_events]\nenabled = true\n"
 EXPORTER_SELECTOR = '{app="kubernetes-event-exporter"}'
 WINDOW = [

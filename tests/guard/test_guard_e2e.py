@@ -12,6 +12,7 @@ from pathlib import Path
 import grpc
 import jsonschema
 import pytest
+from support import paths
 from support.cli import run
 from support.guard import SECRET_PATH, add_incident
 from support.scan import CONFIG, WINDOW, key, point_at
@@ -61,7 +62,7 @@ def test_each_finding_is_notified_once_and_a_failed_delivery_is_sent_again(env, 
     assert {key(f) for f in first["new_findings"]} == {key(f) for f in report["findings"]}
     assert first["text"].startswith("elastic-audit: 5 new affected, 1 new suspected")
     assert all(f["new"] is True for f in report["findings"])
-    schema = json.loads((Path(__file__).parent / "report.schema.json").read_text())
+    schema = json.loads(paths.SCHEMA.read_text())
     jsonschema.validate(report, schema)
 
     # A new silent green lands in the live sandbox; run 2 continues from the state.

@@ -1,7 +1,7 @@
 """relaunch under faults: never a second execution, always an audit line for what was attempted.
 
 Covered elsewhere and not repeated here (see RELIABILITY.md): a lost response retried within
-one run, two operators at once, Admin failing the call outright (tests/test_relaunch.py).
+one run, two operators at once, Admin failing the call outright (tests/relaunch/test_relaunch.py).
 
 Ctrl-C is a real SIGINT sent to `python -m forensics relaunch` running on a pseudo-terminal (so
 it asks for confirmation as it would for an operator); "y" is typed, and the signal is sent

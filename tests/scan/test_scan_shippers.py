@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import jsonschema
 import pytest
+from support import paths
 from support.cli import exit_code, run, use_sandbox
 from support.scan import CONFIG, OTEL_CONFIG, WINDOW
 
@@ -33,7 +33,7 @@ from forensics.sandbox.incident import (
 from forensics.sandbox.shippers import SHIPPERS
 from forensics.sandbox.stack import sandbox
 
-SCHEMA = Path(__file__).parent / "report.schema.json"
+SCHEMA = paths.SCHEMA
 
 
 def _scan(scenario, tmp_path, monkeypatch, capsys, config: str, *extra: str):

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, unquote
 import grpc
 import jsonschema
 import pytest
+from support import paths
 from support.cli import run
 from support.scan import CONFIG, WINDOW, key, sandbox_fixtures
 
@@ -29,7 +30,7 @@ from forensics.sandbox.s3_server import S3Faults, S3Rule
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode, SandboxSubtask
 
 UTC = timezone.utc
-HERE = Path(__file__).parent
+HERE = paths.TESTS
 NS = "gs1-production"
 GS1 = ("gs1", "production")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from itertools import pairwise
-from pathlib import Path
 
 import jsonschema
 import pytest
+from support import paths
 from support.cli import run, use_sandbox
 from support.synthetic import synthetic_month
 
@@ -19,7 +19,7 @@ from forensics.sandbox.stack import sandbox
 
 MONTH = synthetic_month(attempts=300, signalled=60, affected=15, noise_lines=5_000, projects=2)
 START = MONTH.window.start
-SCHEMA = json.loads((Path(__file__).parent / "report.schema.json").read_text())
+SCHEMA = json.loads(paths.SCHEMA.read_text())
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import boto3
 import grpc
 import jsonschema
 import pytest
+from support import paths
 from support.cli import run
 from support.scan import CONFIG, WINDOW, key, sandbox_fixtures
 
@@ -21,7 +22,7 @@ from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
 
 UTC = timezone.utc
-HERE = Path(__file__).parent
+HERE = paths.TESTS
 NS = "gs1-production"
 GS1 = ("gs1", "production")
 

@@ -4,7 +4,7 @@ The cost figures are checked against hand-computed values from task templates th
 flytekitplugins-kfpytorch themselves serialize; then end to end through the CLI on the sandbox
 (whose templates carry resources the same way), the page's targets (a file, S3 and the guard's
 notification link) and bad targets. What the page shows is checked in Chromium
-(tests/test_page_browser*.py).
+(tests/formats/test_page_browser*.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 from collections import OrderedDict
 from dataclasses import replace
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import boto3
 import grpc
@@ -25,6 +24,7 @@ from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekit.extras.accelerators import A100
 from flytekit.tools.translator import get_serializable
 from flytekitplugins.kfpytorch import Elastic, Master, PyTorch, Worker
+from support import paths
 from support.cli import run
 from support.scan import CONFIG, WINDOW, sandbox_fixtures, scan_json
 
@@ -41,7 +41,7 @@ from forensics.model import (
 from forensics.sandbox.incident import reference_scenario
 from forensics.sources.task_resources import quantity, resources_of
 
-HERE = Path(__file__).parent
+HERE = paths.TESTS
 T0 = datetime(2026, 9, 10, 8, 0, tzinfo=UTC)
 SETTINGS = SerializationSettings(
     image_config=ImageConfig.auto_default_image(), project="gs1", domain="production", version="v1"

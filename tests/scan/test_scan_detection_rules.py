@@ -8,16 +8,16 @@ have, each scanned end to end through the CLI over a sandbox that records them a
   RUNNING event while nodes end in the window), with plain and hashed pod names;
 - signalled attempts not finished yet (`pending`).
 
-Domains from Admin and unresolved Flyte pods: tests/test_scan_domains.py.
+Domains from Admin and unresolved Flyte pods: tests/scan/test_scan_domains.py.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import jsonschema
+from support import paths
 from support.cli import run
 from support.scan import WINDOW, sandbox_fixtures, scan_json
 
@@ -26,7 +26,7 @@ from forensics.model import UTC
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
 
-SCHEMA = json.loads((Path(__file__).parent / "report.schema.json").read_text())
+SCHEMA = json.loads(paths.SCHEMA.read_text())
 NS = "gs1-production"
 GS1 = ("gs1", "production")
 WHOLE = "a1wholesecond0000000"  # signal 0.4 s after Admin's whole-second end

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from pathlib import Path
 
 import jsonschema
+from support import paths
 from support.cli import run
 from support.scan import WINDOW, key, sandbox_fixtures, scan_json
 
 from forensics.model import UTC
 from forensics.sandbox.incident import ScenarioBuilder, _try
 
-SCHEMA = json.loads((Path(__file__).parent / "report.schema.json").read_text())
+SCHEMA = json.loads(paths.SCHEMA.read_text())
 GS2_PROD = "g7devprod00000000000"
 ORPHAN = "h8nosuchexecution000-n0-0"  # a task pod's name no attempt owns
 

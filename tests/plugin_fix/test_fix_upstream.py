@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import paths
 from support.fix import (
     PLUGIN_VERSION,
     TEST_FILE,
@@ -38,7 +39,7 @@ from forensics.plugin_fix.patch import apply, load_patch
 pytestmark = pytest.mark.slow
 
 SUITE_TIMEOUT_S = 900
-SUPPORT = Path(__file__).parent / "support"  # files copied into the suite's and task's runs
+SUPPORT = paths.SUPPORT  # files copied into the suite's and task's runs
 RECORDER = SUPPORT / "fix_import_recorder.py"
 LAUNCHER_HOOK = SUPPORT / "fix_launcher_hook.py"
 ENTRYPOINT_TASK = SUPPORT / "fix_entrypoint_task.py"

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from flyteidl.admin import launch_plan_pb2, task_pb2
 from prometheus_client.parser import text_string_to_metric_families
+from support import paths
 from support.cli import exit_code
 from support.guard import HTTPRecorder
 from support.scan import CONFIG
@@ -26,7 +27,7 @@ from support.scan import CONFIG
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 IMAGE = "registry.example.com/elastic-audit:0.1.0"
