@@ -1,0 +1,94 @@
+"""`Relauncher` over in-process fakes: re-check by the scan's rules, refuse what is not proven,
+relaunch exactly once, audit every action."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from support.fakes import (
+    T0,
+    FakeAdmin,
+    FakeLoki,
+    FakeStore,
+    attempt,
+    execution,
+    fake_sources,
+    pod_labels,
+    signal_line,
+    wrote_outputs,
+)
+
+from forensics.relaunch import AuditLog, relaunch_name
+from forensics.relaunch.relauncher import Relauncher
+
+SIG_AT = T0 - timedelta(seconds=7)
+
+
+@pytest.fixture
+def world():
+    loki, admin, store = FakeLoki(), FakeAdmin(), FakeStore()
+    bad = execution("azvg5f9v9974m78fvlf7")
+    att = attempt(bad)
+    admin.add(bad, [att])
+    loki.push(pod_labels(att), SIG_AT, signal_line(SIG_AT))
+    wrote_outputs(store, att, outputs=False)
+    good = execution("k5l9z3x7c1v5b9n3m7q1")
+    good_att = attempt(good)
+    admin.add(good, [good_att])
+    wrote_outputs(store, good_att, outputs=True)
+    return fake_sources(loki=loki, admin=admin, store=store), bad.ref, good.ref
+
+
+def relauncher(sources, tmp_path) -> Relauncher:
+    return Relauncher.over(sources, AuditLog(tmp_path / "audit.jsonl"))
+
+
+def audit(tmp_path) -> list[str]:
+    lines = (tmp_path / "audit.jsonl").read_text().splitlines()
+    return [json.loads(line)["action"] for line in lines]
+
+
+def test_an_affected_execution_is_relaunched_once_and_found_relaunched_after(world, tmp_path):
+    sources, bad, _ = world
+    r = relauncher(sources, tmp_path)
+    plan = r.plan(bad)
+    assert (plan.verdict, plan.refusal, plan.existing) == ("affected", None, None)
+    out = r.execute(plan, dry_run=False)
+    assert (out.status, out.relaunched_as) == ("relaunched", replace(bad, name=relaunch_name(bad)))
+    again = r.execute(r.plan(bad), dry_run=False)
+    assert (again.status, again.relaunched_as) == ("already-relaunched", out.relaunched_as)
+    assert sources.admin.calls["RelaunchExecution"] == 1
+    assert audit(tmp_path) == ["relaunched", "already-relaunched"]
+
+
+def test_a_healthy_execution_is_refused_without_force(world, tmp_path):
+    sources, _, good = world
+    r = relauncher(sources, tmp_path)
+    out = r.execute(r.plan(good), dry_run=False)
+    assert out.status == "refused"
+    assert "not affected or suspected" in out.reason
+    assert sources.admin.calls["RelaunchExecution"] == 0
+
+
+def test_a_recheck_that_cannot_read_outputs_refuses(world, tmp_path):
+    # outputs.pb unread proves nothing: a healthy run must not be relaunched on a guess.
+    sources, bad, _ = world
+    sources.store.fail("s3://meta/")
+    r = relauncher(sources, tmp_path)
+    plan = r.plan(bad)
+    assert plan.verdict.startswith("inconclusive")
+    assert r.execute(plan, dry_run=False).status == "refused"
+    assert sources.admin.calls["RelaunchExecution"] == 0
+
+
+def test_a_dry_run_sends_nothing_and_is_audited(world, tmp_path):
+    sources, bad, _ = world
+    r = relauncher(sources, tmp_path)
+    out = r.execute(r.plan(bad), dry_run=True)
+    assert out.status == "dry-run"
+    assert out.request == {"id": bad.as_dict(), "name": relaunch_name(bad), "overwrite_cache": True}
+    assert sources.admin.calls["RelaunchExecution"] == 0
+    assert audit(tmp_path) == ["dry-run"]
