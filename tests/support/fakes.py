@@ -575,3 +575,31 @@ def wrote_outputs(store: FakeStore, att: AttemptRecord, outputs: bool) -> None:
     store.put(att.inputs_uri)
     if outputs:
         store.put(att.output_dir + OUTPUTS_FILE)
+
+
+SIG_AT = T0 - timedelta(seconds=7)  # the incident's SIGTERM, seven seconds before its success
+
+
+def signalled(loki: FakeLoki, att: AttemptRecord, at: datetime = SIG_AT) -> None:
+    """The attempt's pod logging torch's SIGTERM line at `at`."""
+    loki.push(pod_labels(att), at, signal_line(at))
+
+
+def silent_green(sources: Sources, name: str = "azvg5f9v9974m78fvlf7") -> AttemptRecord:
+    """An elastic success whose pod logged SIGTERM before it ended and wrote no outputs.pb:
+    affected."""
+    ex = execution(name)
+    att = attempt(ex)
+    sources.admin.add(ex, [att])  # type: ignore[attr-defined]
+    signalled(sources.loki, att)  # type: ignore[arg-type]
+    wrote_outputs(sources.store, att, outputs=False)  # type: ignore[arg-type]
+    return att
+
+
+def healthy(sources: Sources, name: str = "k5l9z3x7c1v5b9n3m7q1") -> AttemptRecord:
+    """An elastic success that wrote its outputs.pb: cleared."""
+    ex = execution(name)
+    att = attempt(ex)
+    sources.admin.add(ex, [att])  # type: ignore[attr-defined]
+    wrote_outputs(sources.store, att, outputs=True)  # type: ignore[arg-type]
+    return att

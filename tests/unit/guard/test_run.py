@@ -6,17 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from support.fakes import (
-    T0,
     WINDOW,
-    FakeAdmin,
-    FakeLoki,
-    FakeStore,
-    attempt,
-    execution,
     fake_sources,
-    pod_labels,
-    signal_line,
-    wrote_outputs,
+    silent_green,
 )
 
 from forensics.config import Settings
@@ -25,17 +17,11 @@ from forensics.model import rfc3339
 from forensics.scan.run import ScanRun
 from forensics.scan.scope import ScanScope
 
-SIG_AT = T0 - timedelta(seconds=7)
-
 
 def world():
-    loki, admin, store = FakeLoki(), FakeAdmin(), FakeStore()
-    bad = execution("azvg5f9v9974m78fvlf7")
-    att = attempt(bad)
-    admin.add(bad, [att])
-    loki.push(pod_labels(att), SIG_AT, signal_line(SIG_AT))
-    wrote_outputs(store, att, outputs=False)
-    return fake_sources(loki=loki, admin=admin, store=store)
+    sources = fake_sources()
+    silent_green(sources)
+    return sources
 
 
 def guard(sources, options, since=None, until=rfc3339(WINDOW.end)):

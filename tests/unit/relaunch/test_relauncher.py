@@ -5,41 +5,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import timedelta
 
 import pytest
 from support.fakes import (
-    T0,
-    FakeAdmin,
-    FakeLoki,
-    FakeStore,
-    attempt,
-    execution,
     fake_sources,
-    pod_labels,
-    signal_line,
-    wrote_outputs,
+    healthy,
+    silent_green,
 )
 
 from forensics.relaunch import AuditLog, relaunch_name
 from forensics.relaunch.relauncher import Relauncher
 
-SIG_AT = T0 - timedelta(seconds=7)
-
 
 @pytest.fixture
 def world():
-    loki, admin, store = FakeLoki(), FakeAdmin(), FakeStore()
-    bad = execution("azvg5f9v9974m78fvlf7")
-    att = attempt(bad)
-    admin.add(bad, [att])
-    loki.push(pod_labels(att), SIG_AT, signal_line(SIG_AT))
-    wrote_outputs(store, att, outputs=False)
-    good = execution("k5l9z3x7c1v5b9n3m7q1")
-    good_att = attempt(good)
-    admin.add(good, [good_att])
-    wrote_outputs(store, good_att, outputs=True)
-    return fake_sources(loki=loki, admin=admin, store=store), bad.ref, good.ref
+    sources = fake_sources()
+    return sources, silent_green(sources).ref.execution, healthy(sources).ref.execution
 
 
 def relauncher(sources, tmp_path) -> Relauncher:

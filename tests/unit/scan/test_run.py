@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from support.fakes import (
+    SIG_AT,
     T0,
     WINDOW,
     FakeAdmin,
@@ -17,8 +18,9 @@ from support.fakes import (
     attempt,
     execution,
     fake_sources,
-    pod_labels,
-    signal_line,
+    healthy,
+    signalled,
+    silent_green,
     wrote_outputs,
 )
 
@@ -28,26 +30,11 @@ from forensics.model import AttemptRecord, Report
 from forensics.scan.run import ScanRun
 from forensics.scan.scope import ScanScope
 
-SIG_AT = T0 - timedelta(seconds=7)
-
 
 def incident(loki: FakeLoki, admin: FakeAdmin, store: FakeStore):
-    """One elastic success whose pod logged SIGTERM before it ended and wrote no outputs.pb
-    (affected), and one healthy elastic success that wrote them (cleared)."""
-    bad = execution("azvg5f9v9974m78fvlf7")
-    bad_att = attempt(bad)
-    admin.add(bad, [bad_att])
-    signal(loki, bad_att)
-    wrote_outputs(store, bad_att, outputs=False)
-    good = execution("k5l9z3x7c1v5b9n3m7q1")
-    good_att = attempt(good)
-    admin.add(good, [good_att])
-    wrote_outputs(store, good_att, outputs=True)
-    return bad_att, good_att
-
-
-def signal(loki: FakeLoki, att: AttemptRecord, at=SIG_AT) -> None:
-    loki.push(pod_labels(att), at, signal_line(at))
+    """One silent green success (affected) and one healthy one (cleared)."""
+    sources = fake_sources(loki=loki, admin=admin, store=store)
+    return silent_green(sources), healthy(sources)
 
 
 def scan(loki, admin, store, scope=ScanScope()) -> Report:
@@ -167,7 +154,7 @@ def plain_task_signalled(loki: FakeLoki, admin: FakeAdmin, store: FakeStore) -> 
     admin.add(ex, [elastic, plain])
     for a, wrote in ((elastic, True), (plain, False)):
         wrote_outputs(store, a, outputs=wrote)
-    signal(loki, plain)
+    signalled(loki, plain)
     return plain
 
 
@@ -194,7 +181,7 @@ def test_a_signalled_pod_no_listing_returned_is_resolved_by_its_name():
     ex = execution("q1w2e3r4t5y6u7i8o9p0", updated=WINDOW.start - timedelta(hours=1))
     att = attempt(ex)
     admin.add(ex, [att])
-    signal(loki, att)
+    signalled(loki, att)
     wrote_outputs(store, att, outputs=False)
     report = scan(loki, admin, store)
     assert verdicts(report) == [(str(att.ref), "affected")]
