@@ -33,11 +33,10 @@ def slices(
 ) -> list[str]:
     """One JSON spec per (project, domain, time slice): the window cut at `slice_days` days,
     each project and domain given (none: the whole scope in each time slice)."""
-    from forensics.timeutil import parse_time
+    import forensics
 
-    start, end = parse_time(since, flag="since"), parse_time(until, flag="until")
-    if not start < end:
-        raise ValueError(f"since ({since}) must be before until ({until})")
+    window = forensics.window_of(since, until)
+    start, end = window.start, window.end
     if slice_days < 1:
         raise ValueError("slice_days must be at least 1")
     step = timedelta(days=slice_days)
@@ -64,21 +63,17 @@ def slices(
 
 def scan_one(spec: str) -> str:
     """One slice: the library's scan of its window and scope, its report as JSON."""
-    from forensics.config import load_settings
-    from forensics.model import Window
-    from forensics.scan.run import scan
-    from forensics.scan.scope import ScanScope
-    from forensics.sources import Sources
+    import forensics
 
     s = json.loads(spec)
-    window = Window(datetime.fromisoformat(s["start"]), datetime.fromisoformat(s["end"]))
-    scope = ScanScope(
-        projects=(s["project"],) if s["project"] else (),
-        domains=(s["domain"],) if s["domain"] else (),
+    settings = forensics.load_settings(config=s["config"] or None)
+    report = forensics.scan_window(
+        settings,
+        datetime.fromisoformat(s["start"]),
+        datetime.fromisoformat(s["end"]),
+        projects=[s["project"]] if s["project"] else [],
+        domains=[s["domain"]] if s["domain"] else [],
     )
-    settings = load_settings(config=s["config"] or None)
-    with Sources.from_settings(settings) as sources:
-        report = scan(sources, window, scope)
     return json.dumps(report.as_dict())
 
 
@@ -101,10 +96,11 @@ def scan_slice(spec: str) -> str:
 
 @task(container_image=IMAGE, requests=Resources(cpu="250m", mem="512Mi"), cache=False)
 def merge_slices(reports: list[str]) -> str:
-    """The slice reports merged (forensics.merge: findings once, summaries added, gaps kept)."""
-    from forensics.merge import merge_reports
+    """The slice reports merged (`forensics.merge_reports`: findings once, summaries added, gaps
+    kept)."""
+    import forensics
 
-    return json.dumps(merge_reports(json.loads(r) for r in reports), indent=2)
+    return json.dumps(forensics.merge_reports(json.loads(r) for r in reports), indent=2)
 
 
 @workflow

@@ -15,7 +15,7 @@ from forensics.relaunch.recheck import RELAUNCHABLE, Recheck, recheck_of
 
 if TYPE_CHECKING:  # flytekit is heavy; only the client module imports it
     from forensics.sources import Sources
-    from forensics.sources.admin import AdminClient
+    from forensics.sources.interfaces import RelaunchAdmin
 
 MAX_CHAIN = 5  # relaunches of relaunches followed before giving up
 
@@ -34,10 +34,10 @@ class _Chain:
 
 
 class Relauncher:
-    """Re-checks, plans and performs relaunches through an AdminClient, auditing each action."""
+    """Re-checks, plans and performs relaunches through Flyte Admin, auditing each action."""
 
     def __init__(
-        self, admin: AdminClient, recheck: Callable[[ExecutionRef], Recheck], audit: AuditLog
+        self, admin: RelaunchAdmin, recheck: Callable[[ExecutionRef], Recheck], audit: AuditLog
     ) -> None:
         self.admin = admin
         self.recheck = recheck  # ref -> Recheck; raises NotFoundError / SourceError

@@ -8,3 +8,25 @@ executions whose attempts may have ended in the window (and the relaunches that 
 `lookups` holds the cached Admin and S3 reads; `examine` judges a single execution by the same
 rules (`show`, `relaunch`). What each verdict means: docs/verdicts.md; the report: docs/report.md.
 """
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # the submodules are imported on first use, as the package root's names
+
+if TYPE_CHECKING:
+    from forensics.scan.run import ScanRun, scan
+    from forensics.scan.scope import ScanScope
+
+__all__ = ["ScanRun", "ScanScope", "scan"]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("scan", "ScanRun"):
+        from forensics.scan import run
+
+        return getattr(run, name)
+    if name == "ScanScope":
+        from forensics.scan.scope import ScanScope
+
+        return ScanScope
+    raise AttributeError(f"module 'forensics.scan' has no attribute {name!r}")

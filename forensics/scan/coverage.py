@@ -21,7 +21,8 @@ from functools import partial
 from forensics.concurrency import Emit, stream
 from forensics.errors import SourceError
 from forensics.model import AttemptRecord, Finding, Gap, Window, rfc3339
-from forensics.sources.loki import LokiClient, ShardOutcome
+from forensics.sources.interfaces import LokiReader
+from forensics.sources.loki import ShardOutcome
 
 log = logging.getLogger("elastic-audit")
 
@@ -35,7 +36,7 @@ NOTE = (
 class Coverage:
     """Per shard of the window: does Loki hold any task log there, and did any attempt run there."""
 
-    def __init__(self, loki: LokiClient, window: Window, size: timedelta) -> None:
+    def __init__(self, loki: LokiReader, window: Window, size: timedelta) -> None:
         self._loki = loki
         self.selector = ""  # the task selector, set once the scan's projects are known
         self.window = window
@@ -152,7 +153,7 @@ def note_absent(coverage: Coverage, att: AttemptRecord, finding: Finding) -> Fin
     return replace(finding, evidence=(*finding.evidence, NOTE))
 
 
-def coverage_gaps(coverage: Coverage, loki: LokiClient) -> list[Gap]:
+def coverage_gaps(coverage: Coverage, loki: LokiReader) -> list[Gap]:
     """The coverage gaps; when Loki holds no task log anywhere attempts ran, the likely cause
     is named: a selector or label name that matches nothing (Loki holds other streams), or logs
     past retention / max_query_lookback (it holds none)."""

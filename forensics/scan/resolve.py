@@ -19,8 +19,8 @@ from forensics.evidence.flyte_names import (
 from forensics.model import AttemptRecord, ExecutionRecord, ExecutionRef
 from forensics.scan.lookups import Lookups
 from forensics.scan.scope import ScanScope
-from forensics.sources.admin import AdminClient
 from forensics.sources.admin_filters import attempts_may_end_during
+from forensics.sources.interfaces import AdminReader
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Projects:
         self.domains_of: dict[str, tuple[str, ...]] | None = None
         self.error: str | None = None
 
-    def load(self, admin: AdminClient, scope: ScanScope, slots: threading.BoundedSemaphore) -> None:
+    def load(self, admin: AdminReader, scope: ScanScope, slots: threading.BoundedSemaphore) -> None:
         """One ListProjects; a scope naming a project Admin does not know, or a domain that
         project does not have, is a usage error (flyteadmin answers an unknown domain with an
         empty page, so a typo would read as "coverage complete")."""

@@ -86,7 +86,11 @@ log = logging.getLogger("elastic-audit")
 @dataclass(eq=False, slots=True)
 class Candidate:
     """One attempt whose verdict is being decided: it waits for its outputs.pb check (if it needs
-    one) and for the signals to be final (Loki read, pods matched), then it is concluded once."""
+    one) and for the signals to be final (Loki read, pods matched), then it is concluded once.
+
+    `checked` and `final` are set by two lanes in either order, each under the run's lock;
+    `ScanRun._both_known` says which of the two came second, and marks it `done`.
+    """
 
     ex: ExecutionRecord
     att: AttemptRecord
@@ -121,7 +125,35 @@ def scan(
 
 class ScanRun:
     """One scan of one window: it owns the window, the scope, the lanes, the candidates, the
-    findings and the gaps, and is run once."""
+    findings and the gaps, and is run once.
+
+    The order its steps depend on (`_run`):
+
+    1. ListProjects first: the Loki query, the namespace mapping and the sweep's listings all
+       need each project's domains.
+    2. Loki (signals, then disruption events beside them) and the Admin listers run at once.
+       Each swept execution's outputs.pb checks are queued at once (they need no signal); its
+       attempts are joined to the signals only once those are final. Whether they are is
+       decided under `_lock` with one flag, `_signals_final`: a sweep that finds it unset parks
+       the execution, and the Loki thread sets it and takes the parked list in the same locked
+       step, so every execution is settled exactly once, by whichever thread came second. The
+       pod index is filled before the flag is set and only read after.
+    3. Once the listers and Loki are joined, the Admin lane is drained: every swept execution is
+       settled (its passed-over nodes the evidence points at listed, its candidates released).
+    4. Only then are the signalled pods no execution claimed known (`_resolve_unclaimed`), and
+       looked up one by one; `_was_swept` keeps them from listing an execution again.
+    5. The S3 lane is drained: every candidate is concluded (a candidate is concluded by the
+       second of its two events, the signal being final and its outputs being known; see
+       `_both_known`). The tally then makes the report, the relaunch listings and costs last.
+
+    The locks: `_lock` guards the candidates' flags and the sweep's bookkeeping (`_listed`,
+    `_swept`, `_partial`, `_parked`, `_signals_final`) and is never held across a call to a
+    source; `Tally`, `PodIndex`, `DisruptionIndex` and `Coverage` each guard their own state
+    the same way. `Lookups` holds a lock per execution while it reads that execution (read
+    once); `lookups.slots` bounds the Admin calls in flight and is taken before such a lock,
+    never the other way round. The first error in any thread sets `_stop`, which
+    ends every lane.
+    """
 
     def __init__(
         self,
@@ -540,7 +572,8 @@ class ScanRun:
 
     # -- candidates: outputs.pb, then the verdict ----------------------------------------------
     def _signalled(self, c: Candidate) -> None:
-        """A signalled attempt the sweep did not check: outputs.pb if only S3 knows, then decide."""
+        """A signalled attempt the sweep did not check: outputs.pb if only S3 knows, then decide.
+        `c` is new here (no other thread holds it): its flags need no lock yet."""
         c.final = True
         if needs_outputs_check(c.att):
             self._s3_lane.submit(partial(self._check_outputs, c))
@@ -548,11 +581,18 @@ class ScanRun:
             c.checked = c.done = True
             self._conclude(c)  # failed, unfinished or outputs declared: decided without S3
 
+    @staticmethod
+    def _both_known(c: Candidate) -> bool:
+        """Under `_lock`, after `c.final` or `c.checked` was set: True exactly once, for the
+        second of the two (the one that concludes `c`)."""
+        ready = c.checked and c.final and not c.done
+        c.done = c.done or ready
+        return ready
+
     def _release(self, c: Candidate, signal: SignalHit | None) -> None:
         with self._lock:
             c.signal, c.final = signal, True
-            ready = c.checked and not c.done
-            c.done = c.done or ready
+            ready = self._both_known(c)
         if ready:
             self._s3_lane.submit(partial(self._conclude, c))  # a finding lists its checkpoint
 
@@ -574,8 +614,7 @@ class ScanRun:
             outputs = self.lookups.outputs(c.att)
         with self._lock:
             c.outputs, c.checked = outputs, True
-            ready = c.final and not c.done
-            c.done = c.done or ready
+            ready = self._both_known(c)
         if ready:
             self._conclude(c)
 

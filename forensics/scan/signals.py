@@ -11,7 +11,8 @@ from forensics.concurrency import Stopped
 from forensics.config import LokiSettings
 from forensics.evidence.logs import parse_signal
 from forensics.model import LogEntry, SignalHit, UnparsedLine, Window, rfc3339
-from forensics.sources.loki import LokiClient, ShardOutcome
+from forensics.sources.interfaces import LokiReader
+from forensics.sources.loki import ShardOutcome
 from forensics.sources.loki_limits import reading_length
 
 log = logging.getLogger("elastic-audit")
@@ -27,7 +28,7 @@ class SignalLines:
     to `on_shard`, and lines the filter matched that the parser cannot read are counted (the
     earliest kept as an example): shown, never dropped silently (docs/report.md `summary`)."""
 
-    def __init__(self, loki: LokiClient, labels: LokiSettings) -> None:
+    def __init__(self, loki: LokiReader, labels: LokiSettings) -> None:
         self._loki = loki
         self._labels = labels
         self.unparsed = 0

@@ -15,8 +15,8 @@ from forensics.errors import SourceError
 from forensics.model import ExecutionRecord, ExecutionRef, Finding, Gap, Window
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
-from forensics.sources.admin import AdminClient
 from forensics.sources.admin_filters import attempts_may_end_during
+from forensics.sources.interfaces import AdminReader
 
 Listing = tuple[str, str, str]  # project, domain, ListExecutions filters
 
@@ -65,7 +65,7 @@ def listers(
 
 
 def list_executions(
-    admin: AdminClient,
+    admin: AdminReader,
     slots: threading.BoundedSemaphore,
     project: str,
     domain: str,
@@ -89,7 +89,7 @@ def list_executions(
 def with_relaunches(
     findings: list[Finding],
     executions: Mapping[ExecutionRef, ExecutionRecord],
-    admin: AdminClient,
+    admin: AdminReader,
     slots: threading.BoundedSemaphore,
     lane: Lane,
     add_gap: Callable[[Gap], None],

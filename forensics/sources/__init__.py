@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING
 
 from forensics.config import Settings
 
-if TYPE_CHECKING:  # flytekit and boto3 are heavy: imported when the clients are built
-    from forensics.sources.admin import AdminClient
-    from forensics.sources.loki import LokiClient
-    from forensics.sources.storage import ObjectStore
+if TYPE_CHECKING:
+    from forensics.sources.interfaces import AdminReader, LokiReader, ObjectReader
 
 
 @dataclass
@@ -20,12 +18,16 @@ class Sources:
     Each is configured by its own tool's conventions (docs/configuration.md): Loki like logcli,
     Admin like pyflyte, S3 like boto3; `settings.workers` bounds each one's concurrency. Use it
     as a context manager: the Loki session and the Admin channel are closed on the way out.
+
+    The fields are typed by what the library calls on them (`sources.interfaces`): any objects
+    that answer those calls will do, e.g. an `AdminClient.over(client)` around an existing
+    flytekit client, or the unit tests' in-process fakes.
     """
 
     settings: Settings
-    loki: LokiClient
-    admin: AdminClient
-    store: ObjectStore
+    loki: LokiReader
+    admin: AdminReader
+    store: ObjectReader
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Sources:

@@ -267,6 +267,7 @@ class AdminClient:
         retries: int = 3,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
+        client: SynchronousFlyteClient | None = None,
     ) -> None:
         self._platform = dataclasses.replace(platform, rpc_retries=0)
         self.endpoint = platform.endpoint
@@ -274,10 +275,14 @@ class AdminClient:
         self._retries = retries
         self._backoff = backoff
         self._max_backoff = max_backoff
-        try:
-            self._client = SynchronousFlyteClient(self._platform)
-        except Exception as e:  # bad endpoint / CA file: a configuration problem
-            raise ConfigError(f"Flyte Admin {self.endpoint}: {_one_line(str(e))}") from None
+        self._owns_client = client is None
+        if client is not None:
+            self._client = client
+        else:
+            try:
+                self._client = SynchronousFlyteClient(self._platform)
+            except Exception as e:  # bad endpoint / CA file: a configuration problem
+                raise ConfigError(f"Flyte Admin {self.endpoint}: {_one_line(str(e))}") from None
         self._lock = threading.Lock()
         self.call_count: Counter[str] = Counter()
         self._task_cache: dict[tuple[str, str, str, str], tuple[str, int] | None] = {}
@@ -304,12 +309,21 @@ class AdminClient:
         options.setdefault("backoff", settings.retry_backoff)
         return cls(load_platform_config(settings.config_file), **options)
 
+    @classmethod
+    def over(cls, client: SynchronousFlyteClient, **options: Any) -> AdminClient:
+        """An AdminClient around an existing flytekit client (a `FlyteRemote`'s `.client`, or
+        one built with its own channel options); `options` as for the constructor. The
+        client's channel is the caller's: `close` leaves it open, and its own `rpc_retries`
+        apply beneath this client's retries."""
+        return cls(client._cfg, client=client, **options)
+
     def __repr__(self) -> str:  # PlatformConfig's own repr would print the client secret
         return f"AdminClient(endpoint={self.endpoint!r}, insecure={self._platform.insecure})"
 
     def close(self) -> None:
-        """Close the gRPC channel (idempotent)."""
-        self._client._channel.close()
+        """Close the gRPC channel (idempotent); a client given to `over` stays open."""
+        if self._owns_client:
+            self._client._channel.close()
 
     def __enter__(self) -> AdminClient:
         return self

@@ -1,0 +1,176 @@
+"""What the library calls on each evidence source, as small protocols.
+
+`LokiClient`, `AdminClient` and `ObjectStore` implement them against the real services; the
+unit tests' in-process fakes (tests/support/fakes.py) implement them against data held in
+memory. Each protocol lists only what the scan, `examine`, the timeline and the relauncher
+call; a method added here must be added to the fakes too.
+
+Every read raises `forensics.errors.SourceError` (or its `NotFoundError`) when the source cannot
+answer; the object store answers `ObjectCheck("unknown", reason)` / `PrefixListing("unknown")`
+instead for a single object or prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from forensics.model import (
+    AttemptRecord,
+    AttemptRef,
+    ExecutionRecord,
+    ExecutionRef,
+    LogEntry,
+    ObjectCheck,
+    PrefixListing,
+    Window,
+)
+
+if TYPE_CHECKING:  # flytekit and requests are heavy: the record types only
+    from forensics.sources.admin import SkippedNode, SweptAttempts
+    from forensics.sources.loki import ShardOutcome
+    from forensics.sources.task_resources import TaskResources
+
+
+class LokiReader(Protocol):
+    """Loki's query API as the scan reads it."""
+
+    def scan(
+        self, query: str, window: Window, *, shard: timedelta, max_query_length: timedelta
+    ) -> Iterator[LogEntry | ShardOutcome]:
+        """`window` read in shards: entries as pages arrive (time-ordered within a shard), one
+        `ShardOutcome` per shard when it ends; a failing shard does not stop the others.
+        Closing the iterator stops the reads."""
+        ...
+
+    def holds_any(self, stream_selector: str, window: Window) -> bool:
+        """Whether Loki serves at least one entry of `stream_selector` in `window`."""
+        ...
+
+    def label_names(self, window: Window) -> list[str]:
+        """The label names of the streams Loki holds in `window`, sorted."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class AdminReader(Protocol):
+    """Flyte Admin as the scan, `examine` and the timeline read it."""
+
+    @property
+    def endpoint(self) -> str:
+        """Where Admin is (shown in the scan's call log line)."""
+        ...
+
+    @property
+    def calls_total(self) -> int:
+        """Admin calls made so far (retries included)."""
+        ...
+
+    def project_domains(self) -> dict[str, tuple[str, ...]]:
+        """Every project with the domains ListProjects lists for it."""
+        ...
+
+    def list_executions(
+        self, project: str, domain: str, *, filters: str | Sequence[Any] | None = None
+    ) -> Iterator[ExecutionRecord]:
+        """The executions matching flyteadmin `filters`, page by page, each once (a page read
+        when the iterator advances to it; a failed page raises from `next`)."""
+        ...
+
+    def get_execution(self, ref: ExecutionRef) -> ExecutionRecord:
+        """One execution; `NotFoundError` when Admin does not know it."""
+        ...
+
+    def list_attempts(self, ref: ExecutionRef) -> list[AttemptRecord]:
+        """Every task attempt of every node of `ref`, nested nodes included."""
+        ...
+
+    def sweep_attempts(
+        self, ex: ExecutionRecord, pointed: Callable[[str], bool] = ...
+    ) -> SweptAttempts:
+        """The attempts of the nodes whose task can be elastic or that `pointed` names, and
+        the task nodes passed over (listed later with `node_attempts` when evidence points)."""
+        ...
+
+    def node_attempts(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
+        """The attempts of nodes a sweep passed over."""
+        ...
+
+    def get_inputs(self, ref: ExecutionRef) -> dict[str, str]:
+        """The execution's inputs as text."""
+        ...
+
+    def get_node_inputs(
+        self, ref: AttemptRef, *, array_node: str | None = None, array_index: int | None = None
+    ) -> dict[str, str]:
+        """The inputs of the attempt's own node as text."""
+        ...
+
+    def task_resources(self, task_id: tuple[str, str, str, str]) -> TaskResources:
+        """What one registered task requests; `NotFoundError` if it is not registered."""
+        ...
+
+    def relaunches_of(
+        self, project: str, domain: str, since: datetime
+    ) -> dict[ExecutionRef, ExecutionRef]:
+        """Existing relaunches created at or after `since`: original -> its first relaunch."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class RelaunchAdmin(AdminReader, Protocol):
+    """Flyte Admin as the relauncher uses it: the reads above, the facts its refusals rest on,
+    and the two calls that create an execution (each exactly once: a taken name raises
+    `AlreadyRelaunched` when the execution holding it is a relaunch of `ref`)."""
+
+    def task_facts(self, task_id: tuple[str, str, str, str]) -> Any: ...
+
+    def workflow_facts(self, launch_plan: tuple[str, str, str, str]) -> Any: ...
+
+    def launch_plan_versions(self, project: str, domain: str, name: str) -> list[str]: ...
+
+    def version_request(
+        self, ref: ExecutionRef, *, version: str, name: str, overwrite_cache: bool = True
+    ) -> Any: ...
+
+    def relaunch(
+        self, ref: ExecutionRef, *, name: str, overwrite_cache: bool = True
+    ) -> ExecutionRef: ...
+
+    def create_relaunch(self, ref: ExecutionRef, request: Any) -> ExecutionRef: ...
+
+
+class ObjectReader(Protocol):
+    """The object store (S3) as the scan reads it: outputs.pb and checkpoint prefixes."""
+
+    @property
+    def endpoint(self) -> str:
+        """Where the store is (shown in the scan's call log line)."""
+        ...
+
+    @property
+    def call_count(self) -> int:
+        """Requests sent so far."""
+        ...
+
+    def outputs_check(self, output_dir: str, inputs_uri: str | None = None) -> ObjectCheck:
+        """Whether `<output_dir>outputs.pb` exists; a missing one is judged by the node's
+        `inputs_uri` (expired folder or never written)."""
+        ...
+
+    def pb_keys_under(self, uri: str) -> frozenset[str] | ObjectCheck:
+        """Every `*.pb` object under a prefix as full URIs, or an `unknown` check with why."""
+        ...
+
+    def outputs_listed(
+        self, output_dir: str, inputs_uri: str | None, prefix: str, keys: frozenset[str]
+    ) -> ObjectCheck:
+        """`outputs_check`'s answer from a complete listing (`pb_keys_under(prefix)`)."""
+        ...
+
+    def list_prefix(self, uri: str) -> PrefixListing:
+        """Count and newest LastModified under a prefix, or why unknown."""
+        ...

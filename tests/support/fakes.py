@@ -1,0 +1,605 @@
+"""In-process fakes of the evidence sources (`forensics.sources.interfaces`), for unit tests of
+the scan, the guard and the relauncher that run in milliseconds.
+
+They answer as the real services do, not as the library expects: Loki's LogQL is evaluated by
+the sandbox's parser (matchers, line filters), shards are `[start, end)` and entries come in
+time order within a shard; Admin's list filters are flyteadmin's (the sandbox's evaluator),
+listings are paged and read lazily page by page, archived executions are left out unless the
+filters name `state`, unknown executions raise NotFoundError; the object store answers HEAD
+and ListObjectsV2 questions over the keys it holds. The loopback sandbox (forensics.sandbox)
+stays the end-to-end test of the real clients.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from flyteidl.admin import execution_pb2, node_execution_pb2
+from flyteidl.core import identifier_pb2
+
+from forensics.config import Settings
+from forensics.errors import AlreadyRelaunched, NotFoundError, SourceError
+from forensics.model import (
+    UTC,
+    AttemptRecord,
+    AttemptRef,
+    ExecutionRecord,
+    ExecutionRef,
+    LogEntry,
+    ObjectCheck,
+    PrefixListing,
+    Window,
+    to_ns,
+)
+from forensics.sandbox.admin_query import EXECUTION, Abort, Column, parse_filters
+from forensics.sandbox.loki_logql import parse_log_query, parse_selector_only
+from forensics.sources import Sources
+from forensics.sources.admin import SkippedNode, SweptAttempts
+from forensics.sources.admin_filters import any_state, created_since, join_filters, mode_is
+from forensics.sources.expiry import judge_outputs
+from forensics.sources.loki import ShardOutcome
+from forensics.sources.loki_limits import reading_length
+from forensics.sources.storage import OUTPUTS_FILE, outputs_from_listing
+
+# -- Loki ------------------------------------------------------------------------------------
+
+
+class FakeLoki:
+    """Loki holding lines per stream (labels -> time-sorted entries).
+
+    `fail(start, end, cause)` makes every shard overlapping `[start, end)` fail as a shard whose
+    retries ran out does (its entries are not returned, its ShardOutcome carries the cause).
+    """
+
+    def __init__(self) -> None:
+        self._streams: dict[tuple[tuple[str, str], ...], list[tuple[int, str]]] = {}
+        self._failing: list[tuple[datetime, datetime, str]] = []
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.queries: list[str] = []
+
+    def push(self, labels: dict[str, str], at: datetime, line: str) -> None:
+        """One log line of the stream `labels` (Loki keeps one copy of an exact duplicate)."""
+        key = tuple(sorted(labels.items()))
+        entries = self._streams.setdefault(key, [])
+        item = (to_ns(at), line)
+        if item not in entries:
+            entries.append(item)
+            entries.sort()
+
+    def fail(self, start: datetime, end: datetime, cause: str = "HTTP 502 after 5 retries") -> None:
+        self._failing.append((start, end, cause))
+
+    def _failure(self, w: Window) -> str | None:
+        return next((c for s, e, c in self._failing if s < w.end and w.start < e), None)
+
+    def _count(self) -> None:
+        with self._lock:
+            self.requests += 1
+
+    def scan(
+        self, query: str, window: Window, *, shard: timedelta, max_query_length: timedelta
+    ) -> Iterator[LogEntry | ShardOutcome]:
+        parsed = parse_log_query(query)
+        self.queries.append(query)
+        for w in window.split(reading_length(shard, max_query_length)):
+            self._count()
+            cause = self._failure(w)
+            if cause is not None:
+                yield ShardOutcome(w, cause, 1, 0, failed=((w, cause),))
+                continue
+            lo, hi = to_ns(w.start), to_ns(w.end)
+            found: list[LogEntry] = []
+            for key, entries in self._streams.items():
+                labels = dict(key)
+                if not parsed.selects(labels) or not parsed.passes(labels):
+                    continue
+                start = bisect_left(entries, (lo, ""))
+                for ts, line in entries[start:]:
+                    if ts >= hi:
+                        break
+                    if all(f.keep(line) for f in parsed.filters):
+                        found.append(LogEntry(ts, key, line))
+            found.sort(key=lambda e: (e.ts_ns, e.labels, e.line))
+            yield from found
+            yield ShardOutcome(w, None, 1, len(found))
+
+    def holds_any(self, stream_selector: str, window: Window) -> bool:
+        self._count()
+        cause = self._failure(window)
+        if cause is not None:
+            raise SourceError("loki", cause, window=(window.start, window.end))
+        matchers = parse_selector_only(stream_selector)
+        lo, hi = to_ns(window.start), to_ns(window.end)
+        for key, entries in self._streams.items():
+            labels = dict(key)
+            if all(m.matches(labels.get(m.name, "")) for m in matchers):
+                i = bisect_left(entries, (lo, ""))
+                if i < len(entries) and entries[i][0] < hi:
+                    return True
+        return False
+
+    def label_names(self, window: Window) -> list[str]:
+        self._count()
+        lo, hi = to_ns(window.start), to_ns(window.end)
+        names: set[str] = set()
+        for key, entries in self._streams.items():
+            if any(lo <= ts < hi for ts, _ in entries):
+                names.update(k for k, _ in key)
+        return sorted(names)
+
+    def close(self) -> None:
+        pass
+
+
+# -- Flyte Admin -----------------------------------------------------------------------------
+
+ACTIVE, ARCHIVED = 0, 1  # flyteidl admin.ExecutionState
+_MODES = execution_pb2.ExecutionMetadata.ExecutionMode
+
+
+@dataclass
+class _Row:
+    """One executions-table row: the record, its attempts, and what only the table knows."""
+
+    record: ExecutionRecord
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    state: int = ACTIVE
+    inputs: dict[str, str] = field(default_factory=dict)
+
+
+_COLUMNS = {
+    "execution_project": Column("str", lambda r: r.record.ref.project),
+    "execution_domain": Column("str", lambda r: r.record.ref.domain),
+    "execution_name": Column("str", lambda r: r.record.ref.name),
+    "phase": Column("str", lambda r: r.record.phase),
+    "mode": Column("int", lambda r: _MODES.Value(r.record.mode)),
+    "state": Column("int", lambda r: r.state),
+    "execution_created_at": Column("time", lambda r: r.record.created_at),
+    "execution_updated_at": Column("time", lambda r: r.record.updated_at),
+    "created_at": Column("time", lambda r: r.record.created_at),
+    "updated_at": Column("time", lambda r: r.record.updated_at),
+}
+
+
+class FakeAdmin:
+    """Flyte Admin holding executions (in creation order, as `asc(id)` lists them) and each
+    one's attempts as the library's records.
+
+    The sweep reads the "compiled closure" as Admin would let it: a node whose attempts are
+    all of tasks that cannot be elastic is passed over (a `SkippedNode`) unless the evidence
+    points at it. `fail(rpc, cause)` makes every call of `rpc` fail as an unreachable Admin
+    does after its retries; `calls` counts the calls per RPC.
+    """
+
+    endpoint = "dns:///fake-admin"
+
+    def __init__(self, projects: dict[str, tuple[str, ...]] | None = None) -> None:
+        self.projects = dict(projects or {})
+        self._rows: list[_Row] = []
+        self._by_ref: dict[ExecutionRef, _Row] = {}
+        self.tasks: dict[tuple[str, str, str, str], Any] = {}  # task id -> TaskResources/facts
+        self.workflows: dict[tuple[str, str, str, str], Any] = {}  # launch plan -> WorkflowFacts
+        self.failing: dict[str, tuple[str, str]] = {}
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self.page_size = 100
+
+    # seeding
+    def add(
+        self,
+        record: ExecutionRecord,
+        attempts: Iterable[AttemptRecord] = (),
+        *,
+        archived: bool = False,
+        inputs: dict[str, str] | None = None,
+    ) -> None:
+        ref = record.ref
+        self.projects.setdefault(ref.project, ())
+        if ref.domain not in self.projects[ref.project]:
+            self.projects[ref.project] = (*self.projects[ref.project], ref.domain)
+        row = _Row(record, list(attempts), ARCHIVED if archived else ACTIVE, dict(inputs or {}))
+        with self._lock:
+            self._rows.append(row)
+            self._by_ref[ref] = row
+
+    def fail(
+        self, rpc: str, cause: str = "UNAVAILABLE: failed to connect", target: str = ""
+    ) -> None:
+        """Every call of `rpc` on a target starting with `target` fails with `cause`."""
+        self.failing[rpc] = (target, cause)
+
+    def _call(self, rpc: str, target: str) -> None:
+        with self._lock:
+            self.calls[rpc] += 1
+        prefix, cause = self.failing.get(rpc, (None, ""))
+        if prefix is not None and target.startswith(prefix):
+            raise SourceError("admin", f"{rpc}: {cause}", target=target)
+
+    def _row(self, rpc: str, ref: ExecutionRef) -> _Row:
+        self._call(rpc, str(ref))
+        row = self._by_ref.get(ref)
+        if row is None:
+            raise NotFoundError("admin", f"{rpc}: NOT_FOUND: entry not found", target=str(ref))
+        return row
+
+    @property
+    def calls_total(self) -> int:
+        with self._lock:
+            return sum(self.calls.values())
+
+    def close(self) -> None:
+        pass
+
+    # reads
+    def project_domains(self) -> dict[str, tuple[str, ...]]:
+        self._call("ListProjects", "projects")
+        return dict(self.projects)
+
+    def list_executions(
+        self,
+        project: str,
+        domain: str,
+        *,
+        filters: str | Sequence[Any] | None = None,
+        sort_by: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[ExecutionRecord]:
+        text = join_filters(filters)
+        try:
+            predicates = parse_filters(text, EXECUTION, _COLUMNS) if text else []
+        except Abort as e:
+            raise SourceError("admin", f"ListExecutions: {e.code.name}: {e.details}") from None
+        if "state" not in text:  # flyteadmin's addStateFilter
+            predicates.append(lambda r: r.state == ACTIVE)
+        limit = page_size or self.page_size
+        offset, seen = 0, set()
+        while True:
+            self._call("ListExecutions", f"{project}/{domain}")
+            with self._lock:  # each page is a query of its own: rows added meanwhile shift it
+                rows = [
+                    r
+                    for r in self._rows
+                    if r.record.ref.project == project
+                    and r.record.ref.domain == domain
+                    and all(p(r) for p in predicates)
+                ]
+            page = rows[offset : offset + limit]
+            for r in page:
+                if r.record.ref not in seen:
+                    seen.add(r.record.ref)
+                    yield r.record
+            if len(page) < limit:
+                return
+            offset += limit
+
+    def get_execution(self, ref: ExecutionRef) -> ExecutionRecord:
+        return self._row("GetExecution", ref).record
+
+    def list_attempts(self, ref: ExecutionRef) -> list[AttemptRecord]:
+        row = self._row("ListNodeExecutions", ref)
+        return list(row.attempts)
+
+    def sweep_attempts(
+        self, ex: ExecutionRecord, pointed: Callable[[str], bool] = lambda node_id: False
+    ) -> SweptAttempts:
+        row = self._row("ListNodeExecutions", ex.ref)
+        listed: list[AttemptRecord] = []
+        skipped: list[SkippedNode] = []
+        for node_id, attempts in _by_node(row.attempts):
+            if any(a.is_elastic for a in attempts) or pointed(node_id):
+                self._call("ListTaskExecutions", f"{ex.ref}/{node_id}")
+                listed.extend(attempts)
+            else:
+                skipped.append(SkippedNode(_node(ex.ref, node_id), attempts[0].parent_node))
+        return SweptAttempts(listed, tuple(skipped), True)
+
+    def node_attempts(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
+        row = self._by_ref[ref]
+        out: list[AttemptRecord] = []
+        for n in nodes:
+            self._call("ListTaskExecutions", f"{ref}/{n.node.id.node_id}")
+            out.extend(a for a in row.attempts if a.ref.node_id == n.node.id.node_id)
+        return out
+
+    def get_inputs(self, ref: ExecutionRef) -> dict[str, str]:
+        return dict(self._row("GetExecutionData", ref).inputs)
+
+    def get_node_inputs(
+        self, ref: AttemptRef, *, array_node: str | None = None, array_index: int | None = None
+    ) -> dict[str, str]:
+        return dict(self._row("GetNodeExecutionData", ref.execution).inputs)
+
+    def task_resources(self, task_id: tuple[str, str, str, str]) -> Any:
+        self._call("GetTask", ":".join(task_id))
+        if task_id not in self.tasks:
+            raise NotFoundError("admin", "GetTask: NOT_FOUND", target=":".join(task_id))
+        return self.tasks[task_id]
+
+    task_facts = task_resources
+
+    def workflow_facts(self, launch_plan: tuple[str, str, str, str]) -> Any:
+        self._call("GetLaunchPlan", ":".join(launch_plan))
+        if launch_plan not in self.workflows:
+            raise NotFoundError("admin", "GetLaunchPlan: NOT_FOUND", target=":".join(launch_plan))
+        return self.workflows[launch_plan]
+
+    def launch_plan_versions(self, project: str, domain: str, name: str) -> list[str]:
+        self._call("ListLaunchPlans", f"{project}:{domain}:{name}")
+        lps = [r.record.launch_plan for r in self._rows if r.record.launch_plan]
+        return list(
+            dict.fromkeys(lp[3] for lp in reversed(lps) if lp[:3] == (project, domain, name))
+        )
+
+    def relaunches_of(
+        self, project: str, domain: str, since: datetime
+    ) -> dict[ExecutionRef, ExecutionRef]:
+        out: dict[ExecutionRef, ExecutionRef] = {}
+        filters = [mode_is("RELAUNCH"), created_since(since), any_state()]
+        for rec in self.list_executions(project, domain, filters=filters):
+            if rec.reference_execution is not None:
+                out.setdefault(rec.reference_execution, rec.ref)
+        return out
+
+    # the one write
+    def relaunch(
+        self, ref: ExecutionRef, *, name: str, overwrite_cache: bool = True
+    ) -> ExecutionRef:
+        original = self._row("RelaunchExecution", ref).record
+        new = ExecutionRef(ref.project, ref.domain, name)
+        existing = self._by_ref.get(new)
+        if existing is not None:
+            if existing.record.mode == "RELAUNCH" and existing.record.reference_execution == ref:
+                raise AlreadyRelaunched(new, original=ref, after_retry=False)
+            raise SourceError("admin", "RelaunchExecution: ALREADY_EXISTS", target=str(ref))
+        now = datetime.now(UTC)
+        self.add(
+            replace(
+                original,
+                ref=new,
+                phase="QUEUED",
+                created_at=now,
+                updated_at=now,
+                mode="RELAUNCH",
+                reference_execution=ref,
+            )
+        )
+        return new
+
+    def version_request(self, ref: ExecutionRef, **kw: Any) -> Any:
+        raise NotFoundError("admin", "GetLaunchPlan: NOT_FOUND", target=str(ref))
+
+    def create_relaunch(self, ref: ExecutionRef, request: Any) -> ExecutionRef:
+        raise SourceError("admin", "CreateExecution: not served by the fake", target=str(ref))
+
+
+def _by_node(attempts: list[AttemptRecord]) -> list[tuple[str, list[AttemptRecord]]]:
+    nodes: dict[str, list[AttemptRecord]] = {}
+    for a in attempts:
+        nodes.setdefault(a.ref.node_id, []).append(a)
+    return list(nodes.items())
+
+
+def _node(ref: ExecutionRef, node_id: str) -> node_execution_pb2.NodeExecution:
+    wf = identifier_pb2.WorkflowExecutionIdentifier(
+        project=ref.project, domain=ref.domain, name=ref.name
+    )
+    return node_execution_pb2.NodeExecution(
+        id=identifier_pb2.NodeExecutionIdentifier(node_id=node_id, execution_id=wf)
+    )
+
+
+# -- the object store ------------------------------------------------------------------------
+
+
+class FakeStore:
+    """S3 holding objects (URI -> LastModified); `fail(prefix, cause)` makes every request
+    under `prefix` fail as an unreachable bucket does."""
+
+    endpoint = "https://fake-s3"
+
+    def __init__(self) -> None:
+        self.objects: dict[str, datetime] = {}
+        self.failing: dict[str, str] = {}
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def put(self, uri: str, at: datetime | None = None) -> None:
+        self.objects[uri] = at or datetime(2026, 1, 1, tzinfo=UTC)
+
+    def fail(self, prefix: str, cause: str = "HTTP 503 SlowDown") -> None:
+        self.failing[prefix] = cause
+
+    def _call(self, op: str, uri: str) -> str | None:
+        with self._lock:
+            self.calls[op] += 1
+        return next((c for p, c in self.failing.items() if uri.startswith(p)), None)
+
+    @property
+    def call_count(self) -> int:
+        with self._lock:
+            return sum(self.calls.values())
+
+    def _head(self, uri: str) -> ObjectCheck:
+        cause = self._call("HeadObject", uri)
+        if cause is not None:
+            return ObjectCheck("unknown", cause)
+        return ObjectCheck("present" if uri in self.objects else "missing")
+
+    def _judged(self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None):
+        if outputs.state != "missing" or inputs_uri is None:
+            return outputs
+        judged = judge_outputs(outputs, witness or self._head(inputs_uri), inputs_uri)
+        if judged.expired:
+            why = "no lifecycle rule of the bucket expires it: it was deleted"
+            judged = ObjectCheck(judged.state, f"{judged.reason}; {why}", expired=True)
+        return judged
+
+    def outputs_check(self, output_dir: str, inputs_uri: str | None = None) -> ObjectCheck:
+        if not output_dir.endswith("/"):
+            output_dir += "/"
+        return self._judged(self._head(output_dir + OUTPUTS_FILE), inputs_uri, None)
+
+    def pb_keys_under(self, uri: str) -> frozenset[str] | ObjectCheck:
+        prefix = uri if uri.endswith("/") else uri + "/"
+        cause = self._call("ListObjectsV2", prefix)
+        if cause is not None:
+            return ObjectCheck("unknown", cause)
+        return frozenset(k for k in self.objects if k.startswith(prefix) and k.endswith(".pb"))
+
+    def outputs_listed(
+        self, output_dir: str, inputs_uri: str | None, prefix: str, keys: frozenset[str]
+    ) -> ObjectCheck:
+        witness = None
+        if inputs_uri is not None and inputs_uri.startswith(prefix):
+            witness = ObjectCheck("present" if inputs_uri in keys else "missing")
+        return self._judged(outputs_from_listing(output_dir, keys), inputs_uri, witness)
+
+    def list_prefix(self, uri: str) -> PrefixListing:
+        prefix = uri if uri.endswith("/") else uri + "/"
+        cause = self._call("ListObjectsV2", prefix)
+        if cause is not None:
+            return PrefixListing(prefix, "unknown", reason=cause)
+        times = [t for k, t in self.objects.items() if k.startswith(prefix)]
+        if not times:
+            return PrefixListing(prefix, "empty")
+        return PrefixListing(prefix, "present", objects=len(times), latest=max(times))
+
+
+# -- all three -------------------------------------------------------------------------------
+
+
+def fake_sources(
+    settings: Settings | None = None,
+    *,
+    loki: FakeLoki | None = None,
+    admin: FakeAdmin | None = None,
+    store: FakeStore | None = None,
+) -> Sources:
+    """`Sources` over the three fakes (fresh ones unless given)."""
+    return Sources(
+        settings or Settings(workers=4),
+        loki or FakeLoki(),
+        admin or FakeAdmin(),
+        store or FakeStore(),
+    )
+
+
+# -- records as Admin returns them -------------------------------------------------------------
+
+T0 = datetime(2026, 9, 10, 12, 0, tzinfo=UTC)  # a time inside WINDOW
+WINDOW = Window(datetime(2026, 9, 10, tzinfo=UTC), datetime(2026, 9, 11, tzinfo=UTC))
+
+
+def execution(
+    name: str,
+    *,
+    project: str = "gs1",
+    domain: str = "production",
+    phase: str = "SUCCEEDED",
+    created: datetime = T0 - timedelta(hours=2),
+    updated: datetime | None = T0 + timedelta(minutes=1),
+    mode: str = "MANUAL",
+    reference: ExecutionRef | None = None,
+    launch_plan: tuple[str, str, str, str] | None = None,
+) -> ExecutionRecord:
+    return ExecutionRecord(
+        ExecutionRef(project, domain, name),
+        phase,
+        created,
+        updated,
+        mode,
+        reference,
+        launch_plan=launch_plan or (project, domain, "train", "v1"),
+        workflow=(project, domain, "train", "v1"),
+    )
+
+
+def attempt(
+    ex: ExecutionRecord,
+    node: str = "n0",
+    n: int = 0,
+    *,
+    phase: str = "SUCCEEDED",
+    ended: datetime | None = T0,
+    task_type: str = "pytorch",
+    version: int | None = 0,
+    declared: bool = False,
+) -> AttemptRecord:
+    """An attempt of `ex` whose pod is Flyte's `<execution>-<node>-<attempt>` in the project's
+    namespace, its outputs under `s3://meta/<execution>/<node>/<attempt>/`."""
+    ref = ex.ref
+    data = f"s3://meta/{ref.name}/{node}/"
+    return AttemptRecord(
+        ref=AttemptRef(ref, node, n),
+        phase=phase,
+        task_type=task_type,
+        task_type_version=version,
+        is_array=False,
+        started_at=(ended or T0) - timedelta(hours=1),
+        ended_at=ended,
+        output_dir=f"{data}{n}/",
+        pods=(f"{ref.name}-{node}-{n}",),
+        namespace=f"{ref.project}-{ref.domain}",
+        checkpoint_uri=None,
+        node_phase=phase,
+        task_id=(ref.project, ref.domain, "train.step", "v1"),
+        outputs_declared=declared,
+        inputs_uri=f"{data}inputs.pb",
+        end_from="duration",
+    )
+
+
+def signal_line(at: datetime, pid: int = 7) -> str:
+    """torch's elastic agent logging the SIGTERM it got (glog format)."""
+    return (
+        f"W{at:%m%d} {at:%H:%M:%S.%f} {pid} torch/distributed/elastic/agent/server/api.py:753] "
+        "Received 15 death signal, shutting down workers"
+    )
+
+
+def pod_labels(att: AttemptRecord, container: str = "train") -> dict[str, str]:
+    return {"namespace": att.namespace or "", "pod": att.pods[0], "container": container}
+
+
+def wrote_outputs(store: FakeStore, att: AttemptRecord, outputs: bool) -> None:
+    """The node's inputs.pb (propeller writes it before the node runs) and, if `outputs`, the
+    attempt's outputs.pb."""
+    assert att.inputs_uri is not None and att.output_dir is not None
+    store.put(att.inputs_uri)
+    if outputs:
+        store.put(att.output_dir + OUTPUTS_FILE)
+
+
+SIG_AT = T0 - timedelta(seconds=7)  # the incident's SIGTERM, seven seconds before its success
+
+
+def signalled(loki: FakeLoki, att: AttemptRecord, at: datetime = SIG_AT) -> None:
+    """The attempt's pod logging torch's SIGTERM line at `at`."""
+    loki.push(pod_labels(att), at, signal_line(at))
+
+
+def silent_green(sources: Sources, name: str = "azvg5f9v9974m78fvlf7") -> AttemptRecord:
+    """An elastic success whose pod logged SIGTERM before it ended and wrote no outputs.pb:
+    affected."""
+    ex = execution(name)
+    att = attempt(ex)
+    sources.admin.add(ex, [att])  # type: ignore[attr-defined]
+    signalled(sources.loki, att)  # type: ignore[arg-type]
+    wrote_outputs(sources.store, att, outputs=False)  # type: ignore[arg-type]
+    return att
+
+
+def healthy(sources: Sources, name: str = "k5l9z3x7c1v5b9n3m7q1") -> AttemptRecord:
+    """An elastic success that wrote its outputs.pb: cleared."""
+    ex = execution(name)
+    att = attempt(ex)
+    sources.admin.add(ex, [att])  # type: ignore[attr-defined]
+    wrote_outputs(sources.store, att, outputs=True)  # type: ignore[arg-type]
+    return att

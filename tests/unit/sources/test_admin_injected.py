@@ -1,0 +1,29 @@
+"""An AdminClient around a flytekit client the caller built (against the loopback sandbox
+Admin: the real client, the real wire)."""
+
+from __future__ import annotations
+
+from flytekit.clients.friendly import SynchronousFlyteClient
+from flytekit.configuration import PlatformConfig
+
+from forensics.model import ExecutionRef
+from forensics.sandbox.admin_server import AdminServer
+from forensics.sandbox.incident import reference_scenario
+from forensics.sources.admin import AdminClient
+
+INCIDENT = ExecutionRef("gs1", "production", "azvg5f9v9974m78fvlf7")
+
+
+def test_an_injected_client_is_used_and_left_open():
+    server = AdminServer(reference_scenario())
+    try:
+        flyte = SynchronousFlyteClient(PlatformConfig(endpoint=server.start(), insecure=True))
+        admin = AdminClient.over(flyte, retries=0)
+        assert admin.get_execution(INCIDENT).ref == INCIDENT
+        assert admin.calls_total == 1
+        admin.close()  # the caller's channel: still open
+        assert "gs1" in AdminClient.over(flyte).project_domains()
+        assert server.call_counts()["GetExecution"] == 1
+        flyte._channel.close()
+    finally:
+        server.stop()
