@@ -8,11 +8,11 @@ import shlex
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 from support.cli import CLI
+from support.paths import DOCS
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "library.md"
+DOC = DOCS / "library.md"
 
 
 def blocks(kind: str) -> list[str]:
