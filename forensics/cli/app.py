@@ -1,6 +1,6 @@
 """The command line: the typer app, every command registered on it, errors to exit codes.
 
-Commands are plain functions in forensics/commands/ (they parse flags, call the library and
+Commands are plain functions in forensics/cli/ (they parse flags, call the library and
 hand the result to forensics.formats); this is the only module that knows the app. Help style
 lives here, once, for every command: plain click help (no rich panels: they cut defaults with
 "…" and read `[loki]` as markup), flags without a value placeholder, every other option and
@@ -22,8 +22,8 @@ import typer.core
 from typer import _click as click
 
 from forensics import TOOL
-from forensics.commands import config_cmd, demo, fix, merge, pin_bump, relaunch, scan, show, watch
-from forensics.commands.options import with_flag_groups
+from forensics.cli import config_cmd, demo, fix, merge, pin_bump, relaunch, scan, show, watch
+from forensics.cli.options import with_flag_groups
 from forensics.errors import ElasticAuditError
 
 

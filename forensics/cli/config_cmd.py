@@ -12,8 +12,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forensics.commands.common import emit
-from forensics.commands.options import (
+from forensics.cli.common import emit
+from forensics.cli.options import (
     SOURCE_FLAGS,
     SourceFlags,
     check_output,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from forensics.commands.common import emit
-from forensics.commands.options import flag_option
+from forensics.cli.common import emit
+from forensics.cli.options import flag_option
 from forensics.errors import UsageError
 from forensics.merge import merge_reports
 

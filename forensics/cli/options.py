@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from forensics.commands.common import check_domains, check_scope_names, check_writable_file
+from forensics.cli.common import check_domains, check_scope_names, check_writable_file
 from forensics.config import Settings, load_settings
 from forensics.errors import UsageError
 from forensics.formats import OutputFormat

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.commands.common import emit
-from forensics.commands.options import (
+from forensics.cli.common import emit
+from forensics.cli.options import (
     SOURCE_FLAGS,
     SourceFlags,
     VerboseOpt,
@@ -25,7 +25,7 @@ from forensics.errors import UsageError
 from forensics.formats import TABLE_OR_JSON, OutputFormat, render
 from forensics.identifiers import FORMS, parse_execution
 from forensics.model import ExecutionRef
-from forensics.verbosity import setup_logging
+from forensics.cli.verbosity import setup_logging
 
 if TYPE_CHECKING:
     from forensics.relaunch import AuditLog, Outcome, Plan

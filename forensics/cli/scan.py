@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.commands.common import (
+from forensics.cli.common import (
     check_writable_file,
     emit,
     report_failures,
     source_endpoints,
     write_atomically,
 )
-from forensics.commands.options import (
+from forensics.cli.options import (
     GUARD_FLAGS,
     SCOPE_FLAGS,
     SOURCE_FLAGS,
@@ -29,13 +29,13 @@ from forensics.commands.options import (
     output_option,
     value_option,
 )
-from forensics.commands.page import check_page_target
+from forensics.cli.page import check_page_target
 from forensics.config import Settings
 from forensics.errors import UsageError
 from forensics.formats import SCAN_FORMATS, OutputFormat, render
 from forensics.model import Window
 from forensics.timeutil import parse_window
-from forensics.verbosity import setup_logging
+from forensics.cli.verbosity import setup_logging
 
 if TYPE_CHECKING:  # flytekit is heavy; `--help` and `--version` must stay fast
     from forensics.scan.scope import ScanScope
@@ -139,7 +139,7 @@ def _scan_once(
     """One scan of `window`: the report on stdout (and in --report, the page in --report-html),
     the exit code to leave with."""
     from forensics.page_publish import publish_page
-    from forensics.progress import Progress
+    from forensics.cli.progress import Progress
     from forensics.scan.run import scan
     from forensics.sources import Sources
 

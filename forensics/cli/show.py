@@ -6,8 +6,8 @@ import textwrap
 
 import typer
 
-from forensics.commands.common import emit, report_failures, source_endpoints
-from forensics.commands.options import (
+from forensics.cli.common import emit, report_failures, source_endpoints
+from forensics.cli.options import (
     SOURCE_FLAGS,
     SourceFlags,
     VerboseOpt,
@@ -19,7 +19,7 @@ from forensics.commands.options import (
 from forensics.errors import NotFoundError, UsageError
 from forensics.formats import SHOW_FORMATS, render
 from forensics.identifiers import FORMS, parse_execution
-from forensics.verbosity import setup_logging
+from forensics.cli.verbosity import setup_logging
 
 EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.commands.common import emit
-from forensics.commands.options import (
+from forensics.cli.common import emit
+from forensics.cli.options import (
     GUARD_FLAGS,
     SCOPE_FLAGS,
     SOURCE_FLAGS,
@@ -33,7 +33,7 @@ from forensics.guard.metrics import GuardCollector, registry_for
 from forensics.guard.run import GuardOptions, StateConflict, Terminated, _Signals, run_once
 from forensics.model import Report, Window
 from forensics.timeutil import parse_duration
-from forensics.verbosity import setup_logging
+from forensics.cli.verbosity import setup_logging
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -80,7 +80,7 @@ def _scanner(
     then the incident page when asked for (written before anyone is notified)."""
 
     def scan_window(window: Window) -> Report:
-        from forensics.progress import Progress
+        from forensics.cli.progress import Progress
         from forensics.scan.run import scan
         from forensics.sources import Sources
 

@@ -41,7 +41,7 @@ from forensics.guard.state import (
 )
 from forensics.model import UTC, Report, Window, rfc3339
 from forensics.timeutil import parse_duration
-from forensics.verbosity import add_secret
+from forensics.cli.verbosity import add_secret
 
 log = logging.getLogger("elastic-audit")
 

@@ -57,7 +57,7 @@ from forensics.model import (
     Window,
     rfc3339,
 )
-from forensics.progress import Progress
+from forensics.cli.progress import Progress
 from forensics.scan import sweep
 from forensics.scan.callplan import by_prefix
 from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
