@@ -9,12 +9,12 @@ import typer
 
 from forensics.cli.common import check_writable_dir, emit
 from forensics.cli.options import check_output, default_output, output_option
+from forensics.cli.progress import spinner
 from forensics.errors import UsageError
 from forensics.formats import TABLE_OR_JSON, OutputFormat, render
 from forensics.formats.fix import BundledPatch
 from forensics.plugin_fix.check import check_environment, check_source
 from forensics.plugin_fix.patch import PATCH_NAME, apply, load_patch
-from forensics.cli.progress import spinner
 
 HELP = (
     "The plugin fix: show the patch, apply it to a source tree, check an environment or "

@@ -12,6 +12,7 @@ import typer
 
 from forensics.cli.common import emit
 from forensics.cli.options import check_output, default_output, output_option
+from forensics.cli.progress import spinner
 from forensics.errors import ElasticAuditError, UsageError
 from forensics.formats import PIN_BUMP_FORMATS, OutputFormat, render
 from forensics.formats.pinbump import BumpResult, summary_text
@@ -19,7 +20,6 @@ from forensics.pinbump.github import CommitVerification, GitHubClient
 from forensics.pinbump.lock import LockRun, find_uv, lock_projects
 from forensics.pinbump.patterns import DEFAULT_REPO, normalize_repo, normalize_sha
 from forensics.pinbump.plan import BumpPlan, apply_plan, plan_bump
-from forensics.cli.progress import spinner
 
 EXAMPLES = """\
 Examples:

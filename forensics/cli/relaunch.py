@@ -21,11 +21,11 @@ from forensics.cli.options import (
     output_option,
     value_option,
 )
+from forensics.cli.verbosity import setup_logging
 from forensics.errors import UsageError
 from forensics.formats import TABLE_OR_JSON, OutputFormat, render
 from forensics.identifiers import FORMS, parse_execution
 from forensics.model import ExecutionRef
-from forensics.cli.verbosity import setup_logging
 
 if TYPE_CHECKING:
     from forensics.relaunch import AuditLog, Outcome, Plan

@@ -30,12 +30,12 @@ from forensics.cli.options import (
     value_option,
 )
 from forensics.cli.page import check_page_target
+from forensics.cli.verbosity import setup_logging
 from forensics.config import Settings
 from forensics.errors import UsageError
 from forensics.formats import SCAN_FORMATS, OutputFormat, render
 from forensics.model import Window
 from forensics.timeutil import parse_window
-from forensics.cli.verbosity import setup_logging
 
 if TYPE_CHECKING:  # flytekit is heavy; `--help` and `--version` must stay fast
     from forensics.scan.scope import ScanScope
@@ -138,8 +138,8 @@ def _scan_once(
 ) -> int:
     """One scan of `window`: the report on stdout (and in --report, the page in --report-html),
     the exit code to leave with."""
-    from forensics.page_publish import publish_page
     from forensics.cli.progress import Progress
+    from forensics.page_publish import publish_page
     from forensics.scan.run import scan
     from forensics.sources import Sources
 

@@ -16,10 +16,10 @@ from forensics.cli.options import (
     output_option,
     value_option,
 )
+from forensics.cli.verbosity import setup_logging
 from forensics.errors import NotFoundError, UsageError
 from forensics.formats import SHOW_FORMATS, render
 from forensics.identifiers import FORMS, parse_execution
-from forensics.cli.verbosity import setup_logging
 
 EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 

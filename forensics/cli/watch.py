@@ -25,6 +25,7 @@ from forensics.cli.options import (
     WorkersOpt,
     value_option,
 )
+from forensics.cli.verbosity import setup_logging
 from forensics.config import Settings
 from forensics.errors import ConfigError, ElasticAuditError, UsageError
 from forensics.formats import OutputFormat, render, renderers
@@ -33,7 +34,6 @@ from forensics.guard.metrics import GuardCollector, registry_for
 from forensics.guard.run import GuardOptions, StateConflict, Terminated, _Signals, run_once
 from forensics.model import Report, Window
 from forensics.timeutil import parse_duration
-from forensics.cli.verbosity import setup_logging
 
 if TYPE_CHECKING:
     from collections.abc import Callable

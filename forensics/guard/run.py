@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from forensics.cli.verbosity import add_secret
 from forensics.config import Settings
 from forensics.errors import SourceError, UsageError
 from forensics.guard.items import (
@@ -41,7 +42,6 @@ from forensics.guard.state import (
 )
 from forensics.model import UTC, Report, Window, rfc3339
 from forensics.timeutil import parse_duration
-from forensics.cli.verbosity import add_secret
 
 log = logging.getLogger("elastic-audit")
 

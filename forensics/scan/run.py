@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
+from forensics.cli.progress import Progress
 from forensics.concurrency import Lane, guarded, join
 from forensics.cost import price
 from forensics.detect import (
@@ -57,7 +58,6 @@ from forensics.model import (
     Window,
     rfc3339,
 )
-from forensics.cli.progress import Progress
 from forensics.scan import sweep
 from forensics.scan.callplan import by_prefix
 from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
