@@ -13,7 +13,7 @@ from rich.progress import Progress as RichProgress
 
 
 class Progress:
-    """Named phases with a total and an advance count; silent unless enabled on a terminal."""
+    """forensics.progress.Progress as a rich bar on stderr; silent unless enabled."""
 
     def __init__(self, enabled: bool) -> None:
         self._lock = threading.Lock()

@@ -36,8 +36,6 @@ from forensics.pinbump.requirements import scan_requirements
 class WriteError(ElasticAuditError):
     """Writing the bump failed part-way; every file was put back as it was (exit 2)."""
 
-    exit_code = 2
-
 
 def scan_tree(root: Path, repo: str = DEFAULT_REPO) -> list[ManifestScan]:
     """Every manifest under `root` with its pins of `repo` (any unparseable one raises)."""

@@ -64,10 +64,6 @@ class CheckResult:
     scenarios: tuple[Scenario, ...] = ()
 
     @property
-    def exit_code(self) -> int:
-        return {"fixed": 0, "vulnerable": 1}.get(self.status, 2)
-
-    @property
     def detail(self) -> str:
         return self.reason
 

@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import socket
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -299,12 +298,3 @@ class Options:
     parent: bool = False
     to_version: str | None = None
     overwrite_cache: bool = True
-
-
-def exit_code(outcomes: Iterable[Outcome]) -> int:
-    statuses = {o.status for o in outcomes}
-    if "failed" in statuses:
-        return 3
-    if "refused" in statuses:
-        return 1
-    return 0

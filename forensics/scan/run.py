@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
-from forensics.cli.progress import Progress
 from forensics.concurrency import Lane, guarded, join
 from forensics.cost import price
 from forensics.detect import (
@@ -58,6 +57,7 @@ from forensics.model import (
     Window,
     rfc3339,
 )
+from forensics.progress import NULL, Progress
 from forensics.scan import sweep
 from forensics.scan.callplan import by_prefix
 from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
@@ -135,7 +135,7 @@ class ScanRun:
         self.settings = sources.settings
         self.window = window
         self.scope = scope
-        self.progress = progress or Progress.null()
+        self.progress = progress or NULL
         self.lookups = Lookups(sources)
         self.projects = Projects(sources.settings)
         self.tally = Tally()  # what the run finds: counts, findings, pending, gaps

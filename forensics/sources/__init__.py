@@ -30,12 +30,10 @@ class Sources:
     @classmethod
     def from_settings(cls, settings: Settings) -> Sources:
         """The production clients for `settings`."""
-        from forensics.cli.verbosity import adopt_flytekit
         from forensics.sources.admin import AdminClient
         from forensics.sources.loki import LokiClient
         from forensics.sources.storage import ObjectStore
 
-        adopt_flytekit()  # flytekit is imported by now; its warnings must not reach stdout
         loki = LokiClient(settings.loki, workers=settings.workers)
         admin = AdminClient.from_settings(settings.flyte)
         store = ObjectStore.default(workers=settings.workers)
