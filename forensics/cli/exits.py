@@ -42,11 +42,20 @@ def for_scan(
     unless `exit_zero`; else 0. 3 wins over 1."""
     from forensics.guard.items import pending_items
 
-    if not report.complete or page_gaps or undelivered:
-        return INCOMPLETE
     unresolved = getattr(report, "unresolved", ())
-    if report.findings or pending_items(report, {}) or unresolved:
-        return 0 if exit_zero else 1
+    return for_result(
+        complete=report.complete and not page_gaps and not undelivered,
+        to_act_on=bool(report.findings or pending_items(report, {}) or unresolved),
+        exit_zero=exit_zero,
+    )
+
+
+def for_result(*, complete: bool, to_act_on: bool, exit_zero: bool = False) -> int:
+    """The rule itself, for a scan's result in any form (a Report, `merge`'s document)."""
+    if not complete:
+        return INCOMPLETE
+    if to_act_on and not exit_zero:
+        return 1
     return 0
 
 
