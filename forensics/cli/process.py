@@ -19,8 +19,13 @@ def keep_ctrl_c() -> None:
 
     Importing flytekit installs a SIGINT handler that calls exit(1) at once. Ctrl-C must stay a
     KeyboardInterrupt so every command can clean up (no partial report, no half-written pins,
-    an audit line for an interrupted relaunch) and exit 130."""
-    if threading.current_thread() is threading.main_thread():
+    an audit line for an interrupted relaunch) and exit 130. Only flytekit's handler is
+    replaced: one the command installed itself (the guard's, which lets a state write finish
+    first) stays."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    current = signal.getsignal(signal.SIGINT)
+    if str(getattr(current, "__module__", "")).startswith("flytekit"):
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
