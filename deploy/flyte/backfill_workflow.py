@@ -35,7 +35,7 @@ def slices(
     each project and domain given (none: the whole scope in each time slice)."""
     from forensics.timeutil import parse_time
 
-    start, end = parse_time(since, flag="since"), parse_time(until, flag="until")
+    start, end = parse_time(since, name="since"), parse_time(until, name="until")
     if not start < end:
         raise ValueError(f"since ({since}) must be before until ({until})")
     if slice_days < 1:
