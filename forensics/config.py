@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from forensics.errors import ConfigError
+from forensics.params import Param, ParamConfigError
 from forensics.timeutil import parse_duration
 
 if sys.version_info >= (3, 11):
@@ -437,7 +438,7 @@ def load_settings(
     ck = _checkpoint_settings(checkpoint_input, checkpoint_template, fck)
     n = workers if workers is not None else file.get("scan", {}).get("workers", Settings.workers)
     if not 1 <= n <= 256:
-        raise ConfigError(f"--workers must be from 1 to 256, not {n}")
+        raise ParamConfigError(Param("workers"), f" must be from 1 to 256, not {n}")
     origins = {
         "loki": _loki_origin(loki_url, env, path, floki),
         "admin": _admin_origin(flyte_config, env, path, fflyte),
@@ -539,7 +540,7 @@ def _checkpoint_settings(
         try:
             template = _checkpoint_template(checkpoint_template)
         except ValueError as e:
-            raise ConfigError(f"--checkpoint-template {e}") from None
+            raise ParamConfigError(Param("checkpoint_template"), f" {e}") from None
     return CheckpointSettings(input=checkpoint_input or fck.get("input"), template=template)
 
 

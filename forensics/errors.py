@@ -1,4 +1,4 @@
-"""Error types: each carries its meaning and exit code; the CLI turns them into one line."""
+"""Error types: each carries its meaning; the CLI turns them into one line and an exit code."""
 
 from __future__ import annotations
 
@@ -12,19 +12,13 @@ if TYPE_CHECKING:
 class ElasticAuditError(Exception):
     """Base of every error the tool reports to a user (never as a traceback)."""
 
-    exit_code = 2
-
 
 class UsageError(ElasticAuditError):
     """The command line asks for something malformed or contradictory."""
 
-    exit_code = 2
-
 
 class ConfigError(ElasticAuditError):
     """A configuration file, environment variable or setting is invalid."""
-
-    exit_code = 2
 
 
 class SourceError(ElasticAuditError):
@@ -33,8 +27,6 @@ class SourceError(ElasticAuditError):
     `source` names the system, `window` (start, end) the part of the scan it costs when
     known, `target` the object or request concerned; `cause` is a short human reason.
     """
-
-    exit_code = 3
 
     def __init__(
         self,
@@ -77,5 +69,3 @@ class AlreadyRelaunched(SourceError):
 
 class LokiQueryError(SourceError):
     """Loki rejected the query (HTTP 400): final, never retried; the text is Loki's own."""
-
-    exit_code = 2

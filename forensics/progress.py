@@ -1,80 +1,34 @@
-"""Progress on stderr: a rich progress bar on a terminal, nothing otherwise (or with --no-progress)."""
+"""What the library tells about a long scan's progress: named phases, a total, each step done.
+
+The library calls a `Progress`; it never draws one. The command line passes a progress bar on a
+terminal (forensics/cli/progress.py); without one, `NULL` hears everything and shows nothing.
+"""
 
 from __future__ import annotations
 
-import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as RichProgress
+from typing import Protocol
 
 
-class Progress:
-    """Named phases with a total and an advance count; silent unless enabled on a terminal."""
+class Progress(Protocol):
+    """Phases keyed by name: started with a description and a total (None: unknown), advanced
+    one step at a time (from any thread), finished."""
 
-    def __init__(self, enabled: bool) -> None:
-        self._lock = threading.Lock()
-        self._tasks: dict[str, int] = {}
-        self._bar: RichProgress | None = None
-        if enabled:
-            self._bar = RichProgress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
+    def start(self, key: str, description: str, total: int | None) -> None: ...
 
-    @classmethod
-    def null(cls) -> Progress:
-        return cls(False)
+    def advance(self, key: str) -> None: ...
 
-    @classmethod
-    def for_terminal(cls, no_progress: bool) -> Progress:
-        return cls(not no_progress and sys.stderr.isatty())
+    def finish(self, key: str) -> None: ...
 
-    def __enter__(self) -> Progress:
-        if self._bar is not None:
-            self._bar.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
+class _Silent:
     def start(self, key: str, description: str, total: int | None) -> None:
-        if self._bar is None:
-            return
-        with self._lock:
-            self._tasks[key] = self._bar.add_task(description, total=total)
+        pass
 
     def advance(self, key: str) -> None:
-        if self._bar is None:
-            return
-        with self._lock:
-            task = self._tasks.get(key)
-        if task is not None:
-            self._bar.advance(task)
+        pass
 
     def finish(self, key: str) -> None:
-        if self._bar is None:
-            return
-        with self._lock:
-            task = self._tasks.pop(key, None)
-        if task is not None:
-            self._bar.remove_task(task)
+        pass
 
 
-@contextmanager
-def spinner(message: str, *, enabled: bool = True) -> Iterator[None]:
-    """A spinner on stderr while one slow step runs; nothing when disabled or not a terminal."""
-    console = Console(stderr=True)
-    if enabled and console.is_terminal:
-        with console.status(message):
-            yield
-    else:
-        yield
+NULL: Progress = _Silent()

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 
 from pytimeparse import parse as parse_duration_seconds
 
-from forensics.errors import UsageError
 from forensics.model import UTC, Window, rfc3339
+from forensics.params import Param, ParamError
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _FRACTION = re.compile(r"(\d{2}:\d{2}:\d{2})\.(\d+)")
@@ -49,69 +49,80 @@ def fromisoformat(text: str) -> datetime:
     )
 
 
-def parse_time(text: str, *, flag: str) -> datetime:
-    """RFC 3339 (with `Z` or an offset) or a bare date (midnight UTC) → aware UTC datetime."""
+def parse_time(text: str, *, name: str | Param) -> datetime:
+    """RFC 3339 (with `Z` or an offset) or a bare date (midnight UTC) → aware UTC datetime.
+
+    `name` says what the text is in an error: a parameter (`Param("since")`) or plain words."""
     raw = text.strip()
     if _DATE.match(raw):
         try:
             return datetime.strptime(raw, "%Y-%m-%d").replace(tzinfo=UTC)
         except ValueError as e:
-            raise UsageError(f"{flag}: {raw!r} is not a valid date ({e})") from None
+            raise ParamError(name, f": {raw!r} is not a valid date ({e})") from None
     candidate = raw.replace("z", "Z")
     if candidate.endswith("Z"):
         candidate = candidate[:-1] + "+00:00"
     try:
         t = fromisoformat(candidate)
     except ValueError:
-        raise UsageError(
-            f"{flag}: {raw!r} is neither a duration (90m, 36h, 7d, 2w) nor a time "
-            "(RFC 3339 such as 2026-09-10T19:45:00Z, or a date such as 2026-09-10)"
+        raise ParamError(
+            name,
+            f": {raw!r} is neither a duration (90m, 36h, 7d, 2w) nor a time "
+            "(RFC 3339 such as 2026-09-10T19:45:00Z, or a date such as 2026-09-10)",
         ) from None
     if "T" not in candidate.upper() and " " not in candidate:
-        raise UsageError(f"{flag}: {raw!r} is not RFC 3339")
+        raise ParamError(name, f": {raw!r} is not RFC 3339")
     if t.tzinfo is None:
-        raise UsageError(f"{flag}: {raw!r} has no time zone; add Z for UTC (e.g. {raw}Z)")
+        raise ParamError(name, f": {raw!r} has no time zone; add Z for UTC (e.g. {raw}Z)")
     return t.astimezone(UTC)
 
 
+SINCE, UNTIL = Param("since"), Param("until")
+
+
 def parse_until(until: str | None, now: datetime) -> datetime:
-    """`--until` (default `now`); a time after `now` is refused: a window that has not happened
+    """`until` (default `now`); a time after `now` is refused: a window that has not happened
     yet cannot be scanned, and a guard state must never record it as scanned."""
     if until is None:
         return now
-    end = parse_time(until, flag="--until")
+    end = parse_time(until, name=UNTIL)
     if end > now:
-        raise UsageError(
-            f"--until {rfc3339(end)} is in the future (now {rfc3339(now.replace(microsecond=0))}): a scan cannot read "
-            "what has not happened yet; leave --until out to scan up to now"
+        raise ParamError(
+            UNTIL,
+            f" {rfc3339(end)} is in the future (now {rfc3339(now.replace(microsecond=0))}): a scan "
+            "cannot read what has not happened yet; leave ",
+            UNTIL,
+            " out to scan up to now",
         )
     return end
 
 
 def parse_window(since: str, until: str | None, *, now: datetime | None = None) -> Window:
-    """The scan window from `--since` (duration back from `--until`, or a time) and `--until`."""
+    """The scan window from `since` (duration back from `until`, or a time) and `until`."""
     end = parse_until(until, now or datetime.now(UTC))
     try:
         duration = parse_duration(since)
     except ValueError as e:
-        raise UsageError(f"--since: {e}") from None
+        raise ParamError(SINCE, f": {e}") from None
     if duration is not None:
         if duration <= timedelta(0):
-            raise UsageError(f"--since: {since!r} must be a positive duration")
+            raise ParamError(SINCE, f": {since!r} must be a positive duration")
         if end - EPOCH < duration:  # (also keeps `end - duration` from overflowing)
-            raise UsageError(
-                f"--since {since!r} reaches back before 1970-01-01T00:00:00Z; Loki holds no "
-                "logs from before the Unix epoch"
+            raise ParamError(
+                SINCE,
+                f" {since!r} reaches back before 1970-01-01T00:00:00Z; Loki holds no "
+                "logs from before the Unix epoch",
             )
         start = end - duration
     else:
-        start = parse_time(since, flag="--since")
+        start = parse_time(since, name=SINCE)
     if start < EPOCH:
         # Loki's timestamps are Unix nanoseconds: nothing can be logged before 1970.
-        raise UsageError(
-            f"--since ({rfc3339(start)}) is before 1970-01-01T00:00:00Z; Loki holds no logs "
-            "from before the Unix epoch"
+        raise ParamError(
+            SINCE,
+            f" ({rfc3339(start)}) is before 1970-01-01T00:00:00Z; Loki holds no logs "
+            "from before the Unix epoch",
         )
     if start >= end:
-        raise UsageError(f"--since ({rfc3339(start)}) must be before --until ({rfc3339(end)})")
+        raise ParamError(SINCE, f" ({rfc3339(start)}) must be before ", UNTIL, f" ({rfc3339(end)})")
     return Window(start, end)

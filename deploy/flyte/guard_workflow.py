@@ -13,7 +13,7 @@ environment as for any other run of the CLI.
 
 from __future__ import annotations
 
-import os
+import sys
 
 from flytekit import CronSchedule, LaunchPlan, Resources, Secret, current_context, task, workflow
 
@@ -23,19 +23,55 @@ NOTIFY_SECRET = Secret(
 )
 
 
-def guard_args(
-    state: str, config: str, overlap: str, notify_format: str, pushgateway: str, since: str
-) -> list[str]:
-    """The `elastic-audit scan` command line of one guard run (`since` empty: from the state)."""
-    args = ["scan", "--state", state, "--overlap", overlap, "--notify-format", notify_format]
-    args += ["--output", "json", "--no-progress"]  # 1 (findings) is a success here too
-    if config:
-        args += ["--config", config]
-    if pushgateway:
-        args += ["--pushgateway", pushgateway]
-    if since:
-        args += ["--since", since]
-    return args
+def guard_run(
+    state: str,
+    config: str,
+    overlap: str,
+    notify_format: str,
+    pushgateway: str,
+    since: str,
+    notify_url: str | None,
+) -> int:
+    """One guard run (`since` empty: from the state), as `elastic-audit scan --state ... -o json`
+    runs it: the JSON report on stdout, deliveries and errors on stderr, the scan's exit code
+    (docs/exit-codes.md; 3 also for an undelivered notification). `notify_url` is the webhook,
+    a secret: it is masked in every log line and never leaves this call."""
+    from forensics.cli.exits import for_error, for_scan
+    from forensics.cli.guard import emit_outcome, guard_options, say_delivery, say_failures
+    from forensics.cli.process import open_sources
+    from forensics.cli.verbosity import setup_logging
+    from forensics.config import load_settings
+    from forensics.errors import ElasticAuditError
+    from forensics.guard import run_guard, scanner
+    from forensics.scan.scope import ScanScope
+
+    setup_logging(0)
+    try:
+        options = guard_options(
+            state=state,
+            overlap=overlap,
+            reset_state=False,
+            notify=[notify_url] if notify_url else [],
+            notify_format=notify_format,
+            metrics_file=None,
+            pushgateway=pushgateway or None,
+        )
+        settings = load_settings(config=config or None)
+        scope = ScanScope((), ())
+        outcome = run_guard(
+            settings,
+            scope,
+            since=since or None,
+            options=options,
+            scan=scanner(settings, scope, sources=open_sources),
+            on_delivery=say_delivery,
+        )
+    except ElasticAuditError as e:
+        print(f"elastic-audit: error: {e}", file=sys.stderr)
+        return for_error(e)
+    say_failures(outcome)
+    emit_outcome(outcome, "json", None)
+    return for_scan(outcome.report, undelivered=not outcome.delivered)
 
 
 def state_exists(state: str) -> bool:
@@ -63,29 +99,15 @@ def guard_scan(
 ) -> int:
     """One guard run: returns the scan's exit code (0 complete, nothing found; 1 findings); an incomplete
     scan (3) or a usage/state error (2) fails the task, so the execution shows it."""
-    from forensics.cli import main
-
     try:
         url = current_context().secrets.get("elastic-audit", "notify-url")
     except ValueError:  # no such secret mounted: run without notifications
         url = None
-    # The webhook URL is a secret: it reaches the scan through the environment, never its argv,
-    # and only for this run (the task's process may run other code after it).
-    saved = os.environ.get("ELASTIC_AUDIT_NOTIFY")
-    if url:
-        os.environ["ELASTIC_AUDIT_NOTIFY"] = url.strip()
-    try:
-        # `first_since` only starts a new state; every later run continues from the state.
-        since = "" if state_exists(state) else first_since
-        main(guard_args(state, config, overlap, notify_format, pushgateway, since))
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    finally:
-        if saved is None:
-            os.environ.pop("ELASTIC_AUDIT_NOTIFY", None)
-        else:
-            os.environ["ELASTIC_AUDIT_NOTIFY"] = saved
+    # `first_since` only starts a new state; every later run continues from the state.
+    since = "" if state_exists(state) else first_since
+    code = guard_run(
+        state, config, overlap, notify_format, pushgateway, since, url.strip() if url else None
+    )
     if code not in (0, 1):
         raise RuntimeError(f"elastic-audit scan exited {code} (see the task log)")
     return code

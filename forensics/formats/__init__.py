@@ -1,7 +1,8 @@
 """Every command's output: a registry from (result type, output format) to a renderer.
 
 A renderer takes one result (a scan Report, a Timeline, relaunch results, a pin-bump result,
-a fix result...) and returns the exact text for stdout. Commands never render: they hand their
+a fix result...) and the width to fit tables in (None: unbounded), and returns the exact text
+for stdout; the command line says how wide its terminal is. Commands never render: they hand their
 result to `render(result, fmt)`. A pair nobody registered is an error, never a silent table.
 Each module below registers its result types in `RENDERERS`; the format sets a command may
 offer (`-o`) are declared here, and tests/cli/test_bad_input.py checks both agree.
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
-from forensics.errors import UsageError
+from forensics.params import Param, ParamError
 
 
 class OutputFormat(str, Enum):
@@ -43,7 +44,7 @@ PIN_BUMP_FORMATS = (OutputFormat.table, OutputFormat.json, OutputFormat.diff)
 SCAN_FORMATS = (*REPORT_FORMATS, OutputFormat.html)
 SHOW_FORMATS = (*TABLE_OR_JSON, OutputFormat.html)
 
-Renderer = Callable[[Any], str]
+Renderer = Callable[[Any, int | None], str]
 Renderers = Mapping[type, Mapping[OutputFormat, Renderer]]
 
 # The modules that register renderers, cheapest to import first: a look-up loads them in this
@@ -54,8 +55,11 @@ _registry: dict[type, Mapping[OutputFormat, Renderer]] = {}
 _loaded: list[str] = []
 
 
-class UnknownFormat(UsageError):
-    """A result asked for in a format nobody renders it in (exit 2, never a fallback)."""
+OUTPUT = Param("output")
+
+
+class UnknownFormat(ParamError):
+    """A result asked for in a format nobody renders it in (never a fallback)."""
 
 
 def _renderers_of(kind: type) -> Mapping[OutputFormat, Renderer]:
@@ -74,14 +78,16 @@ def renderers(kind: type) -> tuple[OutputFormat, ...]:
     return tuple(_renderers_of(kind))
 
 
-def render(result: object, fmt: OutputFormat | str) -> str:
-    """`result` as the exact text for stdout in `fmt`; UnknownFormat if nobody renders that pair."""
+def render(result: object, fmt: OutputFormat | str, width: int | None = None) -> str:
+    """`result` as the exact text in `fmt`, tables fitted to `width` columns (None: as wide as
+    they are); UnknownFormat if nobody renders that pair."""
     name = str(getattr(fmt, "value", fmt)).lower()
     table = _renderers_of(type(result))
     renderer = next((r for f, r in table.items() if f.value == name), None)
     if renderer is None:
         offered = ", ".join(f.value for f in table) or "none"
         raise UnknownFormat(
-            f"-o {name}: a {type(result).__name__} is not rendered as {name} (offered: {offered})"
+            OUTPUT,
+            f" {name}: a {type(result).__name__} is not rendered as {name} (offered: {offered})",
         )
-    return renderer(result)
+    return renderer(result, width)

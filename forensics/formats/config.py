@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.formats.table import Column, render_table, terminal_width
+from forensics.formats.table import Column, render_table
 
 
 @dataclass(frozen=True)
@@ -26,12 +26,12 @@ class ConfigView:
 COLUMNS = (Column("setting"), Column("value", wrap=True), Column("from", wrap=True))
 
 
-def _table(view: ConfigView) -> str:
+def _table(view: ConfigView, width: int | None) -> str:
     rows = [(s.key, s.value, s.origin) for s in view.settings]
-    return render_table(COLUMNS, rows, width=terminal_width())
+    return render_table(COLUMNS, rows, width=width)
 
 
-def _json(view: ConfigView) -> str:
+def _json(view: ConfigView, width: int | None = None) -> str:
     doc = {s.key: {"value": s.value, "from": s.origin} for s in view.settings}
     return json.dumps(doc, indent=2) + "\n"
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.formats.table import render_pairs, terminal_width
+from forensics.formats.table import render_pairs
 from forensics.plugin_fix.build import BuildResult
 from forensics.plugin_fix.check import CheckResult
 from forensics.plugin_fix.patch import ApplyResult, parse_patch
@@ -22,7 +22,7 @@ class BundledPatch:
     text: str
 
 
-def _patch_json(patch: BundledPatch) -> str:
+def _patch_json(patch: BundledPatch, width: int | None = None) -> str:
     data = {
         "name": patch.name,
         "sha256": hashlib.sha256(patch.text.encode()).hexdigest(),
@@ -60,27 +60,27 @@ def _build_rows(result: BuildResult) -> list[tuple[str, str]]:
     return rows + [("adapted", note) for note in result.adapted]
 
 
-def _to_json(result: ApplyResult | CheckResult | BuildResult) -> str:
+def _to_json(result: ApplyResult | CheckResult | BuildResult, width: int | None = None) -> str:
     return json.dumps(result.to_dict(), indent=2) + "\n"
 
 
-def _pairs(title: str, rows: list[tuple[str, str]]) -> str:
-    return render_pairs(title, rows, width=terminal_width())
+def _pairs(title: str, rows: list[tuple[str, str]], width: int | None) -> str:
+    return render_pairs(title, rows, width=width)
 
 
 RENDERERS: Renderers = {
     # The patch itself, unchanged, so that `elastic-audit fix show | git apply` works.
-    BundledPatch: {OutputFormat.table: lambda p: p.text, OutputFormat.json: _patch_json},
+    BundledPatch: {OutputFormat.table: lambda p, _: p.text, OutputFormat.json: _patch_json},
     ApplyResult: {
-        OutputFormat.table: lambda r: _pairs(f"fix apply: {r.status}", _apply_rows(r)),
+        OutputFormat.table: lambda r, w: _pairs(f"fix apply: {r.status}", _apply_rows(r), w),
         OutputFormat.json: _to_json,
     },
     CheckResult: {
-        OutputFormat.table: lambda r: _pairs(f"fix check ({r.mode})", _check_rows(r)),
+        OutputFormat.table: lambda r, w: _pairs(f"fix check ({r.mode})", _check_rows(r), w),
         OutputFormat.json: _to_json,
     },
     BuildResult: {
-        OutputFormat.table: lambda r: _pairs(f"fix build: {r.release}", _build_rows(r)),
+        OutputFormat.table: lambda r, w: _pairs(f"fix build: {r.release}", _build_rows(r), w),
         OutputFormat.json: _to_json,
     },
 }

@@ -419,4 +419,4 @@ def render_page(page: IncidentPage) -> str:
     )
 
 
-RENDERERS: Renderers = {IncidentPage: {OutputFormat.html: render_page}}
+RENDERERS: Renderers = {IncidentPage: {OutputFormat.html: lambda page, _: render_page(page)}}

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
-from rich.text import Text
-
 from forensics.formats import OutputFormat, Renderers
-from forensics.formats.table import Column, render_table, terminal_width
+from forensics.formats.table import Column, render_table
 from forensics.pinbump.github import CommitVerification
 from forensics.pinbump.lock import LockRun
 from forensics.pinbump.plan import BumpPlan
@@ -94,7 +90,7 @@ def _file_rows(files: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     return rows
 
 
-def summary_text(result: BumpResult) -> str:
+def summary_text(result: BumpResult, width: int | None = None) -> str:
     """What moved (or would, or is stale) per file, and the uv.lock files it affects."""
     doc = summary(result)
     short = doc["sha"][:12]
@@ -102,7 +98,7 @@ def summary_text(result: BumpResult) -> str:
     lines = [f"pin-bump {doc['repo']} → {short} ({doc['mode']})"]
     rows = _file_rows(doc["files"])
     if rows:
-        lines.append(render_table(PIN_COLUMNS, rows, width=terminal_width()).rstrip("\n"))
+        lines.append(render_table(PIN_COLUMNS, rows, width=width).rstrip("\n"))
     total = sum(doc["from_commits"].values())
     if total:
         parts = ", ".join(f"{c[:12]} ({n})" for c, n in doc["from_commits"].items())
@@ -116,27 +112,20 @@ def summary_text(result: BumpResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-_DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
+# The style of each diff line, by its start (the command line colours a diff on a terminal).
+DIFF_STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
 
 
-def _coloured(diff: str) -> str:
-    """The diff as rich prints it on this terminal (plain when stdout is not one)."""
-    if not sys.stdout.isatty():
-        return diff
-    console = Console(soft_wrap=True, highlight=False)
-    with console.capture() as captured:
-        for line in diff.splitlines():
-            style = next((s for prefix, s in _DIFF_STYLES if line.startswith(prefix)), "")
-            console.print(Text(line, style=style))
-    return captured.get()
+def table_parts(result: BumpResult, width: int | None = None) -> tuple[str, str]:
+    """The table output in two parts: the diff (empty when not shown) and the summary."""
+    return result.diff(OutputFormat.table) or "", summary_text(result, width)
 
 
-def _table(result: BumpResult) -> str:
-    diff = result.diff(OutputFormat.table)
-    return (_coloured(diff) if diff else "") + summary_text(result)
+def _table(result: BumpResult, width: int | None) -> str:
+    return "".join(table_parts(result, width))
 
 
-def _json(result: BumpResult) -> str:
+def _json(result: BumpResult, width: int | None = None) -> str:
     doc, diff = summary(result), result.diff(OutputFormat.json)
     return json.dumps(doc if diff is None else {**doc, "diff": diff}, indent=2) + "\n"
 
@@ -147,6 +136,6 @@ RENDERERS: Renderers = {
         OutputFormat.json: _json,
         # Only the patch on stdout (`> bump.patch`, then `git apply bump.patch`); the command
         # says the summary on stderr, for the person.
-        OutputFormat.diff: lambda result: result.diff(OutputFormat.diff) or "",
+        OutputFormat.diff: lambda result, _: result.diff(OutputFormat.diff) or "",
     }
 }

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.formats.table import Column, render_table, terminal_width
+from forensics.formats.table import Column, render_table
 from forensics.relaunch import Outcome, Plan
 
 
@@ -27,7 +27,7 @@ RELAUNCH_COLUMNS = (
 )
 
 
-def _table(results: RelaunchResults) -> str:
+def _table(results: RelaunchResults, width: int | None) -> str:
     rows = [
         (
             str(o.execution),
@@ -37,10 +37,10 @@ def _table(results: RelaunchResults) -> str:
         )
         for o in results.outcomes
     ]
-    return render_table(RELAUNCH_COLUMNS, rows, width=terminal_width())
+    return render_table(RELAUNCH_COLUMNS, rows, width=width)
 
 
-def _json(results: RelaunchResults) -> str:
+def _json(results: RelaunchResults, width: int | None = None) -> str:
     request = results.dry_run
     rows = [o.as_dict() | ({"request": o.request} if request else {}) for o in results.outcomes]
     return json.dumps(rows, indent=2) + "\n"

@@ -6,20 +6,20 @@ from forensics.formats import OutputFormat, Renderers, csv, json, markdown, tabl
 from forensics.model import Report
 
 
-def _table(report: Report) -> str:
-    return table.render(report, width=table.terminal_width(), narrow=True)
+def _table(report: Report, width: int | None) -> str:
+    return table.render(report, width=width, narrow=True)
 
 
-def _wide(report: Report) -> str:
-    return table.render(report, width=table.terminal_width())
+def _wide(report: Report, width: int | None) -> str:
+    return table.render(report, width=width)
 
 
 RENDERERS: Renderers = {
     Report: {
         OutputFormat.table: _table,
         OutputFormat.wide: _wide,
-        OutputFormat.json: json.render,
-        OutputFormat.csv: csv.render,
-        OutputFormat.markdown: markdown.render,
+        OutputFormat.json: lambda r, _: json.render(r),
+        OutputFormat.csv: lambda r, _: csv.render(r),
+        OutputFormat.markdown: lambda r, _: markdown.render(r),
     }
 }

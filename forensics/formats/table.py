@@ -9,8 +9,6 @@ no box, no trailing spaces.
 
 from __future__ import annotations
 
-import os
-import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,19 +26,6 @@ class Column:
     header: str
     wrap: bool = False
     align_right: bool = False
-
-
-def terminal_width() -> int | None:
-    """Columns to fit: `COLUMNS` if set, else stdout's terminal; None (unbounded) when piped."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    try:
-        if sys.stdout.isatty():
-            return os.get_terminal_size(sys.stdout.fileno()).columns
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def _longest_word_in(cells: list[list[str]], i: int) -> int:

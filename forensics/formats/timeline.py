@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.formats.table import Column, gap_line, prose, render_table, terminal_width
+from forensics.formats.table import Column, gap_line, prose, render_table
 from forensics.formats.text import checkpoint_summary, short_time
 from forensics.timeline import Timeline
 
@@ -42,8 +42,8 @@ def _html(tl: Timeline) -> str:
 
 RENDERERS: Renderers = {
     Timeline: {
-        OutputFormat.table: lambda tl: render_timeline(tl, terminal_width()),
-        OutputFormat.json: lambda tl: json.dumps(tl.as_dict(), indent=2) + "\n",
-        OutputFormat.html: _html,
+        OutputFormat.table: render_timeline,
+        OutputFormat.json: lambda tl, _: json.dumps(tl.as_dict(), indent=2) + "\n",
+        OutputFormat.html: lambda tl, _: _html(tl),
     }
 }

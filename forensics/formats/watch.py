@@ -12,22 +12,25 @@ from forensics.model import rfc3339
 
 @dataclass(frozen=True)
 class WatchRun:
-    """The `number`th run of a watch, finished at `at` with `outcome`."""
+    """The `number`th run of a watch, finished at `at` with `outcome`; `code` is the exit code
+    a `scan` of the same run would have had."""
 
     number: int
     at: datetime
     outcome: Outcome
+    code: int
 
 
-def _line(run: WatchRun) -> str:
+def _line(run: WatchRun, width: int | None = None) -> str:
     r = run.outcome.report
+    assert r is not None  # a run SIGTERM ended has no line
     new = sum(1 for f in run.outcome.report_doc["findings"] if f.get("new"))
     w = r.window.as_dict()
     return (
         f"{rfc3339(run.at.replace(microsecond=0))} run {run.number}: "
         f"{w['start']} – {w['end']}: {r.summary.affected} affected, {r.summary.suspected} "
         f"suspected ({new} new), {len(r.gaps)} gap(s), "
-        f"{'complete' if r.complete else 'INCOMPLETE'}, exit {run.outcome.exit_code}\n"
+        f"{'complete' if r.complete else 'INCOMPLETE'}, exit {run.code}\n"
     )
 
 

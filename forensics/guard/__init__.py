@@ -1,71 +1,40 @@
-"""Guard mode (docs/deployment.md): `scan` on a schedule with memory — state, notifications, metrics."""
+"""Guard mode (docs/deployment.md): `scan` on a schedule with memory — state, notifications, metrics.
+
+`run_guard` is one guard run as a library call: it prints nothing and chooses no exit code; the
+command line (forensics/cli/guard.py) and the Flyte task (deploy/flyte/guard_workflow.py) say
+what its `Outcome` means.
+"""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from forensics.guard.run import GuardOptions, Outcome, Terminated, _Signals, guard_options, run_once
+from forensics.guard.notify import Delivery, Message
+from forensics.guard.run import (
+    GuardOptions,
+    Outcome,
+    Signals,
+    StateConflict,
+    Terminated,
+    run_once,
+)
 
 if TYPE_CHECKING:
     from forensics.config import Settings
     from forensics.model import Report, Window
+    from forensics.progress import Progress
     from forensics.scan.scope import ScanScope
-
-
-def scan_command(
-    settings: Settings,
-    scope: ScanScope,
-    *,
-    since: str | None,
-    until: str | None,
-    options: GuardOptions,
-    fmt: str,
-    report_path: str | None,
-    exit_zero: bool,
-    no_progress: bool,
-    report_html: str | None = None,
-) -> int:
-    """`scan` with guard flags: one run, the report printed (JSON findings carry `new`), and
-    the exit code of docs/exit-codes.md (3 also when a notification could not be delivered).
-    With --report-html the page is written right after the scan, so the notification can link
-    to it (an s3:// target: the object's HTTPS address, docs/deployment.md)."""
-    signals = _Signals()
-    page = _Page(report_html, wanted=fmt == "html" or report_html is not None)
-    try:
-        with signals.installed():
-            outcome = run_once(
-                settings,
-                scope,
-                since=since,
-                until=until,
-                options=options,
-                scan=_scanner(settings, scope, no_progress, page),
-                signals=signals,
-                page_url=lambda: page.url,
-            )
-    except Terminated:
-        if signals.wrote:
-            print("elastic-audit: terminated after finishing the state write", file=sys.stderr)
-        else:
-            print(
-                "elastic-audit: terminated; the state is as it was before this run", file=sys.stderr
-            )
-        return 143
-    emit_outcome(outcome, fmt, report_path, page.page)
-    if page.page is not None and page.page.gaps and outcome.exit_code < 3:
-        outcome.exit_code = 3  # the page's timelines are incomplete (said on stderr)
-    if outcome.exit_code == 1 and exit_zero:
-        return 0
-    return outcome.exit_code
+    from forensics.sources import Sources
 
 
 @dataclass
-class _Page:
-    """The incident page of this run: where it goes, and once written the page and its link."""
+class Page:
+    """The incident page of a run: where it goes (`target`: a file, an s3:// key, or None for
+    no copy), whether one is made at all, and once made the page and its link (an s3://
+    target's HTTPS address, which notifications carry)."""
 
     target: str | None
     wanted: bool
@@ -73,45 +42,88 @@ class _Page:
     url: str | None = None
 
 
-def _scanner(
-    settings: Settings, scope: ScanScope, no_progress: bool, page: _Page | None = None
+def run_guard(
+    settings: Settings,
+    scope: ScanScope,
+    *,
+    since: str | None = None,
+    until: str | None = None,
+    options: GuardOptions,
+    scan: Callable[[Window], Report] | None = None,
+    signals: Signals | None = None,
+    page: Page | None = None,
+    on_delivery: Callable[[Delivery, Message], None] | None = None,
+) -> Outcome:
+    """One guard run: state → window → scan → what is new → notify → state → metrics.
+
+    `scan` scans one window (default: `scanner(settings, scope, page=page)`); `signals` is
+    the run's SIGTERM/SIGINT handler when the caller installed one; with `page` the incident
+    page is made right after the scan, so the notification can link to it. A SIGTERM ends the
+    run with `terminated` set (and `state_written` saying whether a state write finished first);
+    StateConflict and the other errors of a run are raised."""
+    sig = signals or Signals()
+    page = page or Page(None, wanted=False)
+    try:
+        outcome = run_once(
+            settings,
+            scope,
+            since=since,
+            until=until,
+            options=options,
+            scan=scan or scanner(settings, scope, page=page),
+            signals=sig,
+            page_url=lambda: page.url,
+            on_delivery=on_delivery,
+        )
+    except Terminated:
+        return Outcome(None, {}, state_written=sig.wrote, terminated=True, page=page.page)
+    outcome.page = page.page
+    return outcome
+
+
+def scanner(
+    settings: Settings,
+    scope: ScanScope,
+    *,
+    page: Page | None = None,
+    progress: Callable[[], AbstractContextManager[Progress]] | None = None,
+    sources: Callable[[Settings], Sources] | None = None,
+    on_page: Callable[[Any], None] | None = None,
 ) -> Callable[[Window], Report]:
     """The ordinary scan of one window, with fresh sources each time (the guard's `scan`),
-    then the incident page when asked for (written before anyone is notified)."""
+    then the incident page when asked for (made before anyone is notified; `on_page` hears it).
+    `progress` makes each scan's progress (a context: a bar is shown while it is open),
+    `sources` opens the clients (default: the production ones)."""
 
     def scan_window(window: Window) -> Report:
-        from forensics.progress import Progress
+        from forensics.progress import NULL
         from forensics.scan.run import scan
         from forensics.sources import Sources
 
         with (
-            Progress.for_terminal(no_progress) as progress,
-            Sources.from_settings(settings) as sources,
+            progress() if progress else nullcontext(NULL) as shown,
+            (sources or Sources.from_settings)(settings) as clients,
         ):
-            report = scan(sources, window, scope, progress=progress)
+            report = scan(clients, window, scope, progress=shown)
             if page is not None and page.wanted:
                 from forensics.page_publish import publish_page
 
-                page.page, page.url = publish_page(sources, report, page.target)
-                for gap in page.page.gaps:
-                    print(f"elastic-audit: error: incident page: {gap.error}", file=sys.stderr)
+                page.page, page.url = publish_page(clients, report, page.target)
+                if on_page is not None:
+                    on_page(page.page)
             return report
 
     return scan_window
 
 
-def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None, page: Any = None) -> None:
-    """The report on stdout (and in --report): JSON from the guard's document, which adds `new`
-    per finding; other formats through the ordinary renderers (`html`: the incident `page`)."""
-    from forensics.formats import render
-    from forensics.fsutil import write_atomic
-
-    text = json.dumps(outcome.report_doc, indent=2) + "\n"
-    if report_path:
-        write_atomic(report_path, text.encode("utf-8"))
-    out = text if fmt == "json" else render(page if fmt == "html" else outcome.report, fmt)
-    sys.stdout.write(out if out.endswith("\n") else out + "\n")
-    sys.stdout.flush()
-
-
-__all__ = ["GuardOptions", "emit_outcome", "guard_options", "run_once", "scan_command"]
+__all__ = [
+    "GuardOptions",
+    "Outcome",
+    "Page",
+    "Signals",
+    "StateConflict",
+    "Terminated",
+    "run_guard",
+    "run_once",
+    "scanner",
+]

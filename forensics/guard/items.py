@@ -7,10 +7,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from forensics.errors import ConfigError, UsageError
-from forensics.guard.state import GuardState, StateConflict, StateStore, parse_optional
+from forensics.guard.state import (
+    RESET_STATE,
+    STATE,
+    GuardState,
+    StateConflict,
+    StateStore,
+    parse_optional,
+)
 from forensics.model import UTC, Report, Window, rfc3339
-from forensics.timeutil import parse_until, parse_window
+from forensics.params import ParamConfigError, ParamError
+from forensics.timeutil import SINCE, UNTIL, parse_until, parse_window
 
 # A claim (a run delivering a notification) younger than this keeps other runs from notifying
 # the same items; an older one is a run that died mid-delivery, and its items are sent again.
@@ -205,14 +212,14 @@ def window_for(
     *,
     location: str | None,
 ) -> Window:
-    """`--since` when given; else from `scanned_until - overlap` or the earliest open gap."""
+    """`since` when given; else from `scanned_until - overlap` or the earliest open gap."""
     if since is not None:
         return parse_window(since, until, now=now)
     if state is None or state.scanned_until is None:
         if location is None:
-            raise UsageError("--since is required (or --state with an earlier run's state)")
-        raise UsageError(
-            f"--since is required for the first run: state {location} does not exist yet"
+            raise ParamError(SINCE, " is required (or ", STATE, " with an earlier run's state)")
+        raise ParamError(
+            SINCE, f" is required for the first run: state {location} does not exist yet"
         )
     end = parse_until(until, now)
     start = state.scanned_until - overlap
@@ -221,8 +228,8 @@ def window_for(
         if s is not None:
             start = min(start, s)
     if start >= end:
-        raise UsageError(
-            f"--until ({rfc3339(end)}) is not after the state's window start ({rfc3339(start)})"
+        raise ParamError(
+            UNTIL, f" ({rfc3339(end)}) is not after the state's window start ({rfc3339(start)})"
         )
     return Window(start, end)
 
@@ -238,9 +245,13 @@ def read_state(
         return None, token
     state, token = store.read()
     if state is not None and state.scope != scope_doc:
-        raise ConfigError(
+        raise ParamConfigError(
             f"state {store.location} was written for {scope_text(state.scope)}, this run scans "
-            f"{scope_text(scope_doc)}; use one --state per scope (or --reset-state)"
+            f"{scope_text(scope_doc)}; use one ",
+            STATE,
+            " per scope (or ",
+            RESET_STATE,
+            ")",
         )
     return state, token
 

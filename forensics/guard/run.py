@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from forensics.config import Settings
-from forensics.errors import SourceError, UsageError
+from forensics.errors import SourceError
 from forensics.guard.items import (
     advance,
     pending_items,
@@ -32,7 +30,7 @@ from forensics.guard.items import (
     write_final,
 )
 from forensics.guard.metrics import GuardCollector, Snapshot, push, registry_for, write_textfile
-from forensics.guard.notify import FORMATS, Delivery, Message, check_webhook, deliver, safe_url
+from forensics.guard.notify import Delivery, Message, deliver, safe_url
 from forensics.guard.state import (
     GuardState,
     StateConflict,
@@ -40,8 +38,6 @@ from forensics.guard.state import (
     open_store,
 )
 from forensics.model import UTC, Report, Window, rfc3339
-from forensics.timeutil import parse_duration
-from forensics.verbosity import add_secret
 
 log = logging.getLogger("elastic-audit")
 
@@ -67,51 +63,15 @@ class GuardOptions:
         return bool(self.state or self.notify or self.metrics_file or self.pushgateway)
 
 
-def guard_options(
-    *,
-    state: str | None,
-    overlap: str,
-    reset_state: bool,
-    notify: list[str],
-    notify_format: str,
-    metrics_file: str | None,
-    pushgateway: str | None,
-) -> GuardOptions:
-    """Check the guard flags up front (exit 2 before any scan), secrets never echoed."""
-    try:
-        lap = parse_duration(overlap)
-    except ValueError as e:
-        raise UsageError(f"--overlap: {e}") from None
-    if lap is None:
-        raise UsageError(f"--overlap {overlap!r}: not a duration (90m, 2h, 1d)")
-    if reset_state and not state:
-        raise UsageError("--reset-state needs --state")
-    if notify_format not in FORMATS:
-        raise UsageError(f"--notify-format {notify_format!r}: choose json or slack")
-    for url in notify:
-        check_webhook(url)
-        add_secret(url)  # urllib3's -vv debug log prints the request path, the webhook's secret
-    if pushgateway is not None and not pushgateway.startswith(("http://", "https://")):
-        raise UsageError("--pushgateway: not an http(s) URL")
-    if state is not None:
-        open_store(state)  # a bad path or URI is a usage error now, not after the scan
-    return GuardOptions(
-        state=state,
-        overlap=lap,
-        reset_state=reset_state,
-        notify=tuple(notify),
-        notify_format=notify_format,
-        metrics_file=metrics_file,
-        pushgateway=pushgateway,
-    )
-
-
 # -- signals ------------------------------------------------------------------------------------
 
 
-class _Signals:
+class Signals:
     """SIGTERM stops a scan at once (nothing written) but waits for a state write to finish;
-    Ctrl-C likewise waits for the write (a half-delivered claim would otherwise linger)."""
+    Ctrl-C likewise waits for the write (a half-delivered claim would otherwise linger).
+
+    `handler` is what the command line installs for SIGTERM and SIGINT while a run goes on
+    (forensics/cli/guard.py); the run marks its state writes with `write_section`."""
 
     def __init__(self) -> None:
         self.critical = False
@@ -127,18 +87,6 @@ class _Signals:
             raise KeyboardInterrupt
         self.terminated = True
         raise Terminated()
-
-    @contextmanager
-    def installed(self) -> Iterator[_Signals]:
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-        old = {s: signal.signal(s, self.handler) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            yield self
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
 
     @contextmanager
     def write_section(self) -> Iterator[None]:
@@ -161,13 +109,24 @@ class _Signals:
 
 @dataclass
 class Outcome:
-    """What one guard run did; `exit_code` follows docs/exit-codes.md (3 also for a failed delivery)."""
+    """What one guard run did: the report (None when SIGTERM ended the run during its scan) and
+    its JSON document (findings carry `new`), each notification's delivery, whether the metrics
+    reached the Pushgateway (`push_error` otherwise), whether a state write completed, whether
+    SIGTERM ended the run, and the incident page when one was made."""
 
-    report: Report
+    report: Report | None
     report_doc: dict[str, Any]
-    exit_code: int
     deliveries: list[Delivery] = field(default_factory=list)
     new_notified: int = 0
+    push_error: SourceError | None = None
+    state_written: bool = False
+    terminated: bool = False
+    page: Any = None  # forensics.page.IncidentPage
+
+    @property
+    def delivered(self) -> bool:
+        """Every notification and the metrics push arrived (or none was asked for)."""
+        return self.push_error is None and all(d.error is None for d in self.deliveries)
 
 
 def run_once(
@@ -179,12 +138,15 @@ def run_once(
     options: GuardOptions,
     scan: Callable[[Window], Report],
     collector: GuardCollector | None = None,
-    signals: _Signals | None = None,
+    signals: Signals | None = None,
     watch: bool = False,
     page_url: Callable[[], str | None] = lambda: None,
+    on_delivery: Callable[[Delivery, Message], None] | None = None,
 ) -> Outcome:
-    """One guard run; raises StateConflict (exit 2) when another run wrote the state meanwhile."""
-    sig = signals or _Signals()
+    """One guard run; raises StateConflict when another run wrote the state meanwhile, and
+    Terminated when SIGTERM arrived outside a state write. `on_delivery` hears each
+    notification's delivery as soon as it is known."""
+    sig = signals or Signals()
     now = datetime.now(UTC)
     store: StateStore | None = open_store(options.state) if options.state else None
     scope_doc = {"projects": sorted(scope.projects), "domains": sorted(scope.domains)}
@@ -209,10 +171,10 @@ def run_once(
     gaps_now, new_gaps = track_gaps(state, doc["gaps"], window)  # type: ignore[arg-type]
     advance(state, window, report, finished, keep)
 
-    outcome = Outcome(report, doc, _exit_code(report))
+    outcome = Outcome(report, doc)
     if options.notify and (to_notify or new_gaps):
         message = _message(report, window, to_notify, new_gaps, page_url())
-        _notify(run, options, message, to_notify, new_gaps, outcome)
+        _notify(run, options, message, to_notify, new_gaps, outcome, on_delivery)
     elif store is not None:
         if not options.notify:  # reported on stdout: that is this run's notification
             settle_claims(
@@ -222,8 +184,8 @@ def run_once(
             store.write(state, run.token)
 
     snap = _snapshot(state, report, findings_docs, len(pending_docs), len(gaps_now), duration)
-    if not _publish(snap, options, collector):
-        outcome.exit_code = 3
+    outcome.push_error = _publish(snap, options, collector)
+    outcome.state_written = sig.wrote
     return outcome
 
 
@@ -236,7 +198,7 @@ class _Run:
     token: str | None
     run_id: str
     finished: datetime
-    signals: _Signals
+    signals: Signals
 
 
 def _notify(
@@ -246,9 +208,10 @@ def _notify(
     to_notify: list[tuple[str, dict[str, Any]]],
     new_gaps: list[dict[str, Any]],
     outcome: Outcome,
+    on_delivery: Callable[[Delivery, Message], None] | None,
 ) -> None:
     """Claim the items, deliver, then record the delivery (at least once: a failed one leaves
-    the items unnotified for the next run, exit 3)."""
+    the items unnotified for the next run)."""
     state, store, sig = run.state, run.store, run.signals
     for k, _ in to_notify:  # claim them first: a concurrent run now leaves them alone
         state.items[k]["claimed_by"] = run.run_id
@@ -260,26 +223,13 @@ def _notify(
         outcome.deliveries = deliver(options.notify, message, options.notify_format)
         delivered = all(d.error is None for d in outcome.deliveries)
         for d in outcome.deliveries:
-            _say_delivery(d, message)
+            if on_delivery is not None:
+                on_delivery(d, message)
         settle_claims(state, run.run_id, delivered, run.finished, new_gaps)
         if store is not None:
             run.token = write_final(store, state, run.token, run.run_id, delivered, run.finished)
     if delivered:
         outcome.new_notified = len(to_notify)
-    else:
-        outcome.exit_code = 3
-
-
-def _say_delivery(d: Delivery, message: Message) -> None:
-    if d.error is None:
-        said = message.summary.removeprefix("elastic-audit: ")
-        print(f"elastic-audit: notified {d.target}: {said}", file=sys.stderr)
-    else:
-        print(
-            f"elastic-audit: error: notify {d.target}: {d.error}; "
-            "the items stay unnotified and the next run sends them again",
-            file=sys.stderr,
-        )
 
 
 def _snapshot(
@@ -307,9 +257,11 @@ def _snapshot(
     )
 
 
-def _publish(snap: Snapshot, options: GuardOptions, collector: GuardCollector | None) -> bool:
+def _publish(
+    snap: Snapshot, options: GuardOptions, collector: GuardCollector | None
+) -> SourceError | None:
     """Hand the values to `collector` (watch's /metrics), the textfile and the Pushgateway;
-    False when the push failed (said on stderr)."""
+    the Pushgateway's error when the push failed."""
     collector = collector or GuardCollector()
     collector.update(snap)
     registry = registry_for(collector)
@@ -319,17 +271,8 @@ def _publish(snap: Snapshot, options: GuardOptions, collector: GuardCollector | 
         try:
             push(options.pushgateway, registry)
         except SourceError as e:
-            print(f"elastic-audit: error: {e}", file=sys.stderr)
-            return False
-    return True
-
-
-def _exit_code(report: Report) -> int:
-    """docs/exit-codes.md as `scan` applies it: pending attempts and unresolved Flyte pods exit 1 too."""
-    if not report.complete:
-        return 3
-    unresolved = getattr(report, "unresolved", ())
-    return 1 if (report.findings or pending_items(report, {}) or unresolved) else 0
+            return e
+    return None
 
 
 def _message(
@@ -364,9 +307,9 @@ def _message(
 __all__ = [
     "GuardOptions",
     "Outcome",
+    "Signals",
     "StateConflict",
     "Terminated",
-    "guard_options",
     "run_once",
     "safe_url",
 ]

@@ -21,8 +21,11 @@ from typing import Any
 from forensics.errors import ConfigError, ElasticAuditError, SourceError
 from forensics.fsutil import write_atomic
 from forensics.model import rfc3339
+from forensics.params import Param, ParamConfigError
 from forensics.timeutil import parse_time
 
+# The parameters the state is given by, as errors name them.
+STATE, RESET_STATE = Param("state"), Param("reset_state")
 SCHEMA = "elastic-audit/guard-state"
 SCHEMA_VERSION = 1
 # Notified keys older than this are forgotten: a finding that old is outside any overlap.
@@ -31,8 +34,6 @@ RETENTION = timedelta(days=90)
 
 class StateConflict(ElasticAuditError):
     """Another run wrote the state between this run's read and its write."""
-
-    exit_code = 2
 
 
 @dataclass
@@ -74,8 +75,8 @@ class GuardState:
         """Parse a state document; anything else (another schema, a typo) is exit 2 naming it."""
 
         def bad(why: str) -> ConfigError:
-            return ConfigError(
-                f"state {where}: {why}; refusing to overwrite it (--reset-state starts over)"
+            return ParamConfigError(
+                f"state {where}: {why}; refusing to overwrite it (", RESET_STATE, " starts over)"
             )
 
         try:
@@ -142,7 +143,7 @@ def _time(v: Any) -> str | None:
     """A stored time, checked (RFC 3339) but kept as text."""
     if v is None:
         return None
-    parse_time(str(v), flag="state")
+    parse_time(str(v), name="state")
     return str(v)
 
 
@@ -150,7 +151,7 @@ def parse_optional(v: Any) -> datetime | None:
     """A stored RFC 3339 time or None (empty string: not yet)."""
     if v is None or v == "":
         return None
-    return parse_time(str(v), flag="state")
+    return parse_time(str(v), name="state")
 
 
 class StateStore:
@@ -173,11 +174,11 @@ class StateStore:
 
 
 def open_store(location: str) -> StateStore:
-    """A store for `--state`: `s3://bucket/key`, else a local path."""
+    """A store for the guard's state: `s3://bucket/key`, else a local path."""
     if location.startswith("s3://"):
         return S3StateStore(location)
     if not location.strip():
-        raise ConfigError("--state: empty file name")
+        raise ParamConfigError(STATE, ": empty file name")
     return FileStateStore(location)
 
 
@@ -189,11 +190,11 @@ class FileStateStore(StateStore):
         self.path = Path(path)
         directory = self.path.parent if str(self.path.parent) else Path(".")
         if self.path.is_dir():
-            raise ConfigError(f"--state {path}: is a directory")
+            raise ParamConfigError(STATE, f" {path}: is a directory")
         if not directory.is_dir():
-            raise ConfigError(f"--state {path}: directory {directory} does not exist")
+            raise ParamConfigError(STATE, f" {path}: directory {directory} does not exist")
         if not os.access(directory, os.W_OK | os.X_OK):
-            raise ConfigError(f"--state {path}: directory {directory} is not writable")
+            raise ParamConfigError(STATE, f" {path}: directory {directory} is not writable")
 
     def _current(self) -> bytes | None:
         try:
@@ -233,7 +234,7 @@ class S3StateStore(StateStore):
         try:
             self.bucket, self.key = split_s3_uri(uri, need_key=True)
         except UnreadableURI as e:
-            raise ConfigError(f"--state: {e}") from None
+            raise ParamConfigError(STATE, f": {e}") from None
         self._client: Any = None
 
     @property
@@ -250,9 +251,10 @@ class S3StateStore(StateStore):
         code = getattr(err, "response", {}).get("Error", {}).get("Code")
         if code == "NoSuchBucket":
             # A typo in the bucket name does not heal by retrying: configuration (exit 2).
-            return ConfigError(
-                f"--state {self.location}: bucket {self.bucket!r} does not exist "
-                f"(cannot {verb} the state)"
+            return ParamConfigError(
+                STATE,
+                f" {self.location}: bucket {self.bucket!r} does not exist "
+                f"(cannot {verb} the state)",
             )
         return SourceError(
             "s3", f"cannot {verb} the state: {describe_error(err)}", target=self.location

@@ -38,8 +38,6 @@ MAX_BRANCHES = 200  # compare calls are one request each; unauthenticated quota 
 class GitHubError(SourceError):
     """GitHub could not confirm or deliver what pin-bump needs; it refuses (exit 2)."""
 
-    exit_code = 2
-
     def __init__(self, cause: str, *, target: str | None = None, retryable: bool = False) -> None:
         super().__init__("github", cause, target=target, retryable=retryable)
 

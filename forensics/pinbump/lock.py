@@ -16,8 +16,6 @@ from forensics.fsutil import FileSet
 class LockError(ElasticAuditError):
     """`uv lock` failed for a project; every file was put back as it was (exit 2)."""
 
-    exit_code = 2
-
 
 def find_uv() -> str | None:
     """The `uv` executable: on PATH, else beside the running interpreter (a venv's bin)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forensics.errors import UsageError
+from forensics.params import Param, ParamError
 
 DEFAULT_REPO = "exa-labs/flytekit"
 
@@ -47,7 +48,7 @@ def normalize_repo(repo: str) -> str:
     """`owner/name` in lower case (GitHub compares both case-insensitively)."""
     value = repo.strip().removesuffix(".git")
     if not _REPO_RE.fullmatch(value):
-        raise UsageError(f"--repo {repo!r} is not OWNER/NAME")
+        raise ParamError(Param("repo"), f" {repo!r} is not OWNER/NAME")
     return value.lower()
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from forensics.errors import ElasticAuditError, UsageError
+from forensics.errors import ElasticAuditError
 from forensics.fsutil import FileSet, WriteFailed
+from forensics.params import Param, ParamError
 from forensics.pinbump.discover import discover
 from forensics.pinbump.patterns import (
     DEFAULT_REPO,
@@ -35,8 +36,6 @@ from forensics.pinbump.requirements import scan_requirements
 
 class WriteError(ElasticAuditError):
     """Writing the bump failed part-way; every file was put back as it was (exit 2)."""
-
-    exit_code = 2
 
 
 def scan_tree(root: Path, repo: str = DEFAULT_REPO) -> list[ManifestScan]:
@@ -184,9 +183,10 @@ class _Selection:
         if not missing:
             return
         present = sorted({p.package or "?" for p in self.unselected})
-        raise UsageError(
-            f"--package {', '.join(missing)} matches no pin of {repo} under {root}"
-            + (f" (pinned packages: {', '.join(present)})" if present else "")
+        raise ParamError(
+            Param("package"),
+            f" {', '.join(missing)} matches no pin of {repo} under {root}"
+            + (f" (pinned packages: {', '.join(present)})" if present else ""),
         )
 
 
@@ -198,7 +198,7 @@ def plan_bump(
     repo = normalize_repo(repo)
     root = root.resolve()
     if not root.is_dir():
-        raise UsageError(f"--root {root} is not a directory")
+        raise ParamError(Param("root"), f" {root} is not a directory")
     wanted = {str(canonicalize_name(p)) for p in packages}
     selection = _Selection(sha, wanted, [], [], [], [])
     for scan in scan_tree(root, repo):

@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from forensics.errors import UsageError
 from forensics.fsutil import write_atomic
+from forensics.params import Param, ParamError
 from forensics.plugin_fix.check import check_source
 from forensics.plugin_fix.layout import PLUGIN_DIST
 from forensics.plugin_fix.patch import apply
@@ -142,7 +143,7 @@ def build(release_text: str, out: Path) -> BuildResult:
     release = str(_release(release_text))
     local = f"{release}+{LOCAL_LABEL}"
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: not a directory")
+        raise ParamError(Param("out"), f" {out}: not a directory")
     with tempfile.TemporaryDirectory(prefix="elastic-audit-build-") as tmp:
         work = Path(tmp)
         (work / "sdist").mkdir()
@@ -173,7 +174,9 @@ def build(release_text: str, out: Path) -> BuildResult:
             out.mkdir(parents=True, exist_ok=True)
             write_atomic(target, data)
         except OSError as e:  # the folder changed during the build: say so, never a traceback
-            raise UsageError(f"--out {out}: cannot write {wheel.name} ({e.strerror})") from None
+            raise ParamError(
+                Param("out"), f" {out}: cannot write {wheel.name} ({e.strerror})"
+            ) from None
     return BuildResult(
         release, local, target.resolve(), hashlib.sha256(data).hexdigest(), result.adapted
     )

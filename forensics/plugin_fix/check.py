@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.errors import UsageError
+from forensics.params import Param, ParamError
 from forensics.plugin_fix.layout import (
     PLUGIN_DIR,
     TASK_PY,
@@ -62,10 +63,6 @@ class CheckResult:
     flytekit_version: str | None = None
     torch_version: str | None = None
     scenarios: tuple[Scenario, ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        return {"fixed": 0, "vulnerable": 1}.get(self.status, 2)
 
     @property
     def detail(self) -> str:
@@ -296,7 +293,7 @@ def _resolve_python(python: str | None) -> str:
         return sys.executable
     found = shutil.which(python)
     if found is None:
-        raise UsageError(f"--python {python}: no such executable")
+        raise ParamError(Param("python"), f" {python}: no such executable")
     # Absolute: the probe runs in a temporary directory, where `./python` would name nothing.
     return str(Path(found).absolute())
 
@@ -327,7 +324,7 @@ def check_environment(python: str | None = None) -> CheckResult:
                 python=exe,
             )
         except OSError as e:
-            raise UsageError(f"--python {exe}: cannot run it ({e.strerror})") from None
+            raise ParamError(Param("python"), f" {exe}: cannot run it ({e.strerror})") from None
         if not out.is_file():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
             return CheckResult(

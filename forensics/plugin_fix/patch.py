@@ -203,10 +203,6 @@ class ApplyResult:
     reason: str
     adapted: tuple[str, ...] = ()
 
-    @property
-    def exit_code(self) -> int:
-        return 2 if self.status == "cannot-apply" else 0
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "status": self.status,

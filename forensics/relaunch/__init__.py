@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import socket
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +28,7 @@ from forensics import TOOL
 from forensics.errors import UsageError
 from forensics.identifiers import parse_execution
 from forensics.model import UTC, Checkpoint, ExecutionRef, ParentNode, rfc3339
+from forensics.params import Param, ParamError
 
 STATUSES = ("relaunched", "already-relaunched", "dry-run", "refused", "failed")
 
@@ -181,14 +181,17 @@ class AuditLog:
         a log that cannot be written is a configuration error (exit 2) with nothing done, never
         a traceback after a relaunch Admin has already performed (docs/commands.md, relaunch)."""
         from forensics.errors import ConfigError
+        from forensics.params import ParamConfigError
 
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         except OSError as e:
-            raise ConfigError(
+            raise ParamConfigError(
                 f"audit log {self.path}: cannot write ({e.strerror}); nothing relaunched "
-                "(choose another with --audit-log FILE or ELASTIC_AUDIT_AUDIT_LOG)"
+                "(choose another with ",
+                Param("audit_log"),
+                " FILE or ELASTIC_AUDIT_AUDIT_LOG)",
             ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # another operator's write finishes first
@@ -257,18 +260,21 @@ def executions_from_report(path: str) -> list[ExecutionRef]:
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"--from-report {path}: no such file") from None
+        raise ParamError(Param("from_report"), f" {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"--from-report {path}: cannot read: {e}") from None
+        raise ParamError(Param("from_report"), f" {path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
-        raise UsageError(f"--from-report {path}: not JSON ({e.msg} at line {e.lineno})") from None
+        raise ParamError(
+            Param("from_report"), f" {path}: not JSON ({e.msg} at line {e.lineno})"
+        ) from None
     if (
         not isinstance(doc, dict)
         or doc.get("schema_version") != 1
         or not isinstance(doc.get("findings"), list)
     ):
-        raise UsageError(
-            f"--from-report {path}: not an elastic-audit scan report (schema_version 1 with findings)"
+        raise ParamError(
+            Param("from_report"),
+            f" {path}: not an elastic-audit scan report (schema_version 1 with findings)",
         )
     refs: list[ExecutionRef] = []
     for i, f in enumerate(doc["findings"]):
@@ -278,14 +284,18 @@ def executions_from_report(path: str) -> list[ExecutionRef]:
             e = f["execution"]
             parts = [e["project"], e["domain"], e["name"]]
         except (KeyError, TypeError):
-            raise UsageError(f"--from-report {path}: finding {i} has no execution") from None
+            raise ParamError(
+                Param("from_report"), f" {path}: finding {i} has no execution"
+            ) from None
         if not all(isinstance(p, str) and ":" not in p for p in parts):
-            raise UsageError(f"--from-report {path}: finding {i}: execution {parts!r} is not valid")
+            raise ParamError(
+                Param("from_report"), f" {path}: finding {i}: execution {parts!r} is not valid"
+            )
         try:
             # The same rules as an execution typed on the command line: a report is input too.
             ref = parse_execution(":".join(parts))
         except UsageError as err:
-            raise UsageError(f"--from-report {path}: finding {i}: {err}") from None
+            raise ParamError(Param("from_report"), f" {path}: finding {i}: {err}") from None
         if ref not in refs:
             refs.append(ref)
     return refs
@@ -299,12 +309,3 @@ class Options:
     parent: bool = False
     to_version: str | None = None
     overwrite_cache: bool = True
-
-
-def exit_code(outcomes: Iterable[Outcome]) -> int:
-    statuses = {o.status for o in outcomes}
-    if "failed" in statuses:
-        return 3
-    if "refused" in statuses:
-        return 1
-    return 0

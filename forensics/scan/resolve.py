@@ -10,13 +10,14 @@ from typing import TypeVar
 
 from forensics.config import Settings
 from forensics.detect import Cleared
-from forensics.errors import SourceError, UsageError
+from forensics.errors import SourceError
 from forensics.evidence.flyte_names import (
     namespace_for,
     namespace_to_project_domain,
     parse_pod_name,
 )
 from forensics.model import AttemptRecord, ExecutionRecord, ExecutionRef
+from forensics.params import Param, ParamError
 from forensics.scan.lookups import Lookups
 from forensics.scan.scope import ScanScope
 from forensics.sources.admin_filters import attempts_may_end_during
@@ -115,22 +116,27 @@ class Projects:
         return None
 
 
+# The scope's parameters, as errors name them.
+PROJECT, DOMAIN = Param("project"), Param("domain")
+
+
 def _check_scope(scope: ScanScope, projects: dict[str, tuple[str, ...]]) -> None:
     for p in scope.projects:
         if p not in projects:
             known = ", ".join(sorted(projects)) or "none"
-            raise UsageError(f"--project {p!r}: Flyte Admin has no such project (known: {known})")
+            raise ParamError(PROJECT, f" {p!r}: Flyte Admin has no such project (known: {known})")
     for d in scope.domains:
         lacking = [p for p in scope.projects if d not in projects[p]]
         if lacking:
-            raise UsageError(
-                f"--domain {d!r}: project {lacking[0]!r} has no such domain "
-                f"(its domains: {', '.join(projects[lacking[0]])})"
+            raise ParamError(
+                DOMAIN,
+                f" {d!r}: project {lacking[0]!r} has no such domain "
+                f"(its domains: {', '.join(projects[lacking[0]])})",
             )
         if not any(d in ds for ds in projects.values()):
             every = dict.fromkeys(x for ds in projects.values() for x in ds)
-            raise UsageError(
-                f"--domain {d!r}: no project has such a domain (domains: {', '.join(every)})"
+            raise ParamError(
+                DOMAIN, f" {d!r}: no project has such a domain (domains: {', '.join(every)})"
             )
 
 

@@ -57,7 +57,7 @@ from forensics.model import (
     Window,
     rfc3339,
 )
-from forensics.progress import Progress
+from forensics.progress import NULL, Progress
 from forensics.scan import sweep
 from forensics.scan.callplan import by_prefix
 from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
@@ -167,7 +167,7 @@ class ScanRun:
         self.settings = sources.settings
         self.window = window
         self.scope = scope
-        self.progress = progress or Progress.null()
+        self.progress = progress or NULL
         self.lookups = Lookups(sources)
         self.projects = Projects(sources.settings)
         self.tally = Tally()  # what the run finds: counts, findings, pending, gaps

@@ -35,9 +35,7 @@ class Sources:
         from forensics.sources.admin import AdminClient
         from forensics.sources.loki import LokiClient
         from forensics.sources.storage import ObjectStore
-        from forensics.verbosity import adopt_flytekit
 
-        adopt_flytekit()  # flytekit is imported by now; its warnings must not reach stdout
         loki = LokiClient(settings.loki, workers=settings.workers)
         admin = AdminClient.from_settings(settings.flyte)
         store = ObjectStore.default(workers=settings.workers)

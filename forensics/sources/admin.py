@@ -49,7 +49,6 @@ import dataclasses
 import logging
 import random
 import re
-import signal
 import threading
 import time
 from collections import Counter
@@ -103,12 +102,6 @@ from forensics.sources.admin_records import (
     workflow_facts_of,
 )
 from forensics.sources.task_resources import TaskResources, resources_of
-
-# Importing flytekit installs a SIGINT handler that calls exit(1) at once. Ctrl-C must stay a
-# KeyboardInterrupt so every command can clean up (no partial report, no half-written pins,
-# an audit line for an interrupted relaunch) and exit 130: undo it here, where it is imported.
-if threading.current_thread() is threading.main_thread():
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 log = logging.getLogger(__name__)
 

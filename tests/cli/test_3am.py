@@ -280,7 +280,7 @@ def test_an_option_that_takes_a_value_but_names_none_is_an_error_not_a_guessed_p
     # Placeholders were guessed from a table of parameter names (`--x` would have read `X`).
     import typer
 
-    from forensics.cli import App
+    from forensics.cli.app import App
 
     def command(x: str = typer.Option(None, "--x", help="A value.")) -> None:
         """A command whose option names no value."""

@@ -239,10 +239,10 @@ def test_reprs_of_configured_clients_hide_the_secret(tmp_path, monkeypatch, secr
 
 def test_a_secret_registered_at_run_time_is_masked_in_every_log_record(capsys):
     # For credentials that are not in the environment (a webhook URL given as a flag): the
-    # filter in forensics/verbosity.py masks them in any logger's records, at any level.
+    # filter in forensics/cli/verbosity.py masks them in any logger's records, at any level.
     import logging
 
-    from forensics.verbosity import add_secret, setup_logging
+    from forensics.cli.verbosity import add_secret, setup_logging
 
     webhook = f"https://hooks.example.com/services/{RUN}/webhooksecret"
     setup_logging(2)

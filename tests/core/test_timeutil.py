@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from forensics.cli.errors import message
 from forensics.errors import UsageError
 from forensics.model import UTC, Window, rfc3339
 from forensics.timeutil import parse_duration, parse_window
@@ -58,7 +59,7 @@ def test_until_defaults_to_now():
 def test_bad_times_are_one_clear_usage_error(since, until, fragment):
     with pytest.raises(UsageError) as e:
         parse_window(since, until, now=NOW)
-    assert fragment in str(e.value)
+    assert fragment in message(e.value)  # as the command line says it, flags named
 
 
 def test_parse_duration_rejects_iso8601_and_empty():

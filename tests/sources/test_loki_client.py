@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forensics import __version__
+from forensics.cli.exits import for_error
 from forensics.config import LokiSettings, Secret, load_settings
 from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageError
 from forensics.model import UTC, LogEntry, Window, to_ns
@@ -352,7 +353,7 @@ def test_a_rejected_query_is_final_and_shows_lokis_text() -> None:
             list(
                 c.scan(bad, HOUR, shard=timedelta(minutes=10), max_query_length=timedelta(hours=1))
             )
-    assert err.value.exit_code == 2
+    assert for_error(err.value) == 2
     assert err.value.cause == (
         "Loki rejected the query: parse error at line 1, col 21: error parsing regexp: "
         "missing ), unterminated subpattern: `(unclosed`"

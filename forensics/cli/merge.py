@@ -8,8 +8,9 @@ from pathlib import Path
 
 import typer
 
-from forensics.commands.common import emit
-from forensics.commands.options import flag_option
+from forensics.cli import exits
+from forensics.cli.common import emit
+from forensics.cli.options import flag_option
 from forensics.errors import UsageError
 from forensics.merge import merge_reports
 
@@ -57,8 +58,10 @@ def merge(
     except (KeyError, TypeError, ValueError) as e:
         raise UsageError(f"merge: a report lacks what docs/report.md requires ({e})") from None
     emit(json.dumps(merged, indent=2) + "\n")
-    if not merged["complete"]:
-        raise typer.Exit(3)
-    if (merged["findings"] or merged["pending"] or merged["unresolved"]) and not exit_zero:
-        raise typer.Exit(1)
-    raise typer.Exit(0)
+    raise typer.Exit(
+        exits.for_result(
+            complete=merged["complete"],
+            to_act_on=bool(merged["findings"] or merged["pending"] or merged["unresolved"]),
+            exit_zero=exit_zero,
+        )
+    )

@@ -1,6 +1,6 @@
 """The command line: the typer app, every command registered on it, errors to exit codes.
 
-Commands are plain functions in forensics/commands/ (they parse flags, call the library and
+Commands are plain functions in forensics/cli/ (they parse flags, call the library and
 hand the result to forensics.formats); this is the only module that knows the app. Help style
 lives here, once, for every command: plain click help (no rich panels: they cut defaults with
 "…" and read `[loki]` as markup), flags without a value placeholder, every other option and
@@ -22,8 +22,21 @@ import typer.core
 from typer import _click as click
 
 from forensics import TOOL
-from forensics.commands import config_cmd, demo, fix, merge, pin_bump, relaunch, scan, show, watch
-from forensics.commands.options import with_flag_groups
+from forensics.cli import (
+    config_cmd,
+    demo,
+    exits,
+    fix,
+    merge,
+    notices,
+    pin_bump,
+    relaunch,
+    scan,
+    show,
+    watch,
+)
+from forensics.cli.errors import message as worded
+from forensics.cli.options import with_flag_groups
 from forensics.errors import ElasticAuditError
 
 
@@ -175,6 +188,7 @@ def _root(
     ),
 ) -> None:
     """elastic-audit: incident forensics for Flyte and PyTorch Elastic."""
+    notices.install()  # a source being retried is said on a terminal
 
 
 # The order here is the order `elastic-audit --help` lists the commands in (groups last).
@@ -200,8 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         rc = app(args=argv, prog_name="elastic-audit", standalone_mode=False)
     except ElasticAuditError as e:
-        typer.echo(f"elastic-audit: error: {e}", err=True)
-        sys.exit(e.exit_code)
+        typer.echo(f"elastic-audit: error: {worded(e)}", err=True)
+        sys.exit(exits.for_error(e))
     except KeyboardInterrupt:
         typer.echo("elastic-audit: interrupted", err=True)
         sys.exit(130)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forensics.commands.common import check_writable_file
+from forensics.cli.common import check_writable_file
 from forensics.errors import UsageError
 
 

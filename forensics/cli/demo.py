@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.commands.common import check_writable_file, write_atomically
-from forensics.commands.options import (
+from forensics.cli.common import check_writable_file, write_atomically
+from forensics.cli.options import (
     NoProgressOpt,
     check_output,
     default_output,

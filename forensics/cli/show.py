@@ -6,8 +6,9 @@ import textwrap
 
 import typer
 
-from forensics.commands.common import emit, report_failures, source_endpoints
-from forensics.commands.options import (
+from forensics.cli.common import emit, report_failures, source_endpoints
+from forensics.cli.display import render
+from forensics.cli.options import (
     SOURCE_FLAGS,
     SourceFlags,
     VerboseOpt,
@@ -16,10 +17,10 @@ from forensics.commands.options import (
     output_option,
     value_option,
 )
+from forensics.cli.verbosity import setup_logging
 from forensics.errors import NotFoundError, UsageError
-from forensics.formats import SHOW_FORMATS, render
+from forensics.formats import SHOW_FORMATS
 from forensics.identifiers import FORMS, parse_execution
-from forensics.verbosity import setup_logging
 
 EXECUTION_FORMS = textwrap.fill(f"EXECUTION forms: {FORMS}.", 96, break_on_hyphens=False)
 
@@ -56,10 +57,10 @@ def show(
     fmt = check_output(default_output(output), SHOW_FORMATS)
     ref = parse_execution(execution, project=project, domain=domain)
     settings = sources.settings()
-    from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input
+    from forensics.cli.process import open_sources  # flytekit: not for `--help` or bad input
     from forensics.timeline import build_timeline
 
-    with Sources.from_settings(settings) as clients:
+    with open_sources(settings) as clients:
         try:
             tl = build_timeline(clients, ref)
         except NotFoundError:

@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.commands.common import emit
-from forensics.commands.options import (
+from forensics.cli import exits
+from forensics.cli.common import emit
+from forensics.cli.display import render
+from forensics.cli.options import (
     SOURCE_FLAGS,
     SourceFlags,
     VerboseOpt,
@@ -21,11 +23,11 @@ from forensics.commands.options import (
     output_option,
     value_option,
 )
+from forensics.cli.verbosity import setup_logging
 from forensics.errors import UsageError
-from forensics.formats import TABLE_OR_JSON, OutputFormat, render
+from forensics.formats import TABLE_OR_JSON, OutputFormat
 from forensics.identifiers import FORMS, parse_execution
 from forensics.model import ExecutionRef
-from forensics.verbosity import setup_logging
 
 if TYPE_CHECKING:
     from forensics.relaunch import AuditLog, Outcome, Plan
@@ -128,7 +130,7 @@ def relaunch(
     setup_logging(verbose)
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     from forensics.formats.relaunch import RelaunchResults, plan_lines, request_lines
-    from forensics.relaunch import Options, exit_code
+    from forensics.relaunch import Options
 
     if to_version is not None and not to_version.strip():
         raise UsageError("--to-version: give the launch plan version to relaunch on")
@@ -138,15 +140,15 @@ def relaunch(
         raise UsageError(
             "no terminal to confirm on: pass --yes to relaunch, or --dry-run to preview"
         )
+    from forensics.cli.process import open_sources  # flytekit: not for `--help` or bad input
     from forensics.relaunch import AuditLog, default_audit_log
-    from forensics.sources import Sources  # flytekit is heavy: not for `--help` or bad input
 
     settings = sources.settings()
     # The audit log is opened before anything is asked of Admin: one that cannot be written
     # stops the command here (exit 2), not after a relaunch was sent.
     audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
     # The clients close when the relaunches are done, as scan's and show's do.
-    with audit, Sources.from_settings(settings) as clients:
+    with audit, open_sources(settings) as clients:
         relauncher = _relauncher(clients, audit)
         options = Options(
             force=force,
@@ -168,7 +170,7 @@ def relaunch(
     if dry_run and fmt is OutputFormat.table:
         _say(request_lines(plans, outcomes))
     emit(render(RelaunchResults(tuple(outcomes), dry_run), fmt))
-    raise typer.Exit(exit_code(outcomes))
+    raise typer.Exit(exits.for_relaunch(o.status for o in outcomes))
 
 
 def _targets(

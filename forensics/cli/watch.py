@@ -13,8 +13,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.commands.common import emit
-from forensics.commands.options import (
+from forensics.cli import exits
+from forensics.cli.common import emit
+from forensics.cli.display import render
+from forensics.cli.errors import message
+from forensics.cli.guard import cli_scanner, installed, say_delivery, say_failures
+from forensics.cli.options import (
     GUARD_FLAGS,
     SCOPE_FLAGS,
     SOURCE_FLAGS,
@@ -25,15 +29,14 @@ from forensics.commands.options import (
     WorkersOpt,
     value_option,
 )
+from forensics.cli.verbosity import setup_logging
 from forensics.config import Settings
 from forensics.errors import ConfigError, ElasticAuditError, UsageError
-from forensics.formats import OutputFormat, render, renderers
-from forensics.guard import _scanner
+from forensics.formats import OutputFormat, renderers
 from forensics.guard.metrics import GuardCollector, registry_for
-from forensics.guard.run import GuardOptions, StateConflict, Terminated, _Signals, run_once
+from forensics.guard.run import GuardOptions, Signals, StateConflict, Terminated, run_once
 from forensics.model import Report, Window
 from forensics.timeutil import parse_duration
-from forensics.verbosity import setup_logging
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -134,11 +137,11 @@ def _loop(
     collector = GuardCollector()
     if metrics_port is not None:
         _serve_metrics(collector, metrics_port)
-    signals = _Signals()
-    scan = _scanner(settings, scope, True)
+    signals = Signals()
+    scan = cli_scanner(settings, scope, True)
     run = 0
     try:
-        with signals.installed():
+        with installed(signals):
             while True:
                 started = time.monotonic()
                 run += 1
@@ -166,7 +169,7 @@ def _run(
     since: str | None,
     scan: Callable[[Window], Report],
     collector: GuardCollector,
-    signals: _Signals,
+    signals: Signals,
 ) -> GuardOptions:
     """One guard run and its line on stdout; the options for the next run."""
     from forensics.formats.watch import WatchRun
@@ -182,13 +185,16 @@ def _run(
             collector=collector,
             signals=signals,
             watch=True,
+            on_delivery=say_delivery,
         )
-        emit(render(WatchRun(number, datetime.now().astimezone(), out), OutputFormat.table))
+        say_failures(out)
+        code = exits.for_scan(out.report, undelivered=not out.delivered)
+        emit(render(WatchRun(number, datetime.now().astimezone(), out, code), OutputFormat.table))
         return replace(options, reset_state=False)  # only the first run resets
     except StateConflict as e:
-        print(f"elastic-audit: error: {e}", file=sys.stderr, flush=True)
+        print(f"elastic-audit: error: {message(e)}", file=sys.stderr, flush=True)
     except (ConfigError, UsageError):
         raise  # a foreign state, a bad config or a missing --since does not heal by waiting
     except ElasticAuditError as e:  # a source down: the next run retries
-        print(f"elastic-audit: error: {e}", file=sys.stderr, flush=True)
+        print(f"elastic-audit: error: {message(e)}", file=sys.stderr, flush=True)
     return options

@@ -6,14 +6,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.commands.common import (
+from forensics.cli import exits
+from forensics.cli.common import (
     check_writable_file,
     emit,
     report_failures,
     source_endpoints,
     write_atomically,
 )
-from forensics.commands.options import (
+from forensics.cli.display import render
+from forensics.cli.options import (
     GUARD_FLAGS,
     SCOPE_FLAGS,
     SOURCE_FLAGS,
@@ -29,13 +31,13 @@ from forensics.commands.options import (
     output_option,
     value_option,
 )
-from forensics.commands.page import check_page_target
+from forensics.cli.page import check_page_target
+from forensics.cli.verbosity import setup_logging
 from forensics.config import Settings
 from forensics.errors import UsageError
-from forensics.formats import SCAN_FORMATS, OutputFormat, render
+from forensics.formats import SCAN_FORMATS, OutputFormat
 from forensics.model import Window
 from forensics.timeutil import parse_window
-from forensics.verbosity import setup_logging
 
 if TYPE_CHECKING:  # flytekit is heavy; `--help` and `--version` must stay fast
     from forensics.scan.scope import ScanScope
@@ -100,7 +102,7 @@ def scan(
     settings = sources.settings(workers)
     scan_scope = scope.scope(settings)
     if options.active:  # the same scan, windowed by the state, then notify and metrics
-        from forensics.guard import scan_command
+        from forensics.cli.guard import scan_command
 
         raise typer.Exit(
             scan_command(
@@ -138,14 +140,14 @@ def _scan_once(
 ) -> int:
     """One scan of `window`: the report on stdout (and in --report, the page in --report-html),
     the exit code to leave with."""
+    from forensics.cli.process import open_sources
+    from forensics.cli.progress import Progress
     from forensics.page_publish import publish_page
-    from forensics.progress import Progress
     from forensics.scan.run import scan
-    from forensics.sources import Sources
 
     report, report_html = reports
     page = None
-    with Progress.for_terminal(no_progress) as progress, Sources.from_settings(settings) as sources:
+    with Progress.for_terminal(no_progress) as progress, open_sources(settings) as sources:
         result = scan(sources, window, scope, progress=progress)
         if fmt is OutputFormat.html or report_html:
             page, _ = publish_page(sources, result, report_html)
@@ -155,12 +157,6 @@ def _scan_once(
     if report:
         write_atomically(report, render(result, OutputFormat.json))
     emit(render(page if fmt is OutputFormat.html else result, fmt))
-    if not result.complete or (page is not None and page.gaps):
-        return 3
-    # Signalled attempts still running (`pending`) and signalled Flyte pods that resolve to no
-    # attempt (`unresolved`, a configuration problem) are not "nothing found"
-    # (docs/exit-codes.md): they exit as findings do, so the operator rescans once they end,
-    # or fixes the configuration.
-    if (result.findings or result.pending or result.unresolved) and not exit_zero:
-        return 1
-    return 0
+    return exits.for_scan(
+        result, exit_zero=exit_zero, page_gaps=bool(page is not None and page.gaps)
+    )

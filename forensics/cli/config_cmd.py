@@ -12,8 +12,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forensics.commands.common import emit
-from forensics.commands.options import (
+from forensics.cli.common import emit
+from forensics.cli.display import render
+from forensics.cli.options import (
     SOURCE_FLAGS,
     SourceFlags,
     check_output,
@@ -21,7 +22,7 @@ from forensics.commands.options import (
     output_option,
     value_option,
 )
-from forensics.formats import TABLE_OR_JSON, render
+from forensics.formats import TABLE_OR_JSON
 from forensics.formats.config import ConfigView, Setting
 
 if TYPE_CHECKING:
@@ -137,10 +138,12 @@ def _duration(seconds: int) -> str:
 
 
 def _flyte(settings: Settings, env: Mapping[str, str]) -> list[Setting]:
+    from forensics.cli.process import flytekit_imported
     from forensics.sources.admin import AdminClient
 
     flyte = settings.flyte
     admin = AdminClient.from_settings(flyte)  # reads flytekit's config; contacts nothing
+    flytekit_imported()
     try:
         endpoint = str(admin.endpoint)
     finally:

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from forensics.commands.common import check_domains, check_scope_names, check_writable_file
+from forensics.cli.common import check_domains, check_scope_names, check_writable_file
 from forensics.config import Settings, load_settings
 from forensics.errors import UsageError
 from forensics.formats import OutputFormat
-from forensics.guard.run import GuardOptions, guard_options
+from forensics.guard.run import GuardOptions
 
 if TYPE_CHECKING:
     from forensics.scan.scope import ScanScope
@@ -255,6 +255,8 @@ class GuardFlags:
 
     def options(self) -> GuardOptions:
         """The checked GuardOptions (exit 2 before any scan; secrets never echoed)."""
+        from forensics.cli.guard import guard_options
+
         checked = guard_options(**asdict(self))
         if self.metrics_file is not None:
             check_writable_file(self.metrics_file, "--metrics-file")

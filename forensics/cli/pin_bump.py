@@ -10,16 +10,17 @@ from typing import Annotated
 
 import typer
 
-from forensics.commands.common import emit
-from forensics.commands.options import check_output, default_output, output_option
+from forensics.cli.common import emit
+from forensics.cli.display import coloured_diff, render, terminal_width
+from forensics.cli.options import check_output, default_output, output_option
+from forensics.cli.progress import spinner
 from forensics.errors import ElasticAuditError, UsageError
-from forensics.formats import PIN_BUMP_FORMATS, OutputFormat, render
-from forensics.formats.pinbump import BumpResult, summary_text
+from forensics.formats import PIN_BUMP_FORMATS, OutputFormat
+from forensics.formats.pinbump import BumpResult, summary_text, table_parts
 from forensics.pinbump.github import CommitVerification, GitHubClient
 from forensics.pinbump.lock import LockRun, find_uv, lock_projects
 from forensics.pinbump.patterns import DEFAULT_REPO, normalize_repo, normalize_sha
 from forensics.pinbump.plan import BumpPlan, apply_plan, plan_bump
-from forensics.progress import spinner
 
 EXAMPLES = """\
 Examples:
@@ -46,8 +47,6 @@ Exit codes: 0 done or nothing to change; 1 --check found stale pins;
 
 class CommitRefused(ElasticAuditError):
     """The commit is genuine but unfit: its plugin source does not carry the fix (exit 2)."""
-
-    exit_code = 2
 
 
 def _log(message: str) -> None:
@@ -153,9 +152,14 @@ def pin_bump(
             with spinner("uv lock", enabled=not no_progress):
                 locked = lock_projects(plan.stale_locks, applied, uv=uv)
     result = BumpResult(plan, mode, verification, fix, tuple(locked))
-    emit(render(result, fmt))
+    if fmt is OutputFormat.table:
+        diff, summary = table_parts(result, terminal_width())
+        emit((coloured_diff(diff) if diff else "") + summary)
+    else:
+        emit(render(result, fmt))
     if fmt is OutputFormat.diff:
-        sys.stderr.write(summary_text(result))  # for the person; stdout holds only the patch
+        # for the person; stdout holds only the patch
+        sys.stderr.write(summary_text(result, terminal_width()))
     if check:
         # In check mode the files listed are the stale ones (nothing moves).
         raise typer.Exit(1 if plan.stale_pins else 0)

@@ -7,14 +7,16 @@ from typing import Annotated
 
 import typer
 
-from forensics.commands.common import check_writable_dir, emit
-from forensics.commands.options import check_output, default_output, output_option
+from forensics.cli import exits
+from forensics.cli.common import check_writable_dir, emit
+from forensics.cli.display import render
+from forensics.cli.options import check_output, default_output, output_option
+from forensics.cli.progress import spinner
 from forensics.errors import UsageError
-from forensics.formats import TABLE_OR_JSON, OutputFormat, render
+from forensics.formats import TABLE_OR_JSON, OutputFormat
 from forensics.formats.fix import BundledPatch
 from forensics.plugin_fix.check import check_environment, check_source
 from forensics.plugin_fix.patch import PATCH_NAME, apply, load_patch
-from forensics.progress import spinner
 
 HELP = (
     "The plugin fix: show the patch, apply it to a source tree, check an environment or "
@@ -115,7 +117,7 @@ def apply_cmd(
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     result = apply(directory, check_only=check)
     emit(render(result, fmt))
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(exits.for_fix_apply(result.status))
 
 
 def build_cmd(
@@ -180,4 +182,4 @@ def check_cmd(
         with spinner("probing the plugin in the target interpreter", enabled=not no_progress):
             result = check_environment(python)
     emit(render(result, fmt))
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(exits.for_fix_check(result.status))

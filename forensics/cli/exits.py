@@ -1,0 +1,79 @@
+"""Exit codes (docs/exit-codes.md): chosen here, once, from what the library returns or raises.
+
+The library raises typed errors and returns typed results; which number a shell sees for each is
+the command line's decision, and `scan`, `watch` and the guard share one rule for a scan's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from forensics.errors import ElasticAuditError, LokiQueryError, SourceError
+
+USAGE = 2  # usage, configuration, or a refusal with nothing done
+INCOMPLETE = 3  # a source failed: what is reported is not the whole answer
+INTERRUPTED = 130  # Ctrl-C
+TERMINATED = 143  # SIGTERM (guard mode): the state is as before, or the write finished
+
+
+def for_error(error: ElasticAuditError) -> int:
+    """The exit code of an error the tool reports as one line: a source that failed to answer is
+    3, except Loki refusing the query itself (a malformed selector is configuration) and GitHub
+    failing pin-bump (it refuses, nothing written); everything else is 2."""
+    from forensics.pinbump.github import GitHubError
+
+    if isinstance(error, SourceError) and not isinstance(error, LokiQueryError | GitHubError):
+        return INCOMPLETE
+    return USAGE
+
+
+def for_scan(
+    report: Any,
+    *,
+    exit_zero: bool = False,
+    page_gaps: bool = False,
+    undelivered: bool = False,
+) -> int:
+    """One scan's result, for `scan`, each `watch` run and the guard: 3 when the scan is
+    incomplete, the incident page has gaps or (guard) a notification or metrics push failed;
+    else 1 when there is something to act on — findings, pending attempts (signalled, not
+    finished yet: rescan) or signalled Flyte pods that resolve to no attempt (configuration) —
+    unless `exit_zero`; else 0. 3 wins over 1."""
+    from forensics.guard.items import pending_items
+
+    unresolved = getattr(report, "unresolved", ())
+    return for_result(
+        complete=report.complete and not page_gaps and not undelivered,
+        to_act_on=bool(report.findings or pending_items(report, {}) or unresolved),
+        exit_zero=exit_zero,
+    )
+
+
+def for_result(*, complete: bool, to_act_on: bool, exit_zero: bool = False) -> int:
+    """The rule itself, for a scan's result in any form (a Report, `merge`'s document)."""
+    if not complete:
+        return INCOMPLETE
+    if to_act_on and not exit_zero:
+        return 1
+    return 0
+
+
+def for_relaunch(statuses: Iterable[str]) -> int:
+    """3 when Flyte Admin failed for any execution, else 1 when any was refused, else 0."""
+    seen = set(statuses)
+    if "failed" in seen:
+        return INCOMPLETE
+    if "refused" in seen:
+        return 1
+    return 0
+
+
+def for_fix_check(status: str) -> int:
+    """`fix check`: 0 fixed, 1 vulnerable, 2 not installed or unknown."""
+    return {"fixed": 0, "vulnerable": 1}.get(status, USAGE)
+
+
+def for_fix_apply(status: str) -> int:
+    """`fix apply`: 2 when the fix cannot be applied there, else 0."""
+    return USAGE if status == "cannot-apply" else 0
