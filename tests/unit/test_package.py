@@ -24,20 +24,14 @@ from forensics.config import Settings
 
 
 def test_every_exported_name_resolves():
-    names = [n for n in forensics.__all__ if n != "run_guard"]
+    names = list(forensics.__all__)
     assert names and all(getattr(forensics, n) is not None for n in names)
     assert set(forensics.__all__) == {"TOOL", "__version__", *forensics._EXPORTS}
     assert set(forensics.__all__) <= set(dir(forensics))
 
 
-def test_run_guard_is_the_guard_packages_own_when_it_has_one():
-    # `forensics.guard.run_guard` is re-exported as it is; until the guard package defines it
-    # the name is missing here too, with Python's own error.
-    if hasattr(forensics.guard, "run_guard"):
-        assert forensics.run_guard is forensics.guard.run_guard
-    else:
-        with pytest.raises(AttributeError, match="run_guard"):
-            forensics.run_guard  # noqa: B018
+def test_run_guard_is_the_guard_packages_own():
+    assert forensics.run_guard is forensics.guard.run_guard
 
 
 def test_an_unknown_name_is_an_attribute_error():

@@ -12,7 +12,7 @@ from support.fakes import (
 )
 
 from forensics.config import Settings
-from forensics.guard.run import GuardOptions, run_once
+from forensics.guard import GuardOptions, run_guard
 from forensics.model import rfc3339
 from forensics.scan.run import ScanRun
 from forensics.scan.scope import ScanScope
@@ -31,7 +31,7 @@ def guard(sources, options, since=None, until=rfc3339(WINDOW.end)):
         windows.append(window)
         return ScanRun(sources, window, ScanScope()).run()
 
-    outcome = run_once(
+    outcome = run_guard(
         Settings(), ScanScope(), since=since, until=until, options=options, scan=scan
     )
     return outcome, windows[0]
@@ -42,7 +42,7 @@ def test_a_finding_is_new_once(tmp_path):
     options = GuardOptions(state=str(tmp_path / "state.json"))
     first, _ = guard(sources, options, since=rfc3339(WINDOW.start))
     assert [f["new"] for f in first.report_doc["findings"]] == [True]
-    assert first.exit_code == 1
+    assert first.report.complete and first.report.findings and first.state_written
     second, window = guard(sources, options)
     # The next run starts where the first ended, less the overlap, and finds it again: not new.
     assert window.start == WINDOW.end - options.overlap
@@ -56,6 +56,6 @@ def test_a_window_loki_could_not_read_is_scanned_again(tmp_path):
     sources.loki.fail(WINDOW.start, WINDOW.end)
     options = GuardOptions(state=str(tmp_path / "state.json"))
     first, _ = guard(sources, options, since=rfc3339(WINDOW.start))
-    assert first.exit_code == 3 and first.report_doc["gaps"]
+    assert not first.report.complete and first.report_doc["gaps"]
     _, window = guard(sources, options, until=rfc3339(WINDOW.end + timedelta(hours=1)))
     assert window.start == WINDOW.start  # the open gap's start, not the last end less overlap

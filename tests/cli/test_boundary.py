@@ -15,8 +15,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "forensics"
 EXEMPT = ("cli", "sandbox", "plugin_fix/data")
 
