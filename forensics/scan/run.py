@@ -621,16 +621,17 @@ class ScanRun:
     def _conclude(self, c: Candidate) -> None:
         decision = c.decide()
         ex, att, signal, outputs = c.ex, c.att, c.signal, decision.outputs
-        log.info(
-            "%s %s/%s (%s, signal %s, outputs.pb %s): %s",
-            ex.ref,
-            att.ref.node_id,
-            att.ref.attempt,
-            att.phase,
-            rfc3339(signal.at) if signal else "none",
-            outputs.state if outputs else "not checked",
-            decision.verdict or f"cleared: {decision.cleared}",
-        )
+        if log.isEnabledFor(logging.INFO):  # one line per candidate: not built unless shown
+            log.info(
+                "%s %s/%s (%s, signal %s, outputs.pb %s): %s",
+                ex.ref,
+                att.ref.node_id,
+                att.ref.attempt,
+                att.phase,
+                rfc3339(signal.at) if signal else "none",
+                outputs.state if outputs else "not checked",
+                decision.verdict or f"cleared: {decision.cleared}",
+            )
         finding = None
         if decision.is_finding:
             checkpoint = self.lookups.checkpoint(ex, att, signal)

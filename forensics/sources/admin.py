@@ -566,8 +566,7 @@ class AdminClient:
         """The attempts of one node; its task's template is looked up in its nearest dynamic
         ancestor's compiled workflow when Admin has no such task registered."""
         for te in self._task_executions(ref, node.id.node_id):
-            own = self._attempt_record(ref, node, te, dynamic)
-            own = dataclasses.replace(own, parent_node=parent)
+            own = self._attempt_record(ref, node, te, dynamic, parent)
             tpl = self._task_template(ref, own.task_id, dynamic) if own.task_id else None
             subtasks = subtask_records(own, node, te, tpl.type if tpl else "")
             if subtasks:
@@ -726,12 +725,13 @@ class AdminClient:
         node: node_execution_pb2.NodeExecution,
         te: task_execution_pb2.TaskExecution,
         parent: str | None,
+        parent_node: str | None = None,
     ) -> AttemptRecord:
         tid = te.id.task_id
         template = self._task_template(
             ref, (tid.project, tid.domain, tid.name, tid.version), parent
         )
-        return attempt_record(ref, node, te, template)
+        return attempt_record(ref, node, te, template, parent_node)
 
     def _task_template(
         self, ref: ExecutionRef, task_id: tuple[str, str, str, str], parent: str | None

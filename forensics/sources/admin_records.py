@@ -324,8 +324,10 @@ def attempt_record(
     node: node_execution_pb2.NodeExecution,
     te: task_execution_pb2.TaskExecution,
     template: TaskTemplate | None,
+    parent_node: str | None = None,
 ) -> AttemptRecord:
-    """One task attempt as plain data; `template` fills what the task execution does not say."""
+    """One task attempt as plain data; `template` fills what the task execution does not say;
+    `parent_node` is the node it runs under (Admin's unique id), None at the top level."""
     c = te.closure
     phase = _enum_name(core_execution_pb2.TaskExecution.Phase, c.phase)
     started = _time(c, "started_at")
@@ -359,6 +361,7 @@ def attempt_record(
         inputs_uri=next(
             (u for u in (te.input_uri, node.input_uri) if u.endswith("/inputs.pb")), None
         ),
+        parent_node=parent_node,
     )
 
 

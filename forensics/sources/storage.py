@@ -117,9 +117,10 @@ _KEPT_HEADERS = ("x-amz-request-id", "x-amz-id-2")
 
 
 def _lean_head(response_dict: dict[str, Any], **_: Any) -> None:
-    """A successful HEAD answers the scan by its status alone: drop the object's headers before
-    botocore parses them into a response (dates, metadata, checksums: a sixth of a HEAD's CPU)."""
-    if response_dict.get("status_code") == 200:
+    """A HEAD answering 200 or 404 answers the scan by its status alone: drop the object's
+    headers before botocore parses them into a response (dates, metadata, checksums: a sixth of
+    a HEAD's CPU). Other statuses keep theirs: retries and region redirects read them."""
+    if response_dict.get("status_code") in (200, 404):
         headers = response_dict.get("headers") or {}
         response_dict["headers"] = HeadersDict(
             {k: headers[k] for k in _KEPT_HEADERS if k in headers}

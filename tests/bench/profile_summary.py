@@ -1,5 +1,5 @@
 """Summarise py-spy raw samples (collapsed stacks, `bench_scan.py --profile DIR`): where the CPU
-of the CLI went, by leaf function and by the package the leaf frame is in.
+of the CLI went, by stage of the scan, by leaf function and by the package the leaf frame is in.
 
 Run:   .venv/bin/python tests/bench/profile_summary.py DIR/1x.txt [--top 20]
 """
@@ -10,6 +10,29 @@ import argparse
 import re
 from collections import Counter
 from pathlib import Path
+
+# A sample belongs to the first stage whose test its stack passes (frames joined by `;`).
+STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("S3: outputs.pb HEAD (ObjectStore.check_object)", ("ObjectStore.check_object",)),
+    ("S3: listings (ObjectStore._pages)", ("ObjectStore._pages",)),
+    (
+        "Admin: ListNodeExecutions + ListTaskExecutions",
+        ("_node_executions.<locals>.fetch", "_task_executions.<locals>.fetch"),
+    ),
+    ("Admin: the other calls", ("AdminClient._call",)),
+    ("start-up imports", ("<module>",)),
+    ("hand-offs: a queue's put, an Admin slot's release", ("Queue.put", "Semaphore.release")),
+    ("Admin records and the sweep's plan", ("admin_records.py", "AdminClient._collect")),
+    ("the scan's own work (forensics.scan, detect)", ("forensics/scan/", "forensics/detect")),
+)
+
+
+def stage_of(stack: str) -> str:
+    for name, marks in STAGES:
+        if any(m in stack for m in marks):
+            return name
+    return "the rest (lanes' workers waiting, Loki, main thread)"
+
 
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:()]*)(?::\d+)?\)$")
 
@@ -31,6 +54,7 @@ def summarise(path: Path, top: int) -> str:
     leaves: Counter[str] = Counter()
     packages: Counter[str] = Counter()
     ours: Counter[str] = Counter()  # the innermost forensics frame of each sample
+    stages: Counter[str] = Counter()
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -39,6 +63,7 @@ def summarise(path: Path, top: int) -> str:
         n = int(count)
         frames = stack.split(";")
         total += n
+        stages[stage_of(stack)] += n
         leaf = frames[-1]
         m = _FRAME.match(leaf)
         leaves[leaf] += n
@@ -47,6 +72,7 @@ def summarise(path: Path, top: int) -> str:
         ours[own[-1] if own else "(not under a forensics frame)"] += n
     out = [f"{path}: {total} samples"]
     for title, counter in (
+        ("by stage", stages),
         ("by package of the leaf frame", packages),
         ("by innermost forensics frame", ours),
         ("by leaf frame", leaves),
