@@ -75,7 +75,15 @@ from flytekit.configuration.file import ConfigFile, get_config_file
 from flytekit.exceptions.base import FlyteException
 
 from forensics.config import FlyteSettings
-from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
+from forensics.errors import (
+    AlreadyRelaunched,
+    ConfigError,
+    FailureKind,
+    NotFoundError,
+    SourceError,
+    UsageError,
+)
+from forensics.failures import os_failure
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.notices import retrying
 from forensics.sources.admin_closures import NodePlan, plan_of
@@ -180,18 +188,64 @@ def rpc_status(exc: BaseException) -> tuple[grpc.StatusCode | None, str]:
     return None, ""
 
 
+# What each gRPC status means (grpc/doc/statuscodes.md). UNAVAILABLE is also what gRPC core
+# answers when it never reached the server: its own texts for that are read in `status_kind`.
+_STATUS_KINDS = {
+    Status.NOT_FOUND: FailureKind.NOT_FOUND,
+    Status.UNAUTHENTICATED: FailureKind.AUTH_REFUSED,
+    Status.PERMISSION_DENIED: FailureKind.AUTH_REFUSED,
+    Status.DEADLINE_EXCEEDED: FailureKind.TIMED_OUT,
+    Status.RESOURCE_EXHAUSTED: FailureKind.THROTTLED,
+    Status.INVALID_ARGUMENT: FailureKind.REJECTED,
+    Status.FAILED_PRECONDITION: FailureKind.REJECTED,
+    Status.ALREADY_EXISTS: FailureKind.REJECTED,
+    Status.OUT_OF_RANGE: FailureKind.REJECTED,
+    Status.UNAVAILABLE: FailureKind.SERVER_FAILED,
+    Status.INTERNAL: FailureKind.SERVER_FAILED,
+    Status.UNKNOWN: FailureKind.SERVER_FAILED,
+    Status.DATA_LOSS: FailureKind.SERVER_FAILED,
+    Status.UNIMPLEMENTED: FailureKind.SERVER_FAILED,
+}
+# gRPC core's own details for a channel that never reached the server (src/core: the
+# subchannel's "failed to connect to all addresses"; the resolver's "errors resolving", older
+# c-ares releases' "DNS resolution failed").
+_NO_CONNECTION = "failed to connect to all addresses"
+_NO_NAME = ("errors resolving", "dns resolution failed")
+
+
+def status_kind(code: grpc.StatusCode | None, details: str) -> FailureKind:
+    """What a gRPC status means; an UNAVAILABLE gRPC core raised before any server answered is
+    an unresolvable name or an address where nothing answers."""
+    if code is Status.UNAVAILABLE:
+        low = details.lower()
+        if any(t in low for t in _NO_NAME):
+            return FailureKind.NAME_UNRESOLVED
+        if _NO_CONNECTION in low:
+            return FailureKind.UNREACHABLE
+    return _STATUS_KINDS.get(code, FailureKind.FAILED) if code else FailureKind.FAILED
+
+
 def _source_error(rpc: str, target: str | None, exc: BaseException) -> SourceError:
     code, details = rpc_status(exc)
     if code is None:
         return SourceError(
-            "admin", f"{rpc}: {_one_line(f'{type(exc).__name__}: {exc}')}", target=target
+            "admin",
+            f"{rpc}: {_one_line(f'{type(exc).__name__}: {exc}')}",
+            target=target,
+            kind=os_failure(exc) or FailureKind.FAILED,
         )
     cause = f"{rpc}: {code.name}" + (f": {_one_line(details)}" if details else "")
     if code is Status.NOT_FOUND:
         return NotFoundError("admin", cause, target=target)
     if code is Status.UNAUTHENTICATED:
         cause += " (check flytekit's credentials settings: FLYTE_CREDENTIALS_* or admin.authType)"
-    return SourceError("admin", cause, target=target, retryable=code in RETRYABLE)
+    return SourceError(
+        "admin",
+        cause,
+        target=target,
+        retryable=code in RETRYABLE,
+        kind=status_kind(code, details),
+    )
 
 
 class _Answered(Exception):
@@ -290,7 +344,7 @@ class AdminClient:
         self._lp_workflows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}
         self._dynamic_closures: dict[tuple[ExecutionRef, str], Any] = {}
         self.plan_fallbacks = 0  # executions / dynamic parents listed whole: no closure
-        self._plan_failed: dict[object, tuple[float, str]] = {}  # when, why
+        self._plan_failed: dict[object, tuple[float, str, FailureKind]] = {}  # when, why, what
 
     @classmethod
     def from_settings(cls, settings: FlyteSettings, **options: Any) -> AdminClient:
@@ -369,11 +423,19 @@ class AdminClient:
                     # flyteadmin always sets the token on a full page; without it we cannot
                     # know the listing is complete, and a forensics run must not guess.
                     raise SourceError(
-                        "admin", f"{rpc}: a full page came without a next-page token", target=target
+                        "admin",
+                        f"{rpc}: a full page came without a next-page token",
+                        target=target,
+                        kind=FailureKind.BAD_ANSWER,
                     )
                 return
             if nxt in seen or nxt == token:
-                raise SourceError("admin", f"{rpc}: page token {nxt!r} repeated", target=target)
+                raise SourceError(
+                    "admin",
+                    f"{rpc}: page token {nxt!r} repeated",
+                    target=target,
+                    kind=FailureKind.BAD_ANSWER,
+                )
             seen.add(nxt)
             token = nxt
 
@@ -633,11 +695,11 @@ class AdminClient:
                 return cache[key]
             failed = self._plan_failed.get(lock_key)
             if failed is not None and time.monotonic() - failed[0] < PLAN_RETRY_AFTER:
-                raise SourceError("admin", failed[1])
+                raise SourceError("admin", failed[1], kind=failed[2])
             try:
                 cache[key] = read(key)
             except SourceError as e:
-                self._plan_failed[lock_key] = (time.monotonic(), e.cause)
+                self._plan_failed[lock_key] = (time.monotonic(), e.cause, e.kind)
                 raise
             return cache[key]
 
@@ -828,13 +890,14 @@ class AdminClient:
         try:
             record = self.get_execution(existing)
         except NotFoundError:
-            raise SourceError("admin", said, target=str(ref)) from None
+            raise SourceError("admin", said, target=str(ref), kind=FailureKind.REJECTED) from None
         if record.mode != "RELAUNCH" or record.reference_execution != ref:
             raise SourceError(
                 "admin",
                 f"{said} (the name {name} is taken by {existing}, which is not a relaunch of "
                 f"{ref}: mode {record.mode})",
                 target=str(ref),
+                kind=FailureKind.REJECTED,
             )
         return AlreadyRelaunched(existing, original=ref, after_retry=sent > 1)
 

@@ -40,13 +40,27 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    MaxRetryError,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+)
 
 from forensics import __version__
 from forensics.concurrency import Emit, stream
 from forensics.config import LokiSettings
-from forensics.errors import ConfigError, ElasticAuditError, LokiQueryError, SourceError
-from forensics.model import LogEntry, Window, from_ns, rfc3339, to_ns
+from forensics.errors import (
+    ConfigError,
+    ElasticAuditError,
+    FailureKind,
+    LokiQueryError,
+    SourceError,
+)
+from forensics.failures import os_failure
+from forensics.model import Gap, LogEntry, Window, from_ns, rfc3339, to_ns
 from forensics.sources.logql import selector, split_query
 from forensics.sources.loki_limits import (
     TOO_MANY_ORG_IDS,
@@ -79,6 +93,8 @@ _ENTRY_LIMIT_RE = re.compile(
     re.escape(ENTRY_LIMIT_PREFIX)
     + r", limit > max_entries_limit(?:_per_query)? \(([0-9]+) > ([0-9]+)\)"
 )
+# Loki's own 504 at its query_timeout (pkg/util/server/error.go): it answered, quickly.
+QUERY_TIMEOUT_TEXT = "request timed out, decrease the duration"
 QUERY_RANGE = "/loki/api/v1/query_range"
 SERIES = "/loki/api/v1/series"
 INDEX_STATS = "/loki/api/v1/index/stats"
@@ -91,6 +107,8 @@ LABELS = "/loki/api/v1/labels"
 
 class LokiAuthError(SourceError):
     """Loki (or the gateway in front of it) refused the credentials or tenant: HTTP 401/403."""
+
+    default_kind = FailureKind.AUTH_REFUSED
 
 
 class LokiEntryLimitError(LokiQueryError):
@@ -105,6 +123,8 @@ class LokiEntryLimitError(LokiQueryError):
 class LokiNoIndexStats(SourceError):
     """Loki (or a gateway in front of it) does not serve `/loki/api/v1/index/stats` (404)."""
 
+    default_kind = FailureKind.NOT_FOUND
+
 
 class LokiTimeoutError(LokiTooHeavy):
     """A query_range Loki gave up on (504, its query timeout) or that got no answer within the
@@ -115,9 +135,9 @@ class _PieceTimeout(Exception):
     """A piece of a shard timed out at `start` (entries before it were yielded, `boundary` the
     ones at `start` already seen)."""
 
-    def __init__(self, start: int, boundary: set[Any], cause: str) -> None:
-        super().__init__(cause)
-        self.start, self.boundary, self.cause = start, boundary, cause
+    def __init__(self, start: int, boundary: set[Any], error: SourceError) -> None:
+        super().__init__(error.cause)
+        self.start, self.boundary, self.cause, self.kind = start, boundary, error.cause, error.kind
 
 
 @dataclass(frozen=True)
@@ -128,9 +148,11 @@ class ShardOutcome:
     error: str | None
     requests: int
     entries: int
-    # The parts of `window` that could not be read, each with why (set when a timed-out shard was
-    # split and only some pieces failed; else the whole window fails with `error`).
-    failed: tuple[tuple[Window, str], ...] = ()
+    # The parts of `window` that could not be read, each with why and what that means (set when
+    # a timed-out shard was split and only some pieces failed; else the whole window fails with
+    # `error`, meaning `failure`).
+    failed: tuple[tuple[Window, str, FailureKind], ...] = ()
+    failure: FailureKind | None = None
 
     @property
     def ok(self) -> bool:
@@ -139,9 +161,19 @@ class ShardOutcome:
     @property
     def failures(self) -> tuple[tuple[Window, str], ...]:
         """The unread parts of the shard, each with its error: the gaps it leaves."""
+        return tuple((part, error) for part, error, _ in self._parts())
+
+    def gaps(self, source: str = SOURCE) -> list[Gap]:
+        """The gaps the shard leaves, each with its failure's meaning: the one conversion every
+        reader of `scan` (the scan, `show`, Kubernetes events) uses."""
+        return [
+            Gap(source, p.start, p.end, error, failure=kind) for p, error, kind in self._parts()
+        ]
+
+    def _parts(self) -> tuple[tuple[Window, str, FailureKind | None], ...]:
         if self.failed:
             return self.failed
-        return ((self.window, self.error),) if self.error is not None else ()
+        return ((self.window, self.error, self.failure),) if self.error is not None else ()
 
 
 class _PieceTooLong(Exception):
@@ -197,6 +229,38 @@ class _ShardCounts:
     requests: int = 0
     entries: int = 0
     answered: int = 0  # query_range calls Loki answered (a timed-out shard resets on progress)
+
+
+def status_kind(status: int) -> FailureKind:
+    """What an HTTP status means (the statuses every HTTP client of the tool reads alike)."""
+    if status in (401, 403):
+        return FailureKind.AUTH_REFUSED
+    if status == 404:
+        return FailureKind.NOT_FOUND
+    if status == 429:
+        return FailureKind.THROTTLED
+    if status >= 500:
+        return FailureKind.SERVER_FAILED
+    if 400 <= status < 500:
+        return FailureKind.REJECTED
+    return FailureKind.BAD_ANSWER
+
+
+def _reason_kind(reason: object) -> FailureKind:
+    """What urllib3's reason for giving up a connection means, by its type (urllib3's
+    NewConnectionError is a ConnectTimeoutError too: it is read first)."""
+    if isinstance(reason, NameResolutionError):
+        return FailureKind.NAME_UNRESOLVED
+    found = os_failure(reason) if isinstance(reason, BaseException) else None
+    if isinstance(reason, NewConnectionError):
+        return found or FailureKind.UNREACHABLE
+    if isinstance(reason, (ReadTimeoutError, ConnectTimeoutError)):
+        return FailureKind.TIMED_OUT
+    if found is not None:
+        return found
+    if isinstance(reason, ProtocolError):
+        return FailureKind.UNREACHABLE
+    return FailureKind.FAILED
 
 
 def _key(e: LogEntry) -> tuple[int, tuple[tuple[str, str], ...], str]:
@@ -361,23 +425,39 @@ class LokiClient:
             text = text.replace(secret, "***")
         return text
 
-    def _describe(self, e: requests.RequestException) -> str:
+    def _describe(self, e: requests.RequestException) -> tuple[str, FailureKind]:
+        """What a failed request says (text) and means (kind): requests' and urllib3's
+        exceptions mapped by type, here and nowhere else."""
         read_timeout = self._timeout[1]
         if isinstance(e, requests.exceptions.ChunkedEncodingError):
-            return "Loki's response was cut off before its end (truncated body)"
+            return (
+                "Loki's response was cut off before its end (truncated body)",
+                FailureKind.BAD_ANSWER,
+            )
         if isinstance(e, requests.exceptions.ConnectTimeout):
-            return f"could not connect to Loki at {self._base} (timed out)"
+            return f"could not connect to Loki at {self._base} (timed out)", FailureKind.TIMED_OUT
         if isinstance(e, requests.exceptions.ReadTimeout):
-            return f"Loki did not answer within {read_timeout:g}s"
+            return f"Loki did not answer within {read_timeout:g}s", FailureKind.TIMED_OUT
         reason: object = e
         if e.args and isinstance(e.args[0], MaxRetryError):
             reason = e.args[0].reason
-            if "Read timed out" in str(reason):
-                return f"Loki did not answer within {read_timeout:g}s (gave up after retries)"
-            if "NewConnectionError" in type(reason).__name__ or "refused" in str(reason):
-                return f"cannot connect to Loki at {self._base}: connection refused (gave up after retries)"
-            return f"connection to Loki at {self._base} failed (gave up after retries): {reason}"
-        return f"connection to Loki at {self._base} failed: {reason}"
+            if isinstance(reason, ReadTimeoutError):
+                return (
+                    f"Loki did not answer within {read_timeout:g}s (gave up after retries)",
+                    FailureKind.TIMED_OUT,
+                )
+            kind = _reason_kind(reason)
+            if kind is FailureKind.UNREACHABLE and isinstance(reason, NewConnectionError):
+                return (
+                    f"cannot connect to Loki at {self._base}: connection refused (gave up after "
+                    "retries)",
+                    kind,
+                )
+            return (
+                f"connection to Loki at {self._base} failed (gave up after retries): {reason}",
+                kind,
+            )
+        return f"connection to Loki at {self._base} failed: {reason}", _reason_kind(e)
 
     def _get(self, path: str, params: dict[str, str], window: Window | None) -> Any:
         """One GET with the retry policy; urllib3 retries statuses and connection failures,
@@ -412,7 +492,8 @@ class LokiClient:
             cls = SourceError
             if path == QUERY_RANGE and isinstance(e, requests.exceptions.ReadTimeout):
                 cls = LokiTimeoutError
-            error = cls(SOURCE, self._scrub(self._describe(e)), window=where, retryable=True)
+            text, kind = self._describe(e)
+            error = cls(SOURCE, self._scrub(text), window=where, retryable=True, kind=kind)
             if isinstance(e, requests.exceptions.ChunkedEncodingError):
                 raise _BadBody(error) from None
             raise error from None
@@ -433,12 +514,16 @@ class LokiClient:
                         f"{self._base}?",
                         window=where,
                         retryable=True,
+                        kind=FailureKind.BAD_ANSWER,
                     )
                 ) from None
             if not isinstance(doc, dict) or doc.get("status") != "success":
                 got = doc.get("status") if isinstance(doc, dict) else type(doc).__name__
                 raise SourceError(
-                    SOURCE, f"Loki answered status {got!r}, not 'success'", window=where
+                    SOURCE,
+                    f"Loki answered status {got!r}, not 'success'",
+                    window=where,
+                    kind=FailureKind.BAD_ANSWER,
                 )
             return doc.get("data")
         text = self._scrub(self._snippet(body))
@@ -459,7 +544,12 @@ class LokiClient:
                     window=where,
                 )
             if too_heavy(text) and path == QUERY_RANGE:
-                return LokiTooHeavy(SOURCE, f"Loki refused the piece: {text}", window=where)
+                return LokiTooHeavy(
+                    SOURCE,
+                    f"Loki refused the piece: {text}",
+                    window=where,
+                    kind=FailureKind.QUERY_TOO_HEAVY,
+                )
             if "exceeds the limit" in text:
                 return LokiQueryTooLong(
                     SOURCE,
@@ -477,6 +567,7 @@ class LokiClient:
                 "in halves)",
                 window=where,
                 retryable=True,
+                kind=FailureKind.QUERY_TOO_HEAVY,
             )
         if status == 429 and path == QUERY_RANGE:
             return LokiTooHeavy(
@@ -485,6 +576,7 @@ class LokiClient:
                 "size: the piece is read in halves)",
                 window=where,
                 retryable=True,
+                kind=FailureKind.THROTTLED,
             )
         if status in (401, 403):
             hint = (
@@ -500,6 +592,9 @@ class LokiClient:
             f"HTTP {status} from Loki{attempts}: {text}",
             window=where,
             retryable=status in RETRY_STATUSES,
+            kind=FailureKind.QUERY_TOO_HEAVY
+            if status == 504 and QUERY_TIMEOUT_TEXT in text
+            else status_kind(status),
         )
 
     @staticmethod
@@ -560,7 +655,10 @@ class LokiClient:
         if not isinstance(data, dict) or data.get("resultType") != "streams":
             got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
             raise SourceError(
-                SOURCE, f"expected a log query result (streams), got {got!r}", window=where
+                SOURCE,
+                f"expected a log query result (streams), got {got!r}",
+                window=where,
+                kind=FailureKind.BAD_ANSWER,
             )
         out: list[LogEntry] = []
         try:
@@ -573,7 +671,10 @@ class LokiClient:
                         out.append(LogEntry(ts, labels, value[1]))
         except (AttributeError, IndexError, TypeError, ValueError) as e:
             raise SourceError(
-                SOURCE, f"unexpected query_range result shape: {e}", window=where
+                SOURCE,
+                f"unexpected query_range result shape: {e}",
+                window=where,
+                kind=FailureKind.BAD_ANSWER,
             ) from None
         # Loki orders entries within a stream only; merge across streams by time.
         out.sort(key=attrgetter("ts_ns"))
@@ -592,7 +693,9 @@ class LokiClient:
         data = self._get(SERIES, params, window)
         if not isinstance(data, list) or not all(isinstance(s, dict) for s in data):
             where = (window.start, window.end) if window is not None else None
-            raise SourceError(SOURCE, "unexpected series result shape", window=where)
+            raise SourceError(
+                SOURCE, "unexpected series result shape", window=where, kind=FailureKind.BAD_ANSWER
+            )
         return data
 
     def _pages(
@@ -610,7 +713,7 @@ class LokiClient:
             try:
                 entries, limit = self._page(query, start, end, window, counts)
             except LokiTooHeavy as e:
-                raise _PieceTimeout(start, boundary, e.cause) from None
+                raise _PieceTimeout(start, boundary, e) from None
             except LokiQueryTooLong as e:
                 raise _PieceTooLong(start, boundary, e) from None
             fresh = [e for e in entries if _key(e) not in boundary]
@@ -672,7 +775,7 @@ class LokiClient:
         query: str,
         window: Window,
         counts: _ShardCounts,
-        fail: Callable[[Window, str], None],
+        fail: Callable[[Window, str, FailureKind], None],
     ) -> Iterator[list[LogEntry]]:
         """The pages of one shard; a piece that times out is read again in two halves.
 
@@ -708,10 +811,15 @@ class LokiClient:
                         Window(from_ns(t.start), window.end),
                         f"{t.cause} (timed out {in_a_row} times in a row while splitting this "
                         f"shard; a smaller [loki] shard may read it)",
+                        t.kind,
                     )
                     return
                 if hi - t.start <= floor:
-                    fail(Window(from_ns(t.start), from_ns(hi)), f"{t.cause} (not split below 1m)")
+                    fail(
+                        Window(from_ns(t.start), from_ns(hi)),
+                        f"{t.cause} (not split below 1m)",
+                        t.kind,
+                    )
                     continue
                 mid = t.start + (hi - t.start) // 2
                 log.debug(
@@ -785,7 +893,12 @@ class LokiClient:
             raise
         entries = data.get("entries") if isinstance(data, dict) else None
         if not isinstance(entries, int):
-            raise SourceError(SOURCE, "unexpected index/stats result shape", window=where)
+            raise SourceError(
+                SOURCE,
+                "unexpected index/stats result shape",
+                window=where,
+                kind=FailureKind.BAD_ANSWER,
+            )
         return entries
 
     def label_names(self, window: Window) -> list[str]:
@@ -853,8 +966,10 @@ class LokiClient:
         """
         counts = _ShardCounts()
 
-        def fail(part: Window, cause: str) -> None:
-            raise SourceError(SOURCE, cause, window=(part.start, part.end), retryable=True)
+        def fail(part: Window, cause: str, kind: FailureKind) -> None:
+            raise SourceError(
+                SOURCE, cause, window=(part.start, part.end), retryable=True, kind=kind
+            )
 
         for page in self._read_shard(query, window, counts, fail):
             yield from page
@@ -883,10 +998,13 @@ class LokiClient:
         def read(w: Window, emit: Emit) -> None:
             _cancel.event = stop  # a backoff sleep ends when the scan is closed
             counts = _ShardCounts()
-            failed: list[tuple[Window, str]] = []
+            failed: list[tuple[Window, str, FailureKind]] = []
             try:
                 pages = self._read_shard(
-                    query, w, counts, lambda part, cause, f=failed: f.append((part, cause))
+                    query,
+                    w,
+                    counts,
+                    lambda part, cause, kind, f=failed: f.append((part, cause, kind)),
                 )
                 for page in pages:
                     if not emit(page):
@@ -896,9 +1014,13 @@ class LokiClient:
             except (LokiQueryError, LokiAuthError):
                 raise  # every shard would fail alike: the scan stops
             except SourceError as e:
-                failed = [(w, e.cause)]  # the whole shard, whatever was read of it
-            error = failed[0][1] if failed else None
-            emit(ShardOutcome(w, error, counts.requests, counts.entries, failed=tuple(failed)))
+                failed = [(w, e.cause, e.kind)]  # the whole shard, whatever was read of it
+            error, kind = (failed[0][1], failed[0][2]) if failed else (None, None)
+            emit(
+                ShardOutcome(
+                    w, error, counts.requests, counts.entries, failed=tuple(failed), failure=kind
+                )
+            )
 
         items = stream(
             "loki-shard",
