@@ -31,10 +31,9 @@ class FailureKind(Enum):
     FAILED = "failed"  # none of the above: the error's own text says what
 
 
-def os_failure(exc: BaseException) -> FailureKind | None:
-    """The meaning of the operating system's error behind a library's exception, by its type
-    (followed through causes, contexts, `args` and urllib3's `reason`): an unresolvable name,
-    a timeout, or a refused/reset connection; None when no such error lies behind it."""
+def os_error(exc: BaseException) -> OSError | None:
+    """The operating system's error behind a library's exception, found by type through causes,
+    contexts, `args` and urllib3's `reason`; None when none lies behind it."""
     seen: set[int] = set()
     todo: list[object] = [exc]
     while todo:
@@ -42,11 +41,35 @@ def os_failure(exc: BaseException) -> FailureKind | None:
         if not isinstance(e, BaseException) or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, socket.gaierror):
-            return FailureKind.NAME_UNRESOLVED
-        if isinstance(e, TimeoutError):
-            return FailureKind.TIMED_OUT
-        if isinstance(e, (ConnectionError, EOFError)):  # refused, reset, aborted, broken pipe
-            return FailureKind.UNREACHABLE
+        if isinstance(e, (socket.gaierror, TimeoutError, ConnectionError)):
+            return e
         todo += [e.__cause__, e.__context__, getattr(e, "reason", None), *e.args]
     return None
+
+
+def os_failure(exc: BaseException) -> FailureKind | None:
+    """What the operating system's error behind `exc` means: an unresolvable name, a timeout,
+    or a refused/reset connection; None when no such error lies behind it."""
+    e = os_error(exc)
+    if isinstance(e, socket.gaierror):
+        return FailureKind.NAME_UNRESOLVED
+    if isinstance(e, TimeoutError):
+        return FailureKind.TIMED_OUT
+    if isinstance(e, ConnectionError):  # refused, reset, aborted, broken pipe
+        return FailureKind.UNREACHABLE
+    return None
+
+
+def http_status_kind(status: int) -> FailureKind:
+    """What an HTTP error status means (every HTTP client of the tool reads them alike)."""
+    if status in (401, 403):
+        return FailureKind.AUTH_REFUSED
+    if status == 404:
+        return FailureKind.NOT_FOUND
+    if status == 429:
+        return FailureKind.THROTTLED
+    if status >= 500:
+        return FailureKind.SERVER_FAILED
+    if 400 <= status < 500:
+        return FailureKind.REJECTED
+    return FailureKind.BAD_ANSWER

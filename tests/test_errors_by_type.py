@@ -36,7 +36,7 @@ from forensics.sandbox.loki_server import FaultRule, LokiFaults
 from forensics.sandbox.scenario import Scenario
 from forensics.sources.admin import AdminClient
 from forensics.sources.loki import LokiClient, ShardOutcome
-from forensics.sources.loki_retry import RetryPolicy
+from forensics.retry import RetryPolicy
 from forensics.sources.storage import ObjectStore
 
 START = datetime(2026, 9, 10, 12, tzinfo=UTC)

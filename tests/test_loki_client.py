@@ -30,7 +30,7 @@ from forensics.sources.logql import (
     validate_selector,
 )
 from forensics.sources.loki import LokiAuthError, LokiClient, LokiEntryLimitError, ShardOutcome
-from forensics.sources.loki_retry import RetryPolicy
+from forensics.retry import RetryPolicy
 
 T0 = datetime(2026, 9, 10, tzinfo=UTC)
 BASE = to_ns(T0)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
+import math
 import re
 import signal
 import threading
@@ -86,6 +86,7 @@ from forensics.errors import (
 from forensics.failures import os_failure
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.notices import retrying
+from forensics.retry import Again, RetryPolicy, call
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
@@ -248,6 +249,14 @@ def _source_error(rpc: str, target: str | None, exc: BaseException) -> SourceErr
     )
 
 
+def _again(exc: Exception) -> Again | None:
+    """The retry checker: UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED only."""
+    code, _ = rpc_status(exc)
+    if code in RETRYABLE and code is not None:
+        return Again(code.name.lower().replace("_", " "))
+    return None
+
+
 class _Answered(Exception):
     """A status the caller asked to see as an answer rather than an error (e.g. ALREADY_EXISTS)."""
 
@@ -325,9 +334,16 @@ class AdminClient:
         self._platform = dataclasses.replace(platform, rpc_retries=0)
         self.endpoint = platform.endpoint
         self._timeout = timeout
-        self._retries = retries
-        self._backoff = backoff
-        self._max_backoff = max_backoff
+        # Exponential backoff from `backoff`, each wait between half and all of it, no deadline
+        # beyond the calls' own.
+        self._retry = RetryPolicy(
+            retries=retries,
+            backoff_factor=backoff,
+            backoff_max=max_backoff,
+            total_time=math.inf,
+            jitter=0.5,
+            first_immediate=False,
+        )
         try:
             self._client = SynchronousFlyteClient(self._platform)
         except Exception as e:  # bad endpoint / CA file: a configuration problem
@@ -385,8 +401,8 @@ class AdminClient:
         *,
         answers: frozenset[grpc.StatusCode] = frozenset(),
     ) -> T:
-        delay = self._backoff
-        for attempt in range(self._retries + 1):
+
+        def once() -> T:
             with self._lock:
                 self.call_count[rpc] += 1
             try:
@@ -396,15 +412,16 @@ class AdminClient:
                 code, details = rpc_status(exc)
                 if code in answers:
                     raise _Answered(code, details) from None
-                if code in RETRYABLE and attempt < self._retries:
-                    log.debug("Admin %s %s: %s; retrying in %.2fs", rpc, target, code, delay)
-                    why = code.name.lower().replace("_", " ") if code else "failed"
-                    retrying("Flyte Admin", str(self.endpoint), why, attempt + 1, self._retries)
-                    time.sleep(delay * random.uniform(0.5, 1.0))
-                    delay = min(delay * 2, self._max_backoff)
-                    continue
-                raise _source_error(rpc, target, exc) from None
-        raise AssertionError("unreachable")  # the loop always returns or raises
+                raise
+
+        def notice(why: str, number: int, of: int) -> None:
+            log.debug("Admin %s %s: %s; retry %d of %d", rpc, target, why, number, of)
+            retrying("Flyte Admin", str(self.endpoint), why, number, of)
+
+        try:
+            return call(self._retry, once, _again, notice=notice)
+        except (FlyteException, grpc.RpcError) as exc:
+            raise _source_error(rpc, target, exc) from None
 
     def _key_lock(self, key: object) -> threading.Lock:
         with self._lock:

@@ -2,7 +2,7 @@
 
 This module stays whole past ~400 lines because it is one client over one API: paging, shard
 splitting and error mapping share the same request path. LogQL building lives in `logql.py`,
-the retry policy in `loki_retry.py`.
+the retry policy in `forensics/retry.py`.
 
 Paging follows logcli's forward rules (grafana/loki `pkg/logcli/query/query.go::DoQuery`) with a safer de-duplication key: the next page
 starts at the last timestamp seen (inclusive) and entries at that boundary are dropped when their
@@ -37,6 +37,7 @@ from datetime import timedelta
 from functools import partial
 from operator import attrgetter
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -59,8 +60,17 @@ from forensics.errors import (
     LokiQueryError,
     SourceError,
 )
-from forensics.failures import os_failure
+from forensics.failures import http_status_kind, os_failure
 from forensics.model import Gap, LogEntry, Window, from_ns, rfc3339, to_ns
+from forensics.notices import retrying
+from forensics.retry import (
+    ONE_TRY,
+    RETRY_AFTER_STATUSES,
+    Again,
+    RetryPolicy,
+    call,
+    retry_after,
+)
 from forensics.sources.logql import selector, split_query
 from forensics.sources.loki_limits import (
     TOO_MANY_ORG_IDS,
@@ -73,11 +83,11 @@ from forensics.sources.loki_limits import (
     too_long_limit,
     too_many_org_ids,
 )
-from forensics.sources.loki_retry import BoundedRetry, RetryPolicy
 
 log = logging.getLogger("elastic-audit")
 
 SOURCE = "loki"
+_PORTS = {"http": 80, "https": 443}
 MAX_PAGE_LIMIT = 5000  # Loki's default max_entries_limit_per_query
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # A query_range that times out is split rather than sent again at the same size.
@@ -188,12 +198,37 @@ class _Cancelled(Exception):
     """A scan was closed while this worker waited to retry."""
 
 
-class _BadBody(Exception):
-    """A 200 whose body was cut off or is not JSON: worth another try; `error` if none is left."""
+class _Retryable(Exception):
+    """A failure worth another try (`why`, for the notice; `after`, the server's Retry-After);
+    `error` is raised when none is left."""
 
-    def __init__(self, error: SourceError) -> None:
+    def __init__(self, error: SourceError, why: str, after: float | None = None) -> None:
         super().__init__(error.cause)
-        self.error = error
+        self.error, self.why, self.after = error, why, after
+
+
+def _again(e: Exception) -> Again | None:
+    """The retry checker: only what `_get_once` marked retryable is tried again."""
+    return Again(e.why, e.after) if isinstance(e, _Retryable) else None
+
+
+def why_failed(e: BaseException) -> str:
+    """A short reason for the retry notice, by the exception's type."""
+    reason = e.args[0].reason if e.args and isinstance(e.args[0], MaxRetryError) else e
+    if isinstance(e, requests.exceptions.ReadTimeout) or isinstance(reason, ReadTimeoutError):
+        return "timed out"
+    kind = _reason_kind(reason)
+    if kind is FailureKind.TIMED_OUT:
+        return "timed out"
+    if kind is FailureKind.UNREACHABLE and isinstance(reason, NewConnectionError):
+        return "refused"
+    return "failed"
+
+
+# One try per request at the transport; `_get` retries. Connection failures come back wrapped
+# in MaxRetryError (the "gave up after retries" texts); query_range's read timeout is raised as
+# one (read=False), to be split.
+_ONE_TRY_SPLIT = ONE_TRY.new(read=False)
 
 
 _cancel = threading.local()  # .event: set by scan() workers so backoff sleeps end on close
@@ -229,21 +264,6 @@ class _ShardCounts:
     requests: int = 0
     entries: int = 0
     answered: int = 0  # query_range calls Loki answered (a timed-out shard resets on progress)
-
-
-def status_kind(status: int) -> FailureKind:
-    """What an HTTP status means (the statuses every HTTP client of the tool reads alike)."""
-    if status in (401, 403):
-        return FailureKind.AUTH_REFUSED
-    if status == 404:
-        return FailureKind.NOT_FOUND
-    if status == 429:
-        return FailureKind.THROTTLED
-    if status >= 500:
-        return FailureKind.SERVER_FAILED
-    if 400 <= status < 500:
-        return FailureKind.REJECTED
-    return FailureKind.BAD_ANSWER
 
 
 def _reason_kind(reason: object) -> FailureKind:
@@ -320,6 +340,8 @@ class LokiClient:
             retries=settings.retries, backoff_factor=settings.retry_backoff
         )
         self._base = settings.url.rstrip("/")
+        base = urlsplit(self._base)
+        self._address = f"{base.scheme}://{base.hostname}:{base.port or _PORTS.get(base.scheme)}"
         self._timeout = (min(10.0, settings.timeout), settings.timeout)
         self._secrets = [
             s.value for s in (settings.bearer_token, settings.password) if s is not None and s.value
@@ -335,10 +357,11 @@ class LokiClient:
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
         for prefix, split in ((self._base + "/", False), (self._base + QUERY_RANGE, True)):
-            # query_range gets its own adapter: a timeout there is split, not retried as is
-            # (requests picks the longest mounted prefix).
+            # query_range gets its own adapter: a timeout there is raised as one, to be split
+            # rather than retried as is (requests picks the longest mounted prefix). Retries are
+            # `_get`'s (forensics/retry.py), never urllib3's.
             adapter = HTTPAdapter(
-                max_retries=self._retry_config(split=split),
+                max_retries=_ONE_TRY_SPLIT if split else ONE_TRY,
                 pool_connections=1,
                 pool_maxsize=max(10, workers),
             )
@@ -353,37 +376,6 @@ class LokiClient:
         elif settings.username and settings.password:
             user, password = settings.username, settings.password
             self._auth = _SecretAuth(lambda: requests.auth._basic_auth_str(user, password.value))
-
-    def _retry_config(self, *, split: bool = False) -> BoundedRetry:
-        p = self.retry
-        return BoundedRetry(
-            total=p.retries,
-            connect=p.retries,
-            read=p.retries,
-            status=p.retries,
-            other=0,
-            redirect=0,
-            allowed_methods=frozenset({"GET"}),
-            status_forcelist=SPLIT_RETRY_STATUSES if split else RETRY_STATUSES,
-            backoff_factor=p.backoff_factor,
-            backoff_max=p.backoff_max,
-            retry_after_max=p.retry_after_max,  # type: ignore[arg-type]
-            respect_retry_after_header=True,
-            raise_on_status=False,  # hand back the last 5xx so its body can be shown
-            total_time=p.total_time,
-            on_retry=self._count_retry,
-            split_timeouts=split,
-            pause=_pause,  # a closed scan ends the wait
-            # Several tenants (`A|B`) on a Loki without multi-tenant queries: a 500 that no retry
-            # mends (read only then: reading the body of a retried answer costs nothing else).
-            fatal=self._org_ids_refused if "|" in (self.settings.org_id or "") else None,
-        )
-
-    def _org_ids_refused(self, response: Any) -> BaseException | None:
-        if response.status != 500:
-            return None
-        text = bytes(response.data or b"")[:2000].decode("utf-8", errors="replace")
-        return too_many_org_ids(self.settings.org_id, text) if TOO_MANY_ORG_IDS in text else None
 
     # -- counters (for benchmarks and --verbose) ---------------------------------------------
 
@@ -460,25 +452,31 @@ class LokiClient:
         return f"connection to Loki at {self._base} failed: {reason}", _reason_kind(e)
 
     def _get(self, path: str, params: dict[str, str], window: Window | None) -> Any:
-        """One GET with the retry policy; urllib3 retries statuses and connection failures,
-        this loop a 200 whose body was cut off or is not JSON (a proxy or a dropped connection
-        mid-body: urllib3 has handed the response over before the body is read)."""
-        p = self.retry
-        deadline = time.monotonic() + p.total_time
-        for n in range(1, p.retries + 2):
-            try:
-                return self._get_once(path, params, window)
-            except _BadBody as e:
-                if n > p.retries or time.monotonic() >= deadline:
-                    raise e.error from None
-                self._count_retry()
-                _pause(min(p.backoff_max, p.backoff_factor * 2 ** (n - 1)))
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _get_once(self, path: str, params: dict[str, str], window: Window | None) -> Any:
-        where = (window.start, window.end) if window is not None else None
+        """One GET under the retry policy (forensics/retry.py): connection failures, read
+        timeouts outside query_range, 429/5xx (a query_range 504 is split instead, see
+        `_read_shard`) and a 200 whose body was cut off or is not JSON (a proxy or a dropped
+        connection mid-body) are tried again; the last failure is raised as its SourceError."""
         with self._lock:
             self._requests += 1
+        tries = [0]
+
+        def once() -> Any:
+            tries[0] += 1
+            return self._get_once(path, params, window, tries[0])
+
+        def notice(why: str, number: int, of: int) -> None:
+            self._count_retry()
+            retrying("Loki", self._address, why, number, of)
+
+        try:
+            return call(self.retry, once, _again, notice=notice, pause=_pause)
+        except _Retryable as e:
+            raise e.error from None
+
+    def _get_once(
+        self, path: str, params: dict[str, str], window: Window | None, attempt: int
+    ) -> Any:
+        where = (window.start, window.end) if window is not None else None
         try:
             resp = self._session.get(
                 self._base + path,
@@ -494,9 +492,9 @@ class LokiClient:
                 cls = LokiTimeoutError
             text, kind = self._describe(e)
             error = cls(SOURCE, self._scrub(text), window=where, retryable=True, kind=kind)
-            if isinstance(e, requests.exceptions.ChunkedEncodingError):
-                raise _BadBody(error) from None
-            raise error from None
+            if cls is LokiTimeoutError:
+                raise error from None  # split, not sent again at the same size
+            raise _Retryable(error, why_failed(e)) from None
         with self._lock:
             self._bytes += len(body)
         status = resp.status_code
@@ -506,7 +504,7 @@ class LokiClient:
                 if path == INDEX_STATS and isinstance(doc, dict) and "status" not in doc:
                     return doc  # a bare IndexStatsResponse, no status/data envelope
             except ValueError:
-                raise _BadBody(
+                raise _Retryable(
                     SourceError(
                         SOURCE,
                         f"Loki answered 200 but the body is not JSON ({len(body)} bytes: "
@@ -515,7 +513,8 @@ class LokiClient:
                         window=where,
                         retryable=True,
                         kind=FailureKind.BAD_ANSWER,
-                    )
+                    ),
+                    "answered 200 with a bad body",
                 ) from None
             if not isinstance(doc, dict) or doc.get("status") != "success":
                 got = doc.get("status") if isinstance(doc, dict) else type(doc).__name__
@@ -527,9 +526,15 @@ class LokiClient:
                 )
             return doc.get("data")
         text = self._scrub(self._snippet(body))
-        history = getattr(getattr(resp.raw, "retries", None), "history", ())
-        attempts = f" after {len(history) + 1} attempts" if history else ""
-        raise self._refusal(status, path, text, attempts, where)
+        attempts = f" after {attempt} attempts" if attempt > 1 else ""
+        error = self._refusal(status, path, text, attempts, where)
+        statuses = SPLIT_RETRY_STATUSES if path == QUERY_RANGE else RETRY_STATUSES
+        after = retry_after(resp.headers.get("Retry-After"))
+        if isinstance(error, SourceError) and (
+            status in statuses or (after and status in RETRY_AFTER_STATUSES)
+        ):
+            raise _Retryable(error, f"answered {status}", after)
+        raise error
 
     def _refusal(
         self, status: int, path: str, text: str, attempts: str, where: Any
@@ -558,8 +563,8 @@ class LokiClient:
                     window=where,
                 )
             return LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
-        if TOO_MANY_ORG_IDS in text:
-            return too_many_org_ids(self.settings.org_id, text)
+        if TOO_MANY_ORG_IDS in text:  # several tenants (`A|B`) on a Loki without multi-tenant
+            return too_many_org_ids(self.settings.org_id, text)  # queries: no retry mends it
         if status == 504 and path == QUERY_RANGE:
             return LokiTimeoutError(
                 SOURCE,
@@ -594,7 +599,7 @@ class LokiClient:
             retryable=status in RETRY_STATUSES,
             kind=FailureKind.QUERY_TOO_HEAVY
             if status == 504 and QUERY_TIMEOUT_TEXT in text
-            else status_kind(status),
+            else http_status_kind(status),
         )
 
     @staticmethod
