@@ -29,4 +29,3 @@ def retrying(source: str, address: str, why: str, number: int, of: int) -> None:
         _said.add(key)
     sys.stderr.write(f"elastic-audit: {source} at {address} {why}, retrying ({number}/{of})\n")
     sys.stderr.flush()
-

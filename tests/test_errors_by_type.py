@@ -31,12 +31,12 @@ from forensics.commands.common import report_failures
 from forensics.config import LokiSettings
 from forensics.errors import FailureKind, SourceError
 from forensics.model import UTC, ExecutionRef, Gap, Window
+from forensics.retry import RetryPolicy
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.loki_server import FaultRule, LokiFaults
 from forensics.sandbox.scenario import Scenario
 from forensics.sources.admin import AdminClient
 from forensics.sources.loki import LokiClient, ShardOutcome
-from forensics.retry import RetryPolicy
 from forensics.sources.storage import ObjectStore
 
 START = datetime(2026, 9, 10, 12, tzinfo=UTC)
