@@ -138,10 +138,10 @@ def report_failures(gaps: Iterable[Gap], settings: Settings, endpoints: dict[str
 
 def source_endpoints(scanner: Any) -> dict[str, str]:
     """The address each of a scanner's sources talks to (never a credential)."""
-    from forensics.sources.storage import _safe_endpoint
+    from forensics.secrets import safe_url
 
     return {
-        "loki": _safe_endpoint(scanner.settings.loki.url),
+        "loki": safe_url(scanner.settings.loki.url, keep_path=True),
         "admin": str(scanner.admin.endpoint),
         "s3": str(scanner.store.endpoint),
     }

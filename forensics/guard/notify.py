@@ -21,20 +21,12 @@ from forensics import TOOL
 from forensics.errors import FailureKind, UsageError
 from forensics.failures import http_status_kind, os_failure
 from forensics.retry import ONE_TRY, Again, RetryPolicy, call, retry_after
+from forensics.secrets import safe_url, url_secrets
 
 FORMATS = ("json", "slack")
 # Slack rejects a message with more than 50 blocks; the rest are counted in a closing line.
 _SLACK_MAX_ITEMS = 40
 _TIMEOUT = (5.0, 15.0)  # connect, read
-
-
-def safe_url(url: str) -> str:
-    """`scheme://host[:port]` — never the path, query or credentials that hold the secret."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return f"{parts.scheme}://{host}"
 
 
 def check_webhook(url: str) -> None:
@@ -148,15 +140,7 @@ class _Redact(logging.Filter):
 
     def __init__(self, urls: Sequence[str]) -> None:
         super().__init__()
-        self._secrets: list[tuple[str, str]] = []
-        for url in urls:
-            parts = urlsplit(url)
-            secret = parts.path + (f"?{parts.query}" if parts.query else "")
-            if parts.username or parts.password:
-                self._secrets.append((parts.netloc, parts.hostname or "?"))
-            if secret.strip("/"):
-                self._secrets.append((secret, "/<redacted>"))
-            self._secrets.append((url, safe_url(url)))
+        self._secrets = [part for url in urls for part in url_secrets(url)]
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()

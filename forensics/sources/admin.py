@@ -87,6 +87,7 @@ from forensics.failures import os_failure
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.notices import retrying
 from forensics.retry import Again, RetryPolicy, call
+from forensics.secrets import mask
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
@@ -141,9 +142,6 @@ _TASK_SORT = common_pb2.Sort(key="retry_attempt", direction=common_pb2.Sort.ASCE
 # A workflow version whose closure could not be read is asked again after this many seconds.
 PLAN_RETRY_AFTER = 60.0
 
-_REDACT = re.compile(r"(?i)(bearer|basic)\s+\S+|(authorization|token|secret)([=:]\s*)\S+")
-
-
 # -- configuration ----------------------------------------------------------------------------
 
 
@@ -174,7 +172,7 @@ def _location(found: ConfigFile) -> str:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    text = _REDACT.sub(lambda m: (m.group(1) or m.group(2)) + " ***", " ".join(text.split()))
+    text = mask(" ".join(text.split()), loose=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

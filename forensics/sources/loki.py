@@ -71,6 +71,7 @@ from forensics.retry import (
     call,
     retry_after,
 )
+from forensics.secrets import mask
 from forensics.sources.logql import selector, split_query
 from forensics.sources.loki_limits import (
     TOO_MANY_ORG_IDS,
@@ -413,9 +414,7 @@ class LokiClient:
     # -- HTTP ------------------------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return mask(text, self._secrets)
 
     def _describe(self, e: requests.RequestException) -> tuple[str, FailureKind]:
         """What a failed request says (text) and means (kind): requests' and urllib3's

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import boto3
 import botocore
@@ -35,6 +35,7 @@ from forensics import __version__
 from forensics.errors import ConfigError, FailureKind, SourceError
 from forensics.failures import os_failure
 from forensics.model import UTC, ObjectCheck, PrefixListing
+from forensics.secrets import safe_url
 from forensics.sources.expiry import describe_rule, expires, judge_outputs
 
 OUTPUTS_FILE = "outputs.pb"
@@ -76,15 +77,6 @@ def _code(err: ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", "") or _status(err) or "")
 
 
-def _safe_endpoint(url: str) -> str:
-    """The endpoint without any user:password part, for messages."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 def describe_error(err: BaseException) -> str:
     """A short reason for an S3 failure that never carries credentials or signatures."""
     if isinstance(err, ClientError):
@@ -110,7 +102,7 @@ def describe_error(err: BaseException) -> str:
         return "S3 read timed out"
     if isinstance(err, (EndpointConnectionError, BotoConnectionError, ConnectionClosedError)):
         endpoint = getattr(err, "kwargs", {}).get("endpoint_url")
-        where = f" {_safe_endpoint(endpoint)}" if endpoint else ""
+        where = f" {safe_url(endpoint, keep_path=True)}" if endpoint else ""
         return f"cannot reach S3{where} ({type(err).__name__})"
     return f"S3 client error ({type(err).__name__})"
 
@@ -236,7 +228,7 @@ class ObjectStore:
 
     @property
     def endpoint(self) -> str:
-        return _safe_endpoint(self._client.meta.endpoint_url)
+        return safe_url(self._client.meta.endpoint_url, keep_path=True)
 
     @property
     def region(self) -> str | None:
