@@ -338,20 +338,19 @@ def test_s3_silent_port_times_out(capsys):
 def test_s3_sandbox_faults_map_by_code(box, capsys):
     from forensics.sandbox.s3_server import S3Rule
 
+    def under(rules: list[S3Rule], read):  # type: ignore[no-untyped-def]
+        rules.append(S3Rule())
+        try:
+            return read()
+        finally:
+            rules.clear()
+
     store = s3_store(box.s3.url)
     assert store.list_prefix("s3://no-such-bucket/x").failure is FailureKind.NOT_FOUND
-    box.s3.faults.access_denied.append(S3Rule())
-    try:
-        denied = store.check_object("s3://any/a/outputs.pb")
-    finally:
-        box.s3.faults.access_denied.clear()
+    denied = under(box.s3.faults.access_denied, lambda: store.check_object("s3://any/a/o.pb"))
     assert denied.failure is FailureKind.AUTH_REFUSED
     assert CAUSES[FailureKind.AUTH_REFUSED] in s3_line("s3://any/a", denied, box.s3.url, capsys)
-    box.s3.faults.slow_down.append(S3Rule())
-    try:
-        slow = store.list_prefix("s3://any/a/")
-    finally:
-        box.s3.faults.slow_down.clear()
+    slow = under(box.s3.faults.slow_down, lambda: store.list_prefix("s3://any/a/"))
     assert slow.failure is FailureKind.THROTTLED
 
 
