@@ -306,7 +306,7 @@ class ObjectCheck:
     # An `unknown` outputs.pb whose node folder has expired (its inputs.pb, written before the
     # node ran, is gone too): written or never, S3 can no longer tell (docs/verdicts.md).
     expired: bool = False
-    failure: FailureKind | None = None
+    failure: FailureKind | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -318,7 +318,7 @@ class PrefixListing:
     objects: int = 0
     latest: datetime | None = None
     reason: str | None = None
-    failure: FailureKind | None = None  # what an `unknown` listing's failure means
+    failure: FailureKind | None = field(default=None, compare=False)  # what an unknown means
 
 
 @dataclass(frozen=True)
@@ -332,7 +332,7 @@ class Checkpoint:
     reason: str | None = None
     source: str | None = None  # "input:<name>" | "template" | "flyte-checkpoint"
     written_after_signal: bool | None = None
-    failure: FailureKind | None = None  # what an `unknown` listing's failure means
+    failure: FailureKind | None = field(default=None, compare=False)  # what an unknown means
 
     def as_dict(self) -> dict[str, object]:
         return {
