@@ -220,8 +220,15 @@ def post(s: requests.Session, url: str, payload: dict[str, Any], policy: RetryPo
     return Delivery(target, f"HTTP {r.status_code} after retries", http_status_kind(r.status_code))
 
 
-# Three retries, waits of 0, 1, 2 s (urllib3's formula), a server's Retry-After first.
-POLICY = RetryPolicy(retries=3, backoff_factor=0.5, backoff_max=120.0, total_time=float("inf"))
+# Three retries, waits of 0, 1, 2 s (urllib3's formula), a server's Retry-After first (up to
+# urllib3's cap of six hours).
+POLICY = RetryPolicy(
+    retries=3,
+    backoff_factor=0.5,
+    backoff_max=120.0,
+    retry_after_max=21600.0,
+    total_time=float("inf"),
+)
 
 
 def deliver(urls: Sequence[str], message: Message, fmt: str) -> list[Delivery]:
