@@ -110,4 +110,5 @@ def checkpoint_from(
         reason=listing.reason,
         source=location.source,
         written_after_signal=written_after(listing, signal),
+        failure=listing.failure,
     )

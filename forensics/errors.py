@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from forensics.failures import FailureKind as FailureKind  # what a SourceError means
+
 if TYPE_CHECKING:
     from forensics.model import ExecutionRef
 
@@ -25,8 +27,11 @@ class SourceError(ElasticAuditError):
     """An outside system (Loki, Flyte Admin, S3, GitHub) failed to answer.
 
     `source` names the system, `window` (start, end) the part of the scan it costs when
-    known, `target` the object or request concerned; `cause` is a short human reason.
+    known, `target` the object or request concerned; `cause` is a short human reason; `kind`
+    what the failure means (each class has its usual one; the raiser may say better).
     """
+
+    default_kind = FailureKind.FAILED
 
     def __init__(
         self,
@@ -36,8 +41,10 @@ class SourceError(ElasticAuditError):
         window: tuple[datetime, datetime] | None = None,
         target: str | None = None,
         retryable: bool = False,
+        kind: FailureKind | None = None,
     ) -> None:
         self.source = source
+        self.kind = kind or self.default_kind
         self.cause = cause
         self.window = window
         self.target = target
@@ -48,6 +55,8 @@ class SourceError(ElasticAuditError):
 
 class NotFoundError(SourceError):
     """The outside system answered that the object does not exist."""
+
+    default_kind = FailureKind.NOT_FOUND
 
 
 class AlreadyRelaunched(SourceError):
@@ -64,8 +73,15 @@ class AlreadyRelaunched(SourceError):
         self.existing = existing
         self.original = original
         self.after_retry = after_retry
-        super().__init__("admin", f"already relaunched as {existing}", target=str(original))
+        super().__init__(
+            "admin",
+            f"already relaunched as {existing}",
+            target=str(original),
+            kind=FailureKind.REJECTED,
+        )
 
 
 class LokiQueryError(SourceError):
     """Loki rejected the query (HTTP 400): final, never retried; the text is Loki's own."""
+
+    default_kind = FailureKind.REJECTED

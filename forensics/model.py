@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from forensics.failures import FailureKind
+
 UTC = timezone.utc
 
 
@@ -125,6 +127,8 @@ class Gap:
     `kind`: `failed` (the source failed to answer for it) or `logs_absent` (Loki answered, but
     holds no log of the task pods there although Flyte Admin shows attempts ran: retention,
     max_query_lookback, a shipper outage or a selector that matches nothing; docs/report.md).
+    `failure`: what the failure means, as the source's client mapped it (not in the report: the
+    CLI's likely-cause line reads it).
     """
 
     source: str
@@ -132,6 +136,7 @@ class Gap:
     end: datetime | None
     error: str
     kind: str = "failed"
+    failure: FailureKind | None = field(default=None, compare=False)
 
     def as_dict(self) -> dict[str, str | None]:
         return {
@@ -293,13 +298,15 @@ TERMINAL_EXECUTION_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "TIMED_
 
 @dataclass(frozen=True)
 class ObjectCheck:
-    """Whether one object exists: `present`, `missing` or `unknown` (with the reason)."""
+    """Whether one object exists: `present`, `missing` or `unknown` (with the reason and what
+    the failure means)."""
 
     state: str
     reason: str | None = None
     # An `unknown` outputs.pb whose node folder has expired (its inputs.pb, written before the
     # node ran, is gone too): written or never, S3 can no longer tell (docs/verdicts.md).
     expired: bool = False
+    failure: FailureKind | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -311,6 +318,7 @@ class PrefixListing:
     objects: int = 0
     latest: datetime | None = None
     reason: str | None = None
+    failure: FailureKind | None = field(default=None, compare=False)  # what an unknown means
 
 
 @dataclass(frozen=True)
@@ -324,6 +332,7 @@ class Checkpoint:
     reason: str | None = None
     source: str | None = None  # "input:<name>" | "template" | "flyte-checkpoint"
     written_after_signal: bool | None = None
+    failure: FailureKind | None = field(default=None, compare=False)  # what an unknown means
 
     def as_dict(self) -> dict[str, object]:
         return {

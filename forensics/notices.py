@@ -51,16 +51,3 @@ def retrying(source: str, address: str, why: str, number: int, of: int) -> None:
             return
         _said.add(key)
     listener(Retrying(source, address, why, number, of))
-
-
-def why_http(error: BaseException | None, response: object = None) -> str:
-    """A short reason for an HTTP retry: refused, timed out, or the status answered."""
-    status = getattr(response, "status", None)
-    if status:
-        return f"answered {status}"
-    text = f"{type(error).__name__} {error}".lower()
-    if "refused" in text or "newconnectionerror" in text:
-        return "refused"
-    if "timeout" in text or "timed out" in text:
-        return "timed out"
-    return "failed"

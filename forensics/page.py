@@ -69,7 +69,9 @@ def _read(
         ex = sources.admin.get_execution(ref)
         return ex, tuple(sources.admin.list_attempts(ref))
     except SourceError as e:
-        gaps.append(Gap("admin", None, None, f"{ref} (for the page's timeline): {e.cause}"))
+        gaps.append(
+            Gap("admin", None, None, f"{ref} (for the page's timeline): {e.cause}", failure=e.kind)
+        )
         return None, ()
 
 
@@ -81,7 +83,9 @@ def _writes(sources: Sources, f: Finding, gaps: list[Gap]) -> tuple[datetime, ..
     try:
         return tuple(sources.store.object_times(ck.uri))
     except SourceError as e:
-        gaps.append(Gap("s3", None, None, f"checkpoint {ck.uri} (for the page): {e.cause}"))
+        gaps.append(
+            Gap("s3", None, None, f"checkpoint {ck.uri} (for the page): {e.cause}", failure=e.kind)
+        )
         return ()
 
 

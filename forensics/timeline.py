@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from datetime import time as dtime
 
 from forensics.detect import Cleared, Decision, Verdict, assert_never
-from forensics.errors import SourceError
+from forensics.errors import FailureKind, SourceError
 from forensics.evidence.envelopes import unwrap_runtime
 from forensics.evidence.flyte_names import namespace_for
 from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_propeller_line
@@ -104,6 +104,11 @@ class Timeline:
     attempts: list[AttemptVerdict] = field(default_factory=list)
     gaps: list[Gap] = field(default_factory=list)
 
+    def add_gaps(self, gaps: list[Gap]) -> None:
+        """Add the gaps not already listed: the signal, pod and propeller reads of one window
+        fail alike when Loki does, and one failure is one gap."""
+        self.gaps.extend(g for g in gaps if g not in self.gaps)
+
     @property
     def complete(self) -> bool:
         return not self.gaps
@@ -147,7 +152,8 @@ def build_timeline(sources: Sources, ref: ExecutionRef, *, now: datetime | None 
     """
     now = now or datetime.now(UTC)
     exam = examine(sources, ref, now=now)
-    tl = Timeline(exam.execution, gaps=list(exam.gaps))
+    tl = Timeline(exam.execution)
+    tl.add_gaps(exam.gaps)
     attempts = [e.attempt for e in exam.attempts]
     tl.events += _admin_events(exam.execution, attempts)
     tl.events += _pod_events(sources, exam, attempts, tl)
@@ -227,7 +233,13 @@ def _check_coverage(sources: Sources, ns: str, window: Window, tl: Timeline) -> 
         held = sources.loki.holds_any(selector([(lk.namespace_label, "=", ns)]), days)
     except SourceError as e:
         tl.gaps.append(
-            Gap("loki", window.start, window.end, f"log coverage not measured: {e.cause}")
+            Gap(
+                "loki",
+                window.start,
+                window.end,
+                f"log coverage not measured: {e.cause}",
+                failure=e.kind,
+            )
         )
         return
     if not held:
@@ -240,6 +252,7 @@ def _check_coverage(sources: Sources, ns: str, window: Window, tl: Timeline) -> 
                 "max_query_lookback, a shipper outage or a label name that matches nothing); "
                 "verdicts here rest on Admin and S3 only",
                 kind=LOGS_ABSENT,
+                failure=FailureKind.LOGS_ABSENT,
             )
         )
 
@@ -279,9 +292,21 @@ def _judge(tl: Timeline, e: Examined, now: datetime) -> None:
     tag = _tag(a)
     at = a.ended_at or ex.updated_at or now
     if outputs is not None and outputs.state == "unknown" and a.output_dir and not outputs.expired:
-        tl.gaps.append(Gap("s3", at, at, f"{a.output_dir}outputs.pb: {outputs.reason}"))
+        tl.gaps.append(
+            Gap(
+                "s3", at, at, f"{a.output_dir}outputs.pb: {outputs.reason}", failure=outputs.failure
+            )
+        )
     if checkpoint is not None and checkpoint.state == "unknown" and checkpoint.uri:
-        tl.gaps.append(Gap("s3", at, at, f"checkpoint {checkpoint.uri}: {checkpoint.reason}"))
+        tl.gaps.append(
+            Gap(
+                "s3",
+                at,
+                at,
+                f"checkpoint {checkpoint.uri}: {checkpoint.reason}",
+                failure=checkpoint.failure,
+            )
+        )
     if outputs is not None and a.ended_at:
         tl.events.append(
             Event(
@@ -344,8 +369,7 @@ def _read(sources: Sources, query: str, window: Window, tl: Timeline) -> list[Lo
         query, window, shard=lk.shard, max_query_length=lk.max_query_length
     ):
         if isinstance(item, ShardOutcome):
-            for part, error in item.failures:
-                tl.gaps.append(Gap("loki", part.start, part.end, error))
+            tl.add_gaps(item.gaps())
         else:
             out.append(item)
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.config import Settings
+from forensics.errors import FailureKind
 from forensics.formats.text import SOURCE_NAMES
 from forensics.fsutil import write_atomic
 from forensics.model import Gap
@@ -94,43 +95,27 @@ def emit(text: str) -> None:
 
 # -- one stderr line per failing source: what failed, the likely cause, where the address came from
 
-_CAUSES = (
-    (("logs absent:",), "Loki answers but holds no task log there (see the gap's text):"),
-    (
-        # Loki's own 504 at its query_timeout (pkg/util/server/error.go): it answered, quickly.
-        ("request timed out, decrease the duration", "query_timeout"),
-        "the query was too heavy for Loki's query_timeout (it answered; a smaller [loki] shard "
-        "or a narrower task_selector helps):",
-    ),
-    (
-        (
-            "refused",
-            "connection reset",
-            "failed to connect",
-            "connect call failed",
-            "cannot reach",
-        ),
-        "nothing answers at",
-    ),
-    (
-        ("401", "403", "unauthenticated", "unauthorized", "forbidden", "denied", "permission"),
-        "the credentials were refused by",
-    ),
-    (
-        ("name or service not known", "nodename", "getaddrinfo", "resolve", "dns"),
-        "the host name does not resolve:",
-    ),
-    (("timed out", "timeout", "deadline"), "no answer in time (unreachable or overloaded) from"),
-    (("404", "no such bucket", "not found"), "the path or bucket does not exist at"),
-    (("429", "too many", "slowdown", "resource_exhausted"), "the server is throttling:"),
-    (("500", "502", "503", "504", "unavailable"), "the server failed or is unreachable:"),
-)
+_CAUSES = {
+    FailureKind.LOGS_ABSENT: "Loki answers but holds no task log there (see the gap's text):",
+    FailureKind.QUERY_TOO_HEAVY: "the query was too heavy for Loki's query_timeout (it answered; "
+    "a smaller [loki] shard or a narrower task_selector helps):",
+    FailureKind.UNREACHABLE: "nothing answers at",
+    FailureKind.AUTH_REFUSED: "the credentials were refused by",
+    FailureKind.NO_CREDENTIALS: "no usable credentials were found for",
+    FailureKind.NAME_UNRESOLVED: "the host name does not resolve:",
+    FailureKind.TIMED_OUT: "no answer in time (unreachable or overloaded) from",
+    FailureKind.NOT_FOUND: "the path or bucket does not exist at",
+    FailureKind.THROTTLED: "the server is throttling:",
+    FailureKind.SERVER_FAILED: "the server failed or is unreachable:",
+    FailureKind.REJECTED: "the request was rejected (see the gap's text) by",
+    FailureKind.BAD_ANSWER: "the answer was not one the tool can read (cut off, or not that "
+    "service?) from",
+}
 
 
-def likely_cause(error: str) -> str:
-    """A guess at why a source failed, from its error text (first matching family wins)."""
-    low = error.lower()
-    return next((c for words, c in _CAUSES if any(w in low for w in words)), "it failed at")
+def likely_cause(failure: FailureKind | None) -> str:
+    """Why a source likely failed, from what its client mapped the failure to."""
+    return _CAUSES.get(failure, "it failed at")  # type: ignore[arg-type]
 
 
 def report_failures(gaps: Iterable[Gap], settings: Settings, endpoints: dict[str, str]) -> None:
@@ -140,23 +125,23 @@ def report_failures(gaps: Iterable[Gap], settings: Settings, endpoints: dict[str
     for g in gaps:
         by_source.setdefault(g.source, []).append(g)
     for source, failed in by_source.items():
-        first = failed[0].error
+        first = failed[0]
         address = endpoints.get(source, "?")
         origin = settings.origins.get(source, "")
         name = SOURCE_NAMES.get(source, source)
         sys.stderr.write(
-            f"elastic-audit: {name} failed ({len(failed)} gap(s); first: {first}): likely cause: "
-            f"{likely_cause(first)} {address}, {origin}\n"
+            f"elastic-audit: {name} failed ({len(failed)} gap(s); first: {first.error}): likely "
+            f"cause: {likely_cause(first.failure)} {address}, {origin}\n"
         )
     sys.stderr.flush()
 
 
 def source_endpoints(scanner: Any) -> dict[str, str]:
     """The address each of a scanner's sources talks to (never a credential)."""
-    from forensics.sources.storage import _safe_endpoint
+    from forensics.secrets import safe_url
 
     return {
-        "loki": _safe_endpoint(scanner.settings.loki.url),
+        "loki": safe_url(scanner.settings.loki.url, keep_path=True),
         "admin": str(scanner.admin.endpoint),
         "s3": str(scanner.store.endpoint),
     }

@@ -13,12 +13,13 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import re
 import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
+
+from forensics.secrets import mask
 
 TOOL_LOGGERS = ("elastic-audit", "forensics")
 # Libraries whose debug output is noise at -v and a credential risk at any level.
@@ -60,24 +61,6 @@ SECRET_FILE_VARS = (
     "FLYTE_CREDENTIALS_CLIENT_SECRET_FROM_FILE",
     "AWS_WEB_IDENTITY_TOKEN_FILE",
 )
-# Header or parameter values that are credentials whatever their value (a token from a profile
-# or an instance role is not in the environment): `Authorization: Bearer x`, `x-amz-security-token:
-# x`, `X-Amz-Security-Token=x`, `'authorization': 'x'` (a headers dict), `client_secret=x`.
-_HEADER = re.compile(
-    r"(?i)((?:authorization|x-amz-security-token|x-amz-signature|client_secret|access_token"
-    r"|refresh_token|password)['\"]?\s*[:=]\s*(?:b?['\"])?(?:(?:bearer|basic)\s+)?)"
-    r"[^\s'\",&;]+"
-)
-# An AWS SigV4 `Authorization` value is several comma-separated parts (`AWS4-HMAC-SHA256
-# Credential=AKIA…/date/region/s3/aws4_request, SignedHeaders=…, Signature=…`: botocore's
-# auth.py `SigV4Auth.add_auth`); the access key id is in it, so the whole value is masked, up to
-# the end of the header (a quote closing a headers dict, or the line's end). Presigned URLs carry
-# the same parts as query parameters.
-_AUTHORIZATION = re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\"\r\n]+")
-_SIGV4_PARTS = re.compile(r"(?i)((?:x-amz-)?(?:credential|signature)=)[^\s'\",&;]+")
-MASK = "***"
-
-
 _registered: list[str] = []  # secrets that do not come from the environment (add_secret)
 
 
@@ -117,12 +100,7 @@ def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
 
 def redact(text: str, secrets: list[str]) -> str:
     """`text` with every known secret and every credential-carrying header value masked."""
-    for s in secrets:
-        if s in text:
-            text = text.replace(s, MASK)
-    text = _AUTHORIZATION.sub(lambda m: m.group(1) + MASK, text)
-    text = _SIGV4_PARTS.sub(lambda m: m.group(1) + MASK, text)
-    return _HEADER.sub(lambda m: m.group(1) + MASK, text)
+    return mask(text, secrets)
 
 
 class RedactingFilter(logging.Filter):

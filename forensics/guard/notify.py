@@ -16,24 +16,17 @@ from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
 
 from forensics import TOOL
-from forensics.errors import UsageError
+from forensics.errors import FailureKind, UsageError
+from forensics.failures import http_status_kind, os_failure
+from forensics.retry import ONE_TRY, Again, RetryPolicy, call, retry_after
+from forensics.secrets import safe_url, url_secrets
 
 FORMATS = ("json", "slack")
 # Slack rejects a message with more than 50 blocks; the rest are counted in a closing line.
 _SLACK_MAX_ITEMS = 40
 _TIMEOUT = (5.0, 15.0)  # connect, read
-
-
-def safe_url(url: str) -> str:
-    """`scheme://host[:port]` — never the path, query or credentials that hold the secret."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return f"{parts.scheme}://{host}"
 
 
 def check_webhook(url: str) -> None:
@@ -51,6 +44,7 @@ class Delivery:
 
     target: str  # scheme://host only
     error: str | None
+    failure: FailureKind | None = None  # what the error means
 
 
 @dataclass(frozen=True)
@@ -146,15 +140,7 @@ class _Redact(logging.Filter):
 
     def __init__(self, urls: Sequence[str]) -> None:
         super().__init__()
-        self._secrets: list[tuple[str, str]] = []
-        for url in urls:
-            parts = urlsplit(url)
-            secret = parts.path + (f"?{parts.query}" if parts.query else "")
-            if parts.username or parts.password:
-                self._secrets.append((parts.netloc, parts.hostname or "?"))
-            if secret.strip("/"):
-                self._secrets.append((secret, "/<redacted>"))
-            self._secrets.append((url, safe_url(url)))
+        self._secrets = [part for url in urls for part in url_secrets(url)]
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
@@ -178,43 +164,75 @@ def _redacted(urls: Sequence[str]) -> Iterator[None]:
             lg.removeFilter(f)
 
 
-def session(retries: int = 3, backoff: float = 0.5) -> requests.Session:
-    """A session whose POSTs are retried with exponential backoff on connection errors, 429 and
-    5xx (Retry-After honoured). POST is not idempotent: a retry after a lost answer may deliver
-    twice — at least once is the contract (docs/deployment.md)."""
-    retry = Retry(
-        total=retries,
-        connect=retries,
-        read=retries,
-        status=retries,
-        backoff_factor=backoff,
-        status_forcelist=(429, 500, 502, 503, 504),
-        allowed_methods=frozenset({"POST"}),
-        raise_on_status=False,
-        respect_retry_after_header=True,
-    )
+_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class _Status(Exception):
+    """An answer worth another try (`after`: its Retry-After); `response` if none is left."""
+
+    def __init__(self, response: requests.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+        self.after = retry_after(response.headers.get("Retry-After"))
+
+
+def _again(e: Exception) -> Again | None:
+    if isinstance(e, _Status):
+        return Again(f"answered {e.response.status_code}", e.after)
+    if isinstance(e, requests.ConnectionError):
+        return Again("failed")
+    return None
+
+
+def session() -> requests.Session:
+    """A session that tries each request once (`post` retries)."""
     s = requests.Session()
-    adapter = HTTPAdapter(max_retries=retry)
+    adapter = HTTPAdapter(max_retries=ONE_TRY)
     s.mount("http://", adapter)
     s.mount("https://", adapter)
     return s
 
 
+def post(s: requests.Session, url: str, payload: dict[str, Any], policy: RetryPolicy) -> Delivery:
+    """POST `payload` to `url`, retried with exponential backoff on connection errors, 429 and
+    5xx (Retry-After honoured); how it ended. POST is not idempotent: a retry after a lost
+    answer may deliver twice — at least once is the contract (docs/deployment.md)."""
+    target = safe_url(url)
+
+    def once() -> requests.Response:
+        r = s.post(url, json=payload, timeout=_TIMEOUT)
+        if r.status_code in _RETRY_STATUSES:
+            raise _Status(r)
+        return r
+
+    try:
+        r = call(policy, once, _again)
+    except _Status as answered:
+        r = answered.response
+    except requests.RequestException as e:
+        # str(e) names the full URL: only the exception's class is said.
+        kind = os_failure(e) or FailureKind.UNREACHABLE
+        if isinstance(e, requests.Timeout):
+            kind = FailureKind.TIMED_OUT
+        return Delivery(target, f"{type(e).__name__} after retries", kind)
+    if 200 <= r.status_code < 300:
+        return Delivery(target, None)
+    return Delivery(target, f"HTTP {r.status_code} after retries", http_status_kind(r.status_code))
+
+
+# Three retries, waits of 0, 1, 2 s (urllib3's formula), a server's Retry-After first (up to
+# urllib3's cap of six hours).
+POLICY = RetryPolicy(
+    retries=3,
+    backoff_factor=0.5,
+    backoff_max=120.0,
+    retry_after_max=21600.0,
+    total_time=float("inf"),
+)
+
+
 def deliver(urls: Sequence[str], message: Message, fmt: str) -> list[Delivery]:
     """POST `message` once to each URL (with retries); say how each ended, secrets left out."""
     payload = message.slack_payload() if fmt == "slack" else message.json_payload()
-    results = []
     with _redacted(urls), session() as s:
-        for url in urls:
-            target = safe_url(url)
-            try:
-                r = s.post(url, json=payload, timeout=_TIMEOUT)
-            except requests.RequestException as e:
-                # str(e) names the full URL: only the exception's class is said.
-                results.append(Delivery(target, f"{type(e).__name__} after retries"))
-                continue
-            if 200 <= r.status_code < 300:
-                results.append(Delivery(target, None))
-            else:
-                results.append(Delivery(target, f"HTTP {r.status_code} after retries"))
-    return results
+        return [post(s, url, payload, POLICY) for url in urls]

@@ -11,6 +11,7 @@ whose tip *is* the commit.
 
 from __future__ import annotations
 
+import math
 import os
 import posixpath
 import re
@@ -22,11 +23,12 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.util.retry import Retry
 
 from forensics import __version__
 from forensics.config import Secret
-from forensics.errors import SourceError
+from forensics.errors import FailureKind, SourceError
+from forensics.failures import http_status_kind, os_error, os_failure
+from forensics.retry import ONE_TRY, Again, RetryPolicy, call
 
 DEFAULT_API_URL = "https://api.github.com"
 ARCHIVE_LIMIT = 256 * 1024**2  # bytes downloaded; flytekit's tarball is a few MB
@@ -38,16 +40,27 @@ MAX_BRANCHES = 200  # compare calls are one request each; unauthenticated quota 
 class GitHubError(SourceError):
     """GitHub could not confirm or deliver what pin-bump needs; it refuses (exit 2)."""
 
-    def __init__(self, cause: str, *, target: str | None = None, retryable: bool = False) -> None:
-        super().__init__("github", cause, target=target, retryable=retryable)
+    def __init__(
+        self,
+        cause: str,
+        *,
+        target: str | None = None,
+        retryable: bool = False,
+        kind: FailureKind | None = None,
+    ) -> None:
+        super().__init__("github", cause, target=target, retryable=retryable, kind=kind)
 
 
 class UnverifiedCommitError(GitHubError):
     """The commit does not exist in the repository, or is on none of its branches."""
 
+    default_kind = FailureKind.NOT_FOUND
+
 
 class UnsafeArchiveError(GitHubError):
     """The source archive is too large or holds a member that could escape its directory."""
+
+    default_kind = FailureKind.REJECTED
 
 
 @dataclass(frozen=True)
@@ -68,23 +81,45 @@ class CommitVerification:
     branches_checked: int
 
 
-_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
+def _network_failure(e: requests.RequestException) -> tuple[str, FailureKind]:
+    """Why a request got no answer, in a few words, and what that means: by the exception's
+    type and the operating system's error behind it."""
+    kind = os_failure(e) or FailureKind.UNREACHABLE
+    if isinstance(e, requests.Timeout) or kind is FailureKind.TIMED_OUT:
+        return "timed out", FailureKind.TIMED_OUT
+    below = os_error(e)
+    if below is not None and below.strerror:
+        return below.strerror.strip().lower(), kind
+    if isinstance(e, requests.ConnectionError):
+        return type(e).__name__, kind
+    return type(e).__name__, FailureKind.FAILED
 
 
-def _network_reason(e: requests.RequestException) -> str:
-    if isinstance(e, requests.Timeout) or "timed out" in str(e).lower():
-        return "timed out"
-    m = _ERRNO.search(str(e))
-    if m:
-        return m.group(1).strip().lower()
-    return type(e).__name__
+# A GET is tried again on a connection failure or a 5xx answer (no Retry-After is read).
+_RETRY_STATUSES = frozenset({500, 502, 503, 504})
+
+
+class _Status(Exception):
+    """A 5xx answer worth another try; `response` is the answer if none is left."""
+
+    def __init__(self, response: requests.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _again(e: Exception) -> Again | None:
+    if isinstance(e, _Status):
+        return Again(f"answered {e.response.status_code}")
+    if isinstance(e, (requests.ConnectionError, requests.Timeout)):
+        return Again("failed")
+    return None
 
 
 class GitHubClient:
     """A small GitHub REST v3 client bound to one repository (`owner/name`).
 
     The token is sent as `Authorization: Bearer ...` and is never part of a message or repr.
-    GETs are retried on connection errors and 5xx answers (urllib3 Retry, short backoff).
+    GETs are retried on connection errors and 5xx answers (forensics/retry.py, short backoff).
     """
 
     def __init__(
@@ -101,18 +136,10 @@ class GitHubClient:
         self.timeout = timeout
         self._token = token if token else None
         self.session = requests.Session()
-        retry = Retry(
-            total=retries,
-            connect=retries,
-            read=retries,
-            status=retries,
-            backoff_factor=0.2,
-            status_forcelist=(500, 502, 503, 504),
-            allowed_methods=frozenset({"GET"}),
-            raise_on_status=False,
-            respect_retry_after_header=False,
+        self._retry = RetryPolicy(
+            retries=retries, backoff_factor=0.2, backoff_max=120.0, total_time=math.inf
         )
-        adapter = HTTPAdapter(max_retries=retry)
+        adapter = HTTPAdapter(max_retries=ONE_TRY)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.headers.update(
@@ -148,13 +175,23 @@ class GitHubClient:
         self, path: str, *, params: dict[str, Any] | None = None, stream: bool = False
     ) -> requests.Response:
         url = path if path.startswith(("http://", "https://")) else f"{self.api_url}{path}"
-        try:
+
+        def once() -> requests.Response:
             resp = self.session.get(url, params=params, timeout=self.timeout, stream=stream)
+            if resp.status_code in _RETRY_STATUSES:
+                _ = resp.content  # read (a streamed one too): the connection goes back to the pool
+                raise _Status(resp)
+            return resp
+
+        try:
+            return call(self._retry, once, _again)
+        except _Status as answered:
+            return answered.response
         except requests.RequestException as e:
+            reason, kind = _network_failure(e)
             raise GitHubError(
-                f"cannot reach {self.api_url}: {_network_reason(e)}", target=path, retryable=True
+                f"cannot reach {self.api_url}: {reason}", target=path, retryable=True, kind=kind
             ) from None
-        return resp
 
     def _raise_for(self, resp: requests.Response, path: str) -> None:
         if resp.status_code < 400:
@@ -169,17 +206,26 @@ class GitHubClient:
         detail = f": {message}" if message else ""
         if resp.status_code == 401:
             if self._token:
-                raise GitHubError(f"GitHub rejected the token (401{detail}); check GITHUB_TOKEN")
-            raise GitHubError(f"GitHub requires authentication (401{detail}); set GITHUB_TOKEN")
+                raise GitHubError(
+                    f"GitHub rejected the token (401{detail}); check GITHUB_TOKEN",
+                    kind=FailureKind.AUTH_REFUSED,
+                )
+            raise GitHubError(
+                f"GitHub requires authentication (401{detail}); set GITHUB_TOKEN",
+                kind=FailureKind.AUTH_REFUSED,
+            )
         if resp.status_code in (403, 429) and (
             resp.headers.get("X-RateLimit-Remaining") == "0" or "rate limit" in message.lower()
         ):
             hint = "" if self._token else "; set GITHUB_TOKEN for a higher quota"
-            raise GitHubError(f"GitHub API rate limit exceeded{hint}", retryable=True)
+            raise GitHubError(
+                f"GitHub API rate limit exceeded{hint}", retryable=True, kind=FailureKind.THROTTLED
+            )
         raise GitHubError(
             f"GitHub answered HTTP {resp.status_code}{detail}",
             target=path,
             retryable=resp.status_code >= 500,
+            kind=http_status_kind(resp.status_code),
         )
 
     def _get_json(self, path: str, params: dict[str, Any] | None = None) -> Any:
@@ -188,7 +234,9 @@ class GitHubClient:
         try:
             return resp.json()
         except ValueError:
-            raise GitHubError("GitHub answered with invalid JSON", target=path) from None
+            raise GitHubError(
+                "GitHub answered with invalid JSON", target=path, kind=FailureKind.BAD_ANSWER
+            ) from None
 
     # ------------------------------------------------------------------ API
 
@@ -199,7 +247,9 @@ class GitHubClient:
         if resp.status_code in (404, 422):
             if resp.status_code == 404 and not self._repo_exists():
                 raise GitHubError(
-                    f"repository {self.repo} not found (private? set GITHUB_TOKEN)", target=path
+                    f"repository {self.repo} not found (private? set GITHUB_TOKEN)",
+                    target=path,
+                    kind=FailureKind.NOT_FOUND,
                 )
             raise UnverifiedCommitError(f"commit {sha} does not exist in {self.repo}")
         self._raise_for(resp, path)
@@ -207,7 +257,9 @@ class GitHubClient:
             full = str(resp.json()["sha"])
         except (ValueError, KeyError, TypeError):
             raise GitHubError(
-                "GitHub answered with an unexpected commit body", target=path
+                "GitHub answered with an unexpected commit body",
+                target=path,
+                kind=FailureKind.BAD_ANSWER,
             ) from None
         return full
 
@@ -229,7 +281,9 @@ class GitHubClient:
             try:
                 page = resp.json()
             except ValueError:
-                raise GitHubError("GitHub answered with invalid JSON", target=url) from None
+                raise GitHubError(
+                    "GitHub answered with invalid JSON", target=url, kind=FailureKind.BAD_ANSWER
+                ) from None
             for item in page:
                 yield Branch(str(item["name"]), str(item["commit"]["sha"]))
             url = resp.links.get("next", {}).get("url")
@@ -251,7 +305,9 @@ class GitHubClient:
             status, ahead_by = body["status"], int(body["ahead_by"])
         except (ValueError, KeyError, TypeError):
             raise GitHubError(
-                "GitHub answered with an unexpected comparison", target=path
+                "GitHub answered with an unexpected comparison",
+                target=path,
+                kind=FailureKind.BAD_ANSWER,
             ) from None
         return status in ("identical", "behind") and ahead_by == 0
 
@@ -300,8 +356,9 @@ class GitHubClient:
                             raise UnsafeArchiveError(f"source archive exceeds {limit} bytes")
                         f.write(chunk)
             except requests.RequestException as e:
+                reason, kind = _network_failure(e)
                 raise GitHubError(
-                    f"downloading the source archive failed: {_network_reason(e)}", target=path
+                    f"downloading the source archive failed: {reason}", target=path, kind=kind
                 ) from None
         return extract_tarball(archive, dest / "src")
 

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from forensics.concurrency import Emit, stream
-from forensics.errors import SourceError
+from forensics.errors import FailureKind, SourceError
 from forensics.model import AttemptRecord, Finding, Gap, Window, rfc3339
 from forensics.sources.interfaces import LokiReader
 from forensics.sources.loki import ShardOutcome
@@ -45,7 +45,7 @@ class Coverage:
         self._lock = threading.Lock()
         self._held: dict[int, bool] = {}  # shard index -> Loki holds task logs there
         self._unread: set[int] = set()  # shards whose signal query failed: gaps already
-        self._failed: dict[int, str] = {}  # shards the probe could not measure
+        self._failed: dict[int, SourceError] = {}  # shards the probe could not measure
         self._ran: set[int] = set()  # shards in which Flyte Admin shows an attempt ran
         self.probes = 0
 
@@ -88,7 +88,7 @@ class Coverage:
             held = self._loki.holds_any(self.selector, shard)
         except SourceError as e:
             with self._lock:
-                self._failed[i] = e.cause
+                self._failed[i] = e
                 self.probes += 1
             return
         with self._lock:
@@ -113,21 +113,25 @@ class Coverage:
         and those whose coverage could not be measured."""
         with self._lock:
             dark = sorted(i for i in self._ran if self._held.get(i) is False)
-            failed = sorted((i, c) for i, c in self._failed.items() if i in self._ran)
+            failed = sorted((i, e) for i, e in self._failed.items() if i in self._ran)
         why = (
             f"logs absent: Loki holds no log of the task pods ({self.selector}) here although "
             "Flyte Admin shows attempts ran (retention, max_query_lookback or a shipper outage); "
             "verdicts here rest on Admin and S3 only" + hint
         )
-        out = [Gap("loki", a.start, b.end, why, kind=LOGS_ABSENT) for a, b in self._runs(dark)]
+        out = [
+            Gap("loki", a.start, b.end, why, kind=LOGS_ABSENT, failure=FailureKind.LOGS_ABSENT)
+            for a, b in self._runs(dark)
+        ]
         out += [
             Gap(
                 "loki",
                 self.shards[i].start,
                 self.shards[i].end,
-                f"log coverage not measured (index/stats): {cause}",
+                f"log coverage not measured (index/stats): {e.cause}",
+                failure=e.kind,
             )
-            for i, cause in failed
+            for i, e in failed
         ]
         return out
 

@@ -131,8 +131,7 @@ def _signals(
         owners[ns].update({pod: a for pod in a.pods if pod not in owners[ns]})
 
     def on_shard(item: ShardOutcome) -> None:
-        if item.error is not None:
-            result.gaps.append(Gap("loki", item.window.start, item.window.end, item.error))
+        result.gaps.extend(item.gaps())
 
     lines = SignalLines(sources.loki, settings.loki)
     hits: dict[AttemptRef, list[SignalHit]] = defaultdict(list)

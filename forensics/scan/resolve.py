@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from forensics.config import Settings
 from forensics.detect import Cleared
-from forensics.errors import SourceError
+from forensics.errors import FailureKind, SourceError
 from forensics.evidence.flyte_names import (
     namespace_for,
     namespace_to_project_domain,
@@ -62,18 +62,19 @@ class Projects:
         self._flyte = settings.flyte
         self.domains_of: dict[str, tuple[str, ...]] | None = None
         self.error: str | None = None
+        self.failure: FailureKind | None = None  # what the error means
 
     def load(self, admin: AdminReader, scope: ScanScope, slots: threading.BoundedSemaphore) -> None:
         """One ListProjects; a scope naming a project Admin does not know, or a domain that
         project does not have, is a usage error (flyteadmin answers an unknown domain with an
         empty page, so a typo would read as "coverage complete")."""
         flyte = self._flyte
-        self.domains_of, self.error = None, None
+        self.domains_of, self.error, self.failure = None, None, None
         try:
             with slots:
                 listed = admin.project_domains()
         except SourceError as e:
-            self.error = e.cause
+            self.error, self.failure = e.cause, e.kind
             return
         if flyte.domains_configured:
             listed = {p: tuple(flyte.domains) for p in listed}

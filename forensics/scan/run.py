@@ -210,7 +210,13 @@ class ScanRun:
         self.projects.load(self.sources.admin, self.scope, self.lookups.slots)
         if self.projects.error is not None:
             self.tally.add_gap(
-                Gap("admin", window.start, window.end, f"listing projects: {self.projects.error}")
+                Gap(
+                    "admin",
+                    window.start,
+                    window.end,
+                    f"listing projects: {self.projects.error}",
+                    failure=self.projects.failure,
+                )
             )
         self.coverage.selector = task_selector(
             self.settings, self.scope, self.projects.scope_domains(self.scope)
@@ -244,7 +250,9 @@ class ScanRun:
             return "the task template is not registered (a dynamic task?)"
         except SourceError as e:
             w = self.window
-            self.tally.add_gap(Gap("admin", w.start, w.end, f"task {':'.join(task_id)}: {e.cause}"))
+            self.tally.add_gap(
+                Gap("admin", w.start, w.end, f"task {':'.join(task_id)}: {e.cause}", failure=e.kind)
+            )
             return f"reading the task template failed: {e.cause}"
 
     def _read_everything(self) -> None:
@@ -304,7 +312,7 @@ class ScanRun:
     def _shard_read(self, gaps: list[Gap], item: ShardOutcome) -> None:
         log_shard(item)
         self.coverage.shard_read(item)
-        gaps.extend(Gap("loki", part.start, part.end, error) for part, error in item.failures)
+        gaps.extend(item.gaps())
         self.progress.advance("loki")
 
     def _events_phase(self) -> None:
@@ -397,7 +405,15 @@ class ScanRun:
         )
         if error is not None:
             w = self.window
-            self.tally.add_gap(Gap("admin", w.start, w.end, f"{project}/{domain}: {error}"))
+            self.tally.add_gap(
+                Gap(
+                    "admin",
+                    w.start,
+                    w.end,
+                    f"{project}/{domain}: {error.cause}",
+                    failure=error.kind,
+                )
+            )
 
     def _on_listed(self, ex: ExecutionRecord) -> None:
         """Sweep each listed execution once: the listings are disjoint when read, but an
@@ -414,7 +430,9 @@ class ScanRun:
             with self.lookups.slots:
                 swept = self.sources.admin.sweep_attempts(ex, self._pointed(ex.ref))
         except SourceError as e:
-            self.tally.add_gap(Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}"))
+            self.tally.add_gap(
+                Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}", failure=e.kind)
+            )
             return
         finally:
             self.progress.advance("sweep")
@@ -493,7 +511,7 @@ class ScanRun:
                     more = self.sources.admin.node_attempts(ex.ref, wanted)
             except SourceError as e:
                 w = (ex.created_at, ex.updated_at)
-                self.tally.add_gap(Gap("admin", *w, f"{ex.ref}: {e.cause}"))
+                self.tally.add_gap(Gap("admin", *w, f"{ex.ref}: {e.cause}", failure=e.kind))
                 more = []
             attempts = [*attempts, *more]
             candidates = [*candidates, *self._candidates(ex, more, every=attempts)]
@@ -554,7 +572,9 @@ class ScanRun:
         except SourceError as e:
             # The second around the signal: a window a rescan can cover (a point could not).
             end = hit.at + timedelta(seconds=1)
-            self.tally.add_gap(Gap("admin", hit.at, end, f"pod {ns}/{pod}: {e.cause}"))
+            self.tally.add_gap(
+                Gap("admin", hit.at, end, f"pod {ns}/{pod}: {e.cause}", failure=e.kind)
+            )
             return
         match result:
             case Unowned(reason=reason):

@@ -71,7 +71,7 @@ def list_executions(
     domain: str,
     filters: str,
     on_execution: Callable[[ExecutionRecord], None],
-) -> str | None:
+) -> SourceError | None:
     """Hand every execution of one listing to `on_execution`, each page read holding an Admin
     slot; the error that ended the listing early, or None."""
     executions = admin.list_executions(project, domain, filters=filters)
@@ -80,7 +80,7 @@ def list_executions(
             with slots:
                 ex = next(executions, None)
         except SourceError as e:
-            return e.cause
+            return e
         if ex is None:
             return None
         on_execution(ex)
@@ -119,6 +119,7 @@ def with_relaunches(
                     None,
                     f"existing relaunches in {project}/{domain} "
                     f"could not be listed, relaunched_as may be missing: {e.cause}",
+                    failure=e.kind,
                 )
             )
             return

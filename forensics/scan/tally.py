@@ -108,6 +108,7 @@ class Tally:
                         att.ended_at,
                         att.ended_at,
                         f"{att.output_dir}outputs.pb: {outputs.reason}",
+                        failure=outputs.failure,
                     )
                 )
             self.findings.append(finding)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
+import math
 import re
 import threading
 import time
@@ -74,9 +74,19 @@ from flytekit.configuration.file import ConfigFile, get_config_file
 from flytekit.exceptions.base import FlyteException
 
 from forensics.config import FlyteSettings
-from forensics.errors import AlreadyRelaunched, ConfigError, NotFoundError, SourceError, UsageError
+from forensics.errors import (
+    AlreadyRelaunched,
+    ConfigError,
+    FailureKind,
+    NotFoundError,
+    SourceError,
+    UsageError,
+)
+from forensics.failures import os_failure
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.notices import retrying
+from forensics.retry import Again, RetryPolicy, call
+from forensics.secrets import mask
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
@@ -125,9 +135,6 @@ _TASK_SORT = common_pb2.Sort(key="retry_attempt", direction=common_pb2.Sort.ASCE
 # A workflow version whose closure could not be read is asked again after this many seconds.
 PLAN_RETRY_AFTER = 60.0
 
-_REDACT = re.compile(r"(?i)(bearer|basic)\s+\S+|(authorization|token|secret)([=:]\s*)\S+")
-
-
 # -- configuration ----------------------------------------------------------------------------
 
 
@@ -158,7 +165,7 @@ def _location(found: ConfigFile) -> str:
 
 
 def _one_line(text: str, limit: int = 300) -> str:
-    text = _REDACT.sub(lambda m: (m.group(1) or m.group(2)) + " ***", " ".join(text.split()))
+    text = mask(" ".join(text.split()), loose=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -173,18 +180,72 @@ def rpc_status(exc: BaseException) -> tuple[grpc.StatusCode | None, str]:
     return None, ""
 
 
+# What each gRPC status means (grpc/doc/statuscodes.md). UNAVAILABLE is also what gRPC core
+# answers when it never reached the server: its own texts for that are read in `status_kind`.
+_STATUS_KINDS = {
+    Status.NOT_FOUND: FailureKind.NOT_FOUND,
+    Status.UNAUTHENTICATED: FailureKind.AUTH_REFUSED,
+    Status.PERMISSION_DENIED: FailureKind.AUTH_REFUSED,
+    Status.DEADLINE_EXCEEDED: FailureKind.TIMED_OUT,
+    Status.RESOURCE_EXHAUSTED: FailureKind.THROTTLED,
+    Status.INVALID_ARGUMENT: FailureKind.REJECTED,
+    Status.FAILED_PRECONDITION: FailureKind.REJECTED,
+    Status.ALREADY_EXISTS: FailureKind.REJECTED,
+    Status.OUT_OF_RANGE: FailureKind.REJECTED,
+    Status.UNAVAILABLE: FailureKind.SERVER_FAILED,
+    Status.INTERNAL: FailureKind.SERVER_FAILED,
+    Status.UNKNOWN: FailureKind.SERVER_FAILED,
+    Status.DATA_LOSS: FailureKind.SERVER_FAILED,
+    Status.UNIMPLEMENTED: FailureKind.SERVER_FAILED,
+}
+# gRPC core's own details for a channel that never reached the server (src/core: the
+# subchannel's "failed to connect to all addresses"; the resolver's "errors resolving", older
+# c-ares releases' "DNS resolution failed").
+_NO_CONNECTION = "failed to connect to all addresses"
+_NO_NAME = ("errors resolving", "dns resolution failed")
+
+
+def status_kind(code: grpc.StatusCode | None, details: str) -> FailureKind:
+    """What a gRPC status means; an UNAVAILABLE gRPC core raised before any server answered is
+    an unresolvable name or an address where nothing answers."""
+    if code is Status.UNAVAILABLE:
+        low = details.lower()
+        if any(t in low for t in _NO_NAME):
+            return FailureKind.NAME_UNRESOLVED
+        if _NO_CONNECTION in low:
+            return FailureKind.UNREACHABLE
+    return _STATUS_KINDS.get(code, FailureKind.FAILED) if code else FailureKind.FAILED
+
+
 def _source_error(rpc: str, target: str | None, exc: BaseException) -> SourceError:
     code, details = rpc_status(exc)
     if code is None:
         return SourceError(
-            "admin", f"{rpc}: {_one_line(f'{type(exc).__name__}: {exc}')}", target=target
+            "admin",
+            f"{rpc}: {_one_line(f'{type(exc).__name__}: {exc}')}",
+            target=target,
+            kind=os_failure(exc) or FailureKind.FAILED,
         )
     cause = f"{rpc}: {code.name}" + (f": {_one_line(details)}" if details else "")
     if code is Status.NOT_FOUND:
         return NotFoundError("admin", cause, target=target)
     if code is Status.UNAUTHENTICATED:
         cause += " (check flytekit's credentials settings: FLYTE_CREDENTIALS_* or admin.authType)"
-    return SourceError("admin", cause, target=target, retryable=code in RETRYABLE)
+    return SourceError(
+        "admin",
+        cause,
+        target=target,
+        retryable=code in RETRYABLE,
+        kind=status_kind(code, details),
+    )
+
+
+def _again(exc: Exception) -> Again | None:
+    """The retry checker: UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED only."""
+    code, _ = rpc_status(exc)
+    if code in RETRYABLE and code is not None:
+        return Again(code.name.lower().replace("_", " "))
+    return None
 
 
 class _Answered(Exception):
@@ -265,9 +326,16 @@ class AdminClient:
         self._platform = dataclasses.replace(platform, rpc_retries=0)
         self.endpoint = platform.endpoint
         self._timeout = timeout
-        self._retries = retries
-        self._backoff = backoff
-        self._max_backoff = max_backoff
+        # Exponential backoff from `backoff`, each wait between half and all of it, no deadline
+        # beyond the calls' own.
+        self._retry = RetryPolicy(
+            retries=retries,
+            backoff_factor=backoff,
+            backoff_max=max_backoff,
+            total_time=math.inf,
+            jitter=0.5,
+            first_immediate=False,
+        )
         self._owns_client = client is None
         if client is not None:
             self._client = client
@@ -288,7 +356,7 @@ class AdminClient:
         self._lp_workflows: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}
         self._dynamic_closures: dict[tuple[ExecutionRef, str], Any] = {}
         self.plan_fallbacks = 0  # executions / dynamic parents listed whole: no closure
-        self._plan_failed: dict[object, tuple[float, str]] = {}  # when, why
+        self._plan_failed: dict[object, tuple[float, str, FailureKind]] = {}  # when, why, what
 
     @classmethod
     def from_settings(cls, settings: FlyteSettings, **options: Any) -> AdminClient:
@@ -338,8 +406,8 @@ class AdminClient:
         *,
         answers: frozenset[grpc.StatusCode] = frozenset(),
     ) -> T:
-        delay = self._backoff
-        for attempt in range(self._retries + 1):
+
+        def once() -> T:
             with self._lock:
                 self.call_count[rpc] += 1
             try:
@@ -349,15 +417,16 @@ class AdminClient:
                 code, details = rpc_status(exc)
                 if code in answers:
                     raise _Answered(code, details) from None
-                if code in RETRYABLE and attempt < self._retries:
-                    log.debug("Admin %s %s: %s; retrying in %.2fs", rpc, target, code, delay)
-                    why = code.name.lower().replace("_", " ") if code else "failed"
-                    retrying("Flyte Admin", str(self.endpoint), why, attempt + 1, self._retries)
-                    time.sleep(delay * random.uniform(0.5, 1.0))
-                    delay = min(delay * 2, self._max_backoff)
-                    continue
-                raise _source_error(rpc, target, exc) from None
-        raise AssertionError("unreachable")  # the loop always returns or raises
+                raise
+
+        def notice(why: str, number: int, of: int) -> None:
+            log.debug("Admin %s %s: %s; retry %d of %d", rpc, target, why, number, of)
+            retrying("Flyte Admin", str(self.endpoint), why, number, of)
+
+        try:
+            return call(self._retry, once, _again, notice=notice)
+        except (FlyteException, grpc.RpcError) as exc:
+            raise _source_error(rpc, target, exc) from None
 
     def _key_lock(self, key: object) -> threading.Lock:
         with self._lock:
@@ -376,11 +445,19 @@ class AdminClient:
                     # flyteadmin always sets the token on a full page; without it we cannot
                     # know the listing is complete, and a forensics run must not guess.
                     raise SourceError(
-                        "admin", f"{rpc}: a full page came without a next-page token", target=target
+                        "admin",
+                        f"{rpc}: a full page came without a next-page token",
+                        target=target,
+                        kind=FailureKind.BAD_ANSWER,
                     )
                 return
             if nxt in seen or nxt == token:
-                raise SourceError("admin", f"{rpc}: page token {nxt!r} repeated", target=target)
+                raise SourceError(
+                    "admin",
+                    f"{rpc}: page token {nxt!r} repeated",
+                    target=target,
+                    kind=FailureKind.BAD_ANSWER,
+                )
             seen.add(nxt)
             token = nxt
 
@@ -639,11 +716,11 @@ class AdminClient:
                 return cache[key]
             failed = self._plan_failed.get(lock_key)
             if failed is not None and time.monotonic() - failed[0] < PLAN_RETRY_AFTER:
-                raise SourceError("admin", failed[1])
+                raise SourceError("admin", failed[1], kind=failed[2])
             try:
                 cache[key] = read(key)
             except SourceError as e:
-                self._plan_failed[lock_key] = (time.monotonic(), e.cause)
+                self._plan_failed[lock_key] = (time.monotonic(), e.cause, e.kind)
                 raise
             return cache[key]
 
@@ -835,13 +912,14 @@ class AdminClient:
         try:
             record = self.get_execution(existing)
         except NotFoundError:
-            raise SourceError("admin", said, target=str(ref)) from None
+            raise SourceError("admin", said, target=str(ref), kind=FailureKind.REJECTED) from None
         if record.mode != "RELAUNCH" or record.reference_execution != ref:
             raise SourceError(
                 "admin",
                 f"{said} (the name {name} is taken by {existing}, which is not a relaunch of "
                 f"{ref}: mode {record.mode})",
                 target=str(ref),
+                kind=FailureKind.REJECTED,
             )
         return AlreadyRelaunched(existing, original=ref, after_retry=sent > 1)
 

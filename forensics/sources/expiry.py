@@ -71,4 +71,5 @@ def judge_outputs(outputs: ObjectCheck, witness: ObjectCheck, inputs_uri: str) -
                 "unknown",
                 f"outputs.pb is absent, and the node's {inputs_uri} that would tell expired from "
                 f"never written could not be read: {witness.reason}",
+                failure=witness.failure,
             )

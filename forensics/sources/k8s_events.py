@@ -69,7 +69,7 @@ def read_disruptions(
             if stop is not None and stop.is_set():
                 raise Stopped()
             if isinstance(item, ShardOutcome):
-                out.gaps.extend(Gap(SOURCE, p.start, p.end, e) for p, e in item.failures)
+                out.gaps.extend(item.gaps(SOURCE))
                 if on_shard is not None:
                     on_shard(item)
                 continue
@@ -88,7 +88,7 @@ def read_disruptions(
     except SourceError as e:
         # A refused query or credentials fail every shard alike: the whole window is a gap of
         # this source, never a silent "no disruption".
-        out.gaps.append(Gap(SOURCE, window.start, window.end, e.cause))
+        out.gaps.append(Gap(SOURCE, window.start, window.end, e.cause, failure=e.kind))
     finally:
         items.close()
     for events in out.by_pod.values():

@@ -2,7 +2,7 @@
 
 This module stays whole past ~400 lines because it is one client over one API: paging, shard
 splitting and error mapping share the same request path. LogQL building lives in `logql.py`,
-the retry policy in `loki_retry.py`.
+the retry policy in `forensics/retry.py`.
 
 Paging follows logcli's forward rules (grafana/loki `pkg/logcli/query/query.go::DoQuery`) with a safer de-duplication key: the next page
 starts at the last timestamp seen (inclusive) and entries at that boundary are dropped when their
@@ -37,16 +37,41 @@ from datetime import timedelta
 from functools import partial
 from operator import attrgetter
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.exceptions import MaxRetryError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    MaxRetryError,
+    NameResolutionError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+)
 
 from forensics import __version__
 from forensics.concurrency import Emit, stream
 from forensics.config import LokiSettings
-from forensics.errors import ConfigError, ElasticAuditError, LokiQueryError, SourceError
-from forensics.model import LogEntry, Window, from_ns, rfc3339, to_ns
+from forensics.errors import (
+    ConfigError,
+    ElasticAuditError,
+    FailureKind,
+    LokiQueryError,
+    SourceError,
+)
+from forensics.failures import http_status_kind, os_failure
+from forensics.model import Gap, LogEntry, Window, from_ns, rfc3339, to_ns
+from forensics.notices import retrying
+from forensics.retry import (
+    ONE_TRY,
+    RETRY_AFTER_STATUSES,
+    Again,
+    RetryPolicy,
+    call,
+    retry_after,
+)
+from forensics.secrets import mask
 from forensics.sources.logql import selector, split_query
 from forensics.sources.loki_limits import (
     TOO_MANY_ORG_IDS,
@@ -59,11 +84,11 @@ from forensics.sources.loki_limits import (
     too_long_limit,
     too_many_org_ids,
 )
-from forensics.sources.loki_retry import BoundedRetry, RetryPolicy
 
 log = logging.getLogger("elastic-audit")
 
 SOURCE = "loki"
+_PORTS = {"http": 80, "https": 443}
 MAX_PAGE_LIMIT = 5000  # Loki's default max_entries_limit_per_query
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # A query_range that times out is split rather than sent again at the same size.
@@ -79,6 +104,8 @@ _ENTRY_LIMIT_RE = re.compile(
     re.escape(ENTRY_LIMIT_PREFIX)
     + r", limit > max_entries_limit(?:_per_query)? \(([0-9]+) > ([0-9]+)\)"
 )
+# Loki's own 504 at its query_timeout (pkg/util/server/error.go): it answered, quickly.
+QUERY_TIMEOUT_TEXT = "request timed out, decrease the duration"
 QUERY_RANGE = "/loki/api/v1/query_range"
 SERIES = "/loki/api/v1/series"
 INDEX_STATS = "/loki/api/v1/index/stats"
@@ -91,6 +118,8 @@ LABELS = "/loki/api/v1/labels"
 
 class LokiAuthError(SourceError):
     """Loki (or the gateway in front of it) refused the credentials or tenant: HTTP 401/403."""
+
+    default_kind = FailureKind.AUTH_REFUSED
 
 
 class LokiEntryLimitError(LokiQueryError):
@@ -105,6 +134,8 @@ class LokiEntryLimitError(LokiQueryError):
 class LokiNoIndexStats(SourceError):
     """Loki (or a gateway in front of it) does not serve `/loki/api/v1/index/stats` (404)."""
 
+    default_kind = FailureKind.NOT_FOUND
+
 
 class LokiTimeoutError(LokiTooHeavy):
     """A query_range Loki gave up on (504, its query timeout) or that got no answer within the
@@ -115,9 +146,9 @@ class _PieceTimeout(Exception):
     """A piece of a shard timed out at `start` (entries before it were yielded, `boundary` the
     ones at `start` already seen)."""
 
-    def __init__(self, start: int, boundary: set[Any], cause: str) -> None:
-        super().__init__(cause)
-        self.start, self.boundary, self.cause = start, boundary, cause
+    def __init__(self, start: int, boundary: set[Any], error: SourceError) -> None:
+        super().__init__(error.cause)
+        self.start, self.boundary, self.cause, self.kind = start, boundary, error.cause, error.kind
 
 
 @dataclass(frozen=True)
@@ -128,9 +159,11 @@ class ShardOutcome:
     error: str | None
     requests: int
     entries: int
-    # The parts of `window` that could not be read, each with why (set when a timed-out shard was
-    # split and only some pieces failed; else the whole window fails with `error`).
-    failed: tuple[tuple[Window, str], ...] = ()
+    # The parts of `window` that could not be read, each with why and what that means (set when
+    # a timed-out shard was split and only some pieces failed; else the whole window fails with
+    # `error`, meaning `failure`).
+    failed: tuple[tuple[Window, str, FailureKind], ...] = ()
+    failure: FailureKind | None = None
 
     @property
     def ok(self) -> bool:
@@ -139,9 +172,19 @@ class ShardOutcome:
     @property
     def failures(self) -> tuple[tuple[Window, str], ...]:
         """The unread parts of the shard, each with its error: the gaps it leaves."""
+        return tuple((part, error) for part, error, _ in self._parts())
+
+    def gaps(self, source: str = SOURCE) -> list[Gap]:
+        """The gaps the shard leaves, each with its failure's meaning: the one conversion every
+        reader of `scan` (the scan, `show`, Kubernetes events) uses."""
+        return [
+            Gap(source, p.start, p.end, error, failure=kind) for p, error, kind in self._parts()
+        ]
+
+    def _parts(self) -> tuple[tuple[Window, str, FailureKind | None], ...]:
         if self.failed:
             return self.failed
-        return ((self.window, self.error),) if self.error is not None else ()
+        return ((self.window, self.error, self.failure),) if self.error is not None else ()
 
 
 class _PieceTooLong(Exception):
@@ -156,12 +199,37 @@ class _Cancelled(Exception):
     """A scan was closed while this worker waited to retry."""
 
 
-class _BadBody(Exception):
-    """A 200 whose body was cut off or is not JSON: worth another try; `error` if none is left."""
+class _Retryable(Exception):
+    """A failure worth another try (`why`, for the notice; `after`, the server's Retry-After);
+    `error` is raised when none is left."""
 
-    def __init__(self, error: SourceError) -> None:
+    def __init__(self, error: SourceError, why: str, after: float | None = None) -> None:
         super().__init__(error.cause)
-        self.error = error
+        self.error, self.why, self.after = error, why, after
+
+
+def _again(e: Exception) -> Again | None:
+    """The retry checker: only what `_get_once` marked retryable is tried again."""
+    return Again(e.why, e.after) if isinstance(e, _Retryable) else None
+
+
+def why_failed(e: BaseException) -> str:
+    """A short reason for the retry notice, by the exception's type."""
+    reason = e.args[0].reason if e.args and isinstance(e.args[0], MaxRetryError) else e
+    if isinstance(e, requests.exceptions.ReadTimeout) or isinstance(reason, ReadTimeoutError):
+        return "timed out"
+    kind = _reason_kind(reason)
+    if kind is FailureKind.TIMED_OUT:
+        return "timed out"
+    if kind is FailureKind.UNREACHABLE and isinstance(reason, NewConnectionError):
+        return "refused"
+    return "failed"
+
+
+# One try per request at the transport; `_get` retries. Connection failures come back wrapped
+# in MaxRetryError (the "gave up after retries" texts); query_range's read timeout is raised as
+# one (read=False), to be split.
+_ONE_TRY_SPLIT = ONE_TRY.new(read=False)
 
 
 _cancel = threading.local()  # .event: set by scan() workers so backoff sleeps end on close
@@ -197,6 +265,23 @@ class _ShardCounts:
     requests: int = 0
     entries: int = 0
     answered: int = 0  # query_range calls Loki answered (a timed-out shard resets on progress)
+
+
+def _reason_kind(reason: object) -> FailureKind:
+    """What urllib3's reason for giving up a connection means, by its type (urllib3's
+    NewConnectionError is a ConnectTimeoutError too: it is read first)."""
+    if isinstance(reason, NameResolutionError):
+        return FailureKind.NAME_UNRESOLVED
+    found = os_failure(reason) if isinstance(reason, BaseException) else None
+    if isinstance(reason, NewConnectionError):
+        return found or FailureKind.UNREACHABLE
+    if isinstance(reason, (ReadTimeoutError, ConnectTimeoutError)):
+        return FailureKind.TIMED_OUT
+    if found is not None:
+        return found
+    if isinstance(reason, ProtocolError):
+        return FailureKind.UNREACHABLE
+    return FailureKind.FAILED
 
 
 def _key(e: LogEntry) -> tuple[int, tuple[tuple[str, str], ...], str]:
@@ -256,6 +341,8 @@ class LokiClient:
             retries=settings.retries, backoff_factor=settings.retry_backoff
         )
         self._base = settings.url.rstrip("/")
+        base = urlsplit(self._base)
+        self._address = f"{base.scheme}://{base.hostname}:{base.port or _PORTS.get(base.scheme)}"
         self._timeout = (min(10.0, settings.timeout), settings.timeout)
         self._secrets = [
             s.value for s in (settings.bearer_token, settings.password) if s is not None and s.value
@@ -271,10 +358,11 @@ class LokiClient:
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
         for prefix, split in ((self._base + "/", False), (self._base + QUERY_RANGE, True)):
-            # query_range gets its own adapter: a timeout there is split, not retried as is
-            # (requests picks the longest mounted prefix).
+            # query_range gets its own adapter: a timeout there is raised as one, to be split
+            # rather than retried as is (requests picks the longest mounted prefix). Retries are
+            # `_get`'s (forensics/retry.py), never urllib3's.
             adapter = HTTPAdapter(
-                max_retries=self._retry_config(split=split),
+                max_retries=_ONE_TRY_SPLIT if split else ONE_TRY,
                 pool_connections=1,
                 pool_maxsize=max(10, workers),
             )
@@ -289,37 +377,6 @@ class LokiClient:
         elif settings.username and settings.password:
             user, password = settings.username, settings.password
             self._auth = _SecretAuth(lambda: requests.auth._basic_auth_str(user, password.value))
-
-    def _retry_config(self, *, split: bool = False) -> BoundedRetry:
-        p = self.retry
-        return BoundedRetry(
-            total=p.retries,
-            connect=p.retries,
-            read=p.retries,
-            status=p.retries,
-            other=0,
-            redirect=0,
-            allowed_methods=frozenset({"GET"}),
-            status_forcelist=SPLIT_RETRY_STATUSES if split else RETRY_STATUSES,
-            backoff_factor=p.backoff_factor,
-            backoff_max=p.backoff_max,
-            retry_after_max=p.retry_after_max,  # type: ignore[arg-type]
-            respect_retry_after_header=True,
-            raise_on_status=False,  # hand back the last 5xx so its body can be shown
-            total_time=p.total_time,
-            on_retry=self._count_retry,
-            split_timeouts=split,
-            pause=_pause,  # a closed scan ends the wait
-            # Several tenants (`A|B`) on a Loki without multi-tenant queries: a 500 that no retry
-            # mends (read only then: reading the body of a retried answer costs nothing else).
-            fatal=self._org_ids_refused if "|" in (self.settings.org_id or "") else None,
-        )
-
-    def _org_ids_refused(self, response: Any) -> BaseException | None:
-        if response.status != 500:
-            return None
-        text = bytes(response.data or b"")[:2000].decode("utf-8", errors="replace")
-        return too_many_org_ids(self.settings.org_id, text) if TOO_MANY_ORG_IDS in text else None
 
     # -- counters (for benchmarks and --verbose) ---------------------------------------------
 
@@ -357,48 +414,68 @@ class LokiClient:
     # -- HTTP ------------------------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return mask(text, self._secrets)
 
-    def _describe(self, e: requests.RequestException) -> str:
+    def _describe(self, e: requests.RequestException) -> tuple[str, FailureKind]:
+        """What a failed request says (text) and means (kind): requests' and urllib3's
+        exceptions mapped by type, here and nowhere else."""
         read_timeout = self._timeout[1]
         if isinstance(e, requests.exceptions.ChunkedEncodingError):
-            return "Loki's response was cut off before its end (truncated body)"
+            return (
+                "Loki's response was cut off before its end (truncated body)",
+                FailureKind.BAD_ANSWER,
+            )
         if isinstance(e, requests.exceptions.ConnectTimeout):
-            return f"could not connect to Loki at {self._base} (timed out)"
+            return f"could not connect to Loki at {self._base} (timed out)", FailureKind.TIMED_OUT
         if isinstance(e, requests.exceptions.ReadTimeout):
-            return f"Loki did not answer within {read_timeout:g}s"
+            return f"Loki did not answer within {read_timeout:g}s", FailureKind.TIMED_OUT
         reason: object = e
         if e.args and isinstance(e.args[0], MaxRetryError):
             reason = e.args[0].reason
-            if "Read timed out" in str(reason):
-                return f"Loki did not answer within {read_timeout:g}s (gave up after retries)"
-            if "NewConnectionError" in type(reason).__name__ or "refused" in str(reason):
-                return f"cannot connect to Loki at {self._base}: connection refused (gave up after retries)"
-            return f"connection to Loki at {self._base} failed (gave up after retries): {reason}"
-        return f"connection to Loki at {self._base} failed: {reason}"
+            if isinstance(reason, ReadTimeoutError):
+                return (
+                    f"Loki did not answer within {read_timeout:g}s (gave up after retries)",
+                    FailureKind.TIMED_OUT,
+                )
+            kind = _reason_kind(reason)
+            if kind is FailureKind.UNREACHABLE and isinstance(reason, NewConnectionError):
+                return (
+                    f"cannot connect to Loki at {self._base}: connection refused (gave up after "
+                    "retries)",
+                    kind,
+                )
+            return (
+                f"connection to Loki at {self._base} failed (gave up after retries): {reason}",
+                kind,
+            )
+        return f"connection to Loki at {self._base} failed: {reason}", _reason_kind(e)
 
     def _get(self, path: str, params: dict[str, str], window: Window | None) -> Any:
-        """One GET with the retry policy; urllib3 retries statuses and connection failures,
-        this loop a 200 whose body was cut off or is not JSON (a proxy or a dropped connection
-        mid-body: urllib3 has handed the response over before the body is read)."""
-        p = self.retry
-        deadline = time.monotonic() + p.total_time
-        for n in range(1, p.retries + 2):
-            try:
-                return self._get_once(path, params, window)
-            except _BadBody as e:
-                if n > p.retries or time.monotonic() >= deadline:
-                    raise e.error from None
-                self._count_retry()
-                _pause(min(p.backoff_max, p.backoff_factor * 2 ** (n - 1)))
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _get_once(self, path: str, params: dict[str, str], window: Window | None) -> Any:
-        where = (window.start, window.end) if window is not None else None
+        """One GET under the retry policy (forensics/retry.py): connection failures, read
+        timeouts outside query_range, 429/5xx (a query_range 504 is split instead, see
+        `_read_shard`) and a 200 whose body was cut off or is not JSON (a proxy or a dropped
+        connection mid-body) are tried again; the last failure is raised as its SourceError."""
         with self._lock:
             self._requests += 1
+        tries = [0]
+
+        def once() -> Any:
+            tries[0] += 1
+            return self._get_once(path, params, window, tries[0])
+
+        def notice(why: str, number: int, of: int) -> None:
+            self._count_retry()
+            retrying("Loki", self._address, why, number, of)
+
+        try:
+            return call(self.retry, once, _again, notice=notice, pause=_pause)
+        except _Retryable as e:
+            raise e.error from None
+
+    def _get_once(
+        self, path: str, params: dict[str, str], window: Window | None, attempt: int
+    ) -> Any:
+        where = (window.start, window.end) if window is not None else None
         try:
             resp = self._session.get(
                 self._base + path,
@@ -412,10 +489,11 @@ class LokiClient:
             cls = SourceError
             if path == QUERY_RANGE and isinstance(e, requests.exceptions.ReadTimeout):
                 cls = LokiTimeoutError
-            error = cls(SOURCE, self._scrub(self._describe(e)), window=where, retryable=True)
-            if isinstance(e, requests.exceptions.ChunkedEncodingError):
-                raise _BadBody(error) from None
-            raise error from None
+            text, kind = self._describe(e)
+            error = cls(SOURCE, self._scrub(text), window=where, retryable=True, kind=kind)
+            if cls is LokiTimeoutError:
+                raise error from None  # split, not sent again at the same size
+            raise _Retryable(error, why_failed(e)) from None
         with self._lock:
             self._bytes += len(body)
         status = resp.status_code
@@ -425,7 +503,7 @@ class LokiClient:
                 if path == INDEX_STATS and isinstance(doc, dict) and "status" not in doc:
                     return doc  # a bare IndexStatsResponse, no status/data envelope
             except ValueError:
-                raise _BadBody(
+                raise _Retryable(
                     SourceError(
                         SOURCE,
                         f"Loki answered 200 but the body is not JSON ({len(body)} bytes: "
@@ -433,18 +511,29 @@ class LokiClient:
                         f"{self._base}?",
                         window=where,
                         retryable=True,
-                    )
+                        kind=FailureKind.BAD_ANSWER,
+                    ),
+                    "answered 200 with a bad body",
                 ) from None
             if not isinstance(doc, dict) or doc.get("status") != "success":
                 got = doc.get("status") if isinstance(doc, dict) else type(doc).__name__
                 raise SourceError(
-                    SOURCE, f"Loki answered status {got!r}, not 'success'", window=where
+                    SOURCE,
+                    f"Loki answered status {got!r}, not 'success'",
+                    window=where,
+                    kind=FailureKind.BAD_ANSWER,
                 )
             return doc.get("data")
         text = self._scrub(self._snippet(body))
-        history = getattr(getattr(resp.raw, "retries", None), "history", ())
-        attempts = f" after {len(history) + 1} attempts" if history else ""
-        raise self._refusal(status, path, text, attempts, where)
+        attempts = f" after {attempt} attempts" if attempt > 1 else ""
+        error = self._refusal(status, path, text, attempts, where)
+        statuses = SPLIT_RETRY_STATUSES if path == QUERY_RANGE else RETRY_STATUSES
+        after = retry_after(resp.headers.get("Retry-After"))
+        if isinstance(error, SourceError) and (
+            status in statuses or (after and status in RETRY_AFTER_STATUSES)
+        ):
+            raise _Retryable(error, f"answered {status}", after)
+        raise error
 
     def _refusal(
         self, status: int, path: str, text: str, attempts: str, where: Any
@@ -459,7 +548,12 @@ class LokiClient:
                     window=where,
                 )
             if too_heavy(text) and path == QUERY_RANGE:
-                return LokiTooHeavy(SOURCE, f"Loki refused the piece: {text}", window=where)
+                return LokiTooHeavy(
+                    SOURCE,
+                    f"Loki refused the piece: {text}",
+                    window=where,
+                    kind=FailureKind.QUERY_TOO_HEAVY,
+                )
             if "exceeds the limit" in text:
                 return LokiQueryTooLong(
                     SOURCE,
@@ -468,8 +562,8 @@ class LokiClient:
                     window=where,
                 )
             return LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
-        if TOO_MANY_ORG_IDS in text:
-            return too_many_org_ids(self.settings.org_id, text)
+        if TOO_MANY_ORG_IDS in text:  # several tenants (`A|B`) on a Loki without multi-tenant
+            return too_many_org_ids(self.settings.org_id, text)  # queries: no retry mends it
         if status == 504 and path == QUERY_RANGE:
             return LokiTimeoutError(
                 SOURCE,
@@ -477,6 +571,7 @@ class LokiClient:
                 "in halves)",
                 window=where,
                 retryable=True,
+                kind=FailureKind.QUERY_TOO_HEAVY,
             )
         if status == 429 and path == QUERY_RANGE:
             return LokiTooHeavy(
@@ -485,6 +580,7 @@ class LokiClient:
                 "size: the piece is read in halves)",
                 window=where,
                 retryable=True,
+                kind=FailureKind.THROTTLED,
             )
         if status in (401, 403):
             hint = (
@@ -500,6 +596,9 @@ class LokiClient:
             f"HTTP {status} from Loki{attempts}: {text}",
             window=where,
             retryable=status in RETRY_STATUSES,
+            kind=FailureKind.QUERY_TOO_HEAVY
+            if status == 504 and QUERY_TIMEOUT_TEXT in text
+            else http_status_kind(status),
         )
 
     @staticmethod
@@ -560,7 +659,10 @@ class LokiClient:
         if not isinstance(data, dict) or data.get("resultType") != "streams":
             got = data.get("resultType") if isinstance(data, dict) else type(data).__name__
             raise SourceError(
-                SOURCE, f"expected a log query result (streams), got {got!r}", window=where
+                SOURCE,
+                f"expected a log query result (streams), got {got!r}",
+                window=where,
+                kind=FailureKind.BAD_ANSWER,
             )
         out: list[LogEntry] = []
         try:
@@ -573,7 +675,10 @@ class LokiClient:
                         out.append(LogEntry(ts, labels, value[1]))
         except (AttributeError, IndexError, TypeError, ValueError) as e:
             raise SourceError(
-                SOURCE, f"unexpected query_range result shape: {e}", window=where
+                SOURCE,
+                f"unexpected query_range result shape: {e}",
+                window=where,
+                kind=FailureKind.BAD_ANSWER,
             ) from None
         # Loki orders entries within a stream only; merge across streams by time.
         out.sort(key=attrgetter("ts_ns"))
@@ -592,7 +697,9 @@ class LokiClient:
         data = self._get(SERIES, params, window)
         if not isinstance(data, list) or not all(isinstance(s, dict) for s in data):
             where = (window.start, window.end) if window is not None else None
-            raise SourceError(SOURCE, "unexpected series result shape", window=where)
+            raise SourceError(
+                SOURCE, "unexpected series result shape", window=where, kind=FailureKind.BAD_ANSWER
+            )
         return data
 
     def _pages(
@@ -610,7 +717,7 @@ class LokiClient:
             try:
                 entries, limit = self._page(query, start, end, window, counts)
             except LokiTooHeavy as e:
-                raise _PieceTimeout(start, boundary, e.cause) from None
+                raise _PieceTimeout(start, boundary, e) from None
             except LokiQueryTooLong as e:
                 raise _PieceTooLong(start, boundary, e) from None
             fresh = [e for e in entries if _key(e) not in boundary]
@@ -672,7 +779,7 @@ class LokiClient:
         query: str,
         window: Window,
         counts: _ShardCounts,
-        fail: Callable[[Window, str], None],
+        fail: Callable[[Window, str, FailureKind], None],
     ) -> Iterator[list[LogEntry]]:
         """The pages of one shard; a piece that times out is read again in two halves.
 
@@ -708,10 +815,15 @@ class LokiClient:
                         Window(from_ns(t.start), window.end),
                         f"{t.cause} (timed out {in_a_row} times in a row while splitting this "
                         f"shard; a smaller [loki] shard may read it)",
+                        t.kind,
                     )
                     return
                 if hi - t.start <= floor:
-                    fail(Window(from_ns(t.start), from_ns(hi)), f"{t.cause} (not split below 1m)")
+                    fail(
+                        Window(from_ns(t.start), from_ns(hi)),
+                        f"{t.cause} (not split below 1m)",
+                        t.kind,
+                    )
                     continue
                 mid = t.start + (hi - t.start) // 2
                 log.debug(
@@ -785,7 +897,12 @@ class LokiClient:
             raise
         entries = data.get("entries") if isinstance(data, dict) else None
         if not isinstance(entries, int):
-            raise SourceError(SOURCE, "unexpected index/stats result shape", window=where)
+            raise SourceError(
+                SOURCE,
+                "unexpected index/stats result shape",
+                window=where,
+                kind=FailureKind.BAD_ANSWER,
+            )
         return entries
 
     def label_names(self, window: Window) -> list[str]:
@@ -853,8 +970,10 @@ class LokiClient:
         """
         counts = _ShardCounts()
 
-        def fail(part: Window, cause: str) -> None:
-            raise SourceError(SOURCE, cause, window=(part.start, part.end), retryable=True)
+        def fail(part: Window, cause: str, kind: FailureKind) -> None:
+            raise SourceError(
+                SOURCE, cause, window=(part.start, part.end), retryable=True, kind=kind
+            )
 
         for page in self._read_shard(query, window, counts, fail):
             yield from page
@@ -883,10 +1002,13 @@ class LokiClient:
         def read(w: Window, emit: Emit) -> None:
             _cancel.event = stop  # a backoff sleep ends when the scan is closed
             counts = _ShardCounts()
-            failed: list[tuple[Window, str]] = []
+            failed: list[tuple[Window, str, FailureKind]] = []
             try:
                 pages = self._read_shard(
-                    query, w, counts, lambda part, cause, f=failed: f.append((part, cause))
+                    query,
+                    w,
+                    counts,
+                    lambda part, cause, kind, f=failed: f.append((part, cause, kind)),
                 )
                 for page in pages:
                     if not emit(page):
@@ -896,9 +1018,13 @@ class LokiClient:
             except (LokiQueryError, LokiAuthError):
                 raise  # every shard would fail alike: the scan stops
             except SourceError as e:
-                failed = [(w, e.cause)]  # the whole shard, whatever was read of it
-            error = failed[0][1] if failed else None
-            emit(ShardOutcome(w, error, counts.requests, counts.entries, failed=tuple(failed)))
+                failed = [(w, e.cause, e.kind)]  # the whole shard, whatever was read of it
+            error, kind = (failed[0][1], failed[0][2]) if failed else (None, None)
+            emit(
+                ShardOutcome(
+                    w, error, counts.requests, counts.entries, failed=tuple(failed), failure=kind
+                )
+            )
 
         items = stream(
             "loki-shard",

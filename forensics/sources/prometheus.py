@@ -16,7 +16,7 @@ shards of 10,000 steps; a shard that cannot be read is a gap of source `promethe
 from __future__ import annotations
 
 import logging
-import time
+import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,7 +24,10 @@ from typing import Any
 import requests
 
 from forensics.config import PrometheusSettings
+from forensics.errors import FailureKind, SourceError
+from forensics.failures import http_status_kind, os_failure
 from forensics.model import UTC, Disruption, Gap, Window
+from forensics.retry import Again, RetryPolicy, call
 from forensics.sources.k8s_events import EventsRead
 
 log = logging.getLogger("elastic-audit")
@@ -47,7 +50,7 @@ INITIATORS = {
 
 
 class PrometheusClient:
-    """A small client of Prometheus' query API: GET, bounded retries, errors as text."""
+    """A small client of Prometheus' query API: GET, bounded retries, errors as SourceError."""
 
     def __init__(self, settings: PrometheusSettings) -> None:
         assert settings.url is not None
@@ -60,35 +63,66 @@ class PrometheusClient:
         self.session.close()
 
     def query_range(self, query: str, window: Window, step: timedelta) -> list[dict[str, Any]]:
-        """The matrix `query` gives over `window` at `step`; RuntimeError with why if none."""
+        """The matrix `query` gives over `window` at `step`; SourceError with why if none."""
         params = {
             "query": query,
             "start": f"{window.start.timestamp():.3f}",
             "end": f"{window.end.timestamp():.3f}",
             "step": f"{step.total_seconds():g}",
         }
-        error = "no answer"
-        for attempt in range(RETRIES + 1):
-            if attempt:
-                time.sleep(0.5 * 2 ** (attempt - 1))
+
+        def once() -> list[dict[str, Any]]:
             self.calls += 1
             try:
                 r = self.session.get(
                     f"{self.url}/api/v1/query_range", params=params, timeout=self.settings.timeout
                 )
             except requests.RequestException as e:
-                error = f"{type(e).__name__}: {e}"
-                continue
+                kind = os_failure(e) or FailureKind.UNREACHABLE
+                if isinstance(e, requests.Timeout):
+                    kind = FailureKind.TIMED_OUT
+                raise _Failed(f"{type(e).__name__}: {e}", kind, again=True) from None
             body = _json(r)
             if r.status_code == 200 and body.get("status") == "success":
                 data = body.get("data") or {}
                 if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
-                    raise RuntimeError(f"not a Prometheus matrix: {str(body)[:200]}")
+                    raise SourceError(
+                        SOURCE,
+                        f"not a Prometheus matrix: {str(body)[:200]}",
+                        kind=FailureKind.BAD_ANSWER,
+                    )
                 return data["result"]
-            error = f"HTTP {r.status_code}: {body.get('error') or r.text[:200]}"
-            if r.status_code < 500 and r.status_code != 429:
-                break  # bad_data (400) or execution (422): asking again gives the same
-        raise RuntimeError(error)
+            # bad_data (400) or execution (422): asking again gives the same
+            raise _Failed(
+                f"HTTP {r.status_code}: {body.get('error') or r.text[:200]}",
+                http_status_kind(r.status_code) if r.status_code != 200 else FailureKind.BAD_ANSWER,
+                again=r.status_code >= 500 or r.status_code == 429,
+            )
+
+        try:
+            return call(_POLICY, once, _again)
+        except _Failed as e:
+            raise SourceError(SOURCE, e.cause, kind=e.kind) from None
+
+
+class _Failed(Exception):
+    def __init__(self, cause: str, kind: FailureKind, *, again: bool) -> None:
+        super().__init__(cause)
+        self.cause, self.kind, self.again = cause, kind, again
+
+
+def _again(e: Exception) -> Again | None:
+    return Again("failed") if isinstance(e, _Failed) and e.again else None
+
+
+# RETRIES retries, waiting 0.5 s, 1 s, 2 s.
+_POLICY = RetryPolicy(
+    retries=RETRIES,
+    backoff_factor=0.5,
+    backoff_max=math.inf,
+    total_time=math.inf,
+    first_immediate=False,
+)
 
 
 def _json(r: requests.Response) -> dict[str, Any]:
@@ -126,12 +160,22 @@ def read_conditions(
     for shard in window.split(step * MAX_STEPS):
         try:
             found = series_disruptions(client.query_range(QUERY, shard, step))
-        except RuntimeError as e:
-            out.gaps.append(Gap(SOURCE, shard.start, shard.end, f"{client.url}: {e}"))
+        except SourceError as e:
+            out.gaps.append(
+                Gap(SOURCE, shard.start, shard.end, f"{client.url}: {e.cause}", failure=e.kind)
+            )
             continue
         except (ValueError, TypeError, AttributeError, OverflowError) as e:
             why = f"not a Prometheus matrix ({type(e).__name__}: {e})"
-            out.gaps.append(Gap(SOURCE, shard.start, shard.end, f"{client.url}: {why}"))
+            out.gaps.append(
+                Gap(
+                    SOURCE,
+                    shard.start,
+                    shard.end,
+                    f"{client.url}: {why}",
+                    failure=FailureKind.BAD_ANSWER,
+                )
+            )
             continue
         for d in found:
             assert d.namespace is not None and d.pod is not None

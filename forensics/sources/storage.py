@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import boto3
 import botocore
@@ -21,6 +21,7 @@ from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     ConnectionClosedError,
+    ConnectTimeoutError,
     EndpointConnectionError,
     NoCredentialsError,
     ParamValidationError,
@@ -31,8 +32,10 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from forensics import __version__
-from forensics.errors import ConfigError, SourceError
+from forensics.errors import ConfigError, FailureKind, SourceError
+from forensics.failures import os_failure
 from forensics.model import UTC, ObjectCheck, PrefixListing
+from forensics.secrets import safe_url
 from forensics.sources.expiry import describe_rule, expires, judge_outputs
 
 OUTPUTS_FILE = "outputs.pb"
@@ -74,15 +77,6 @@ def _code(err: ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", "") or _status(err) or "")
 
 
-def _safe_endpoint(url: str) -> str:
-    """The endpoint without any user:password part, for messages."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 def describe_error(err: BaseException) -> str:
     """A short reason for an S3 failure that never carries credentials or signatures."""
     if isinstance(err, ClientError):
@@ -108,9 +102,60 @@ def describe_error(err: BaseException) -> str:
         return "S3 read timed out"
     if isinstance(err, (EndpointConnectionError, BotoConnectionError, ConnectionClosedError)):
         endpoint = getattr(err, "kwargs", {}).get("endpoint_url")
-        where = f" {_safe_endpoint(endpoint)}" if endpoint else ""
+        where = f" {safe_url(endpoint, keep_path=True)}" if endpoint else ""
         return f"cannot reach S3{where} ({type(err).__name__})"
     return f"S3 client error ({type(err).__name__})"
+
+
+_AUTH_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AllAccessDisabled",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+    }
+)
+_NOT_FOUND_CODES = frozenset({"NoSuchBucket", "NoSuchKey", "NoSuchLifecycleConfiguration"})
+
+
+def failure_of(err: BaseException) -> FailureKind:
+    """What an S3 failure means, from botocore's exception type and S3's error code/status."""
+    if isinstance(err, ClientError):
+        code, status = _code(err), _status(err) or 0
+        if status in (401, 403) or code in _AUTH_CODES:
+            return FailureKind.AUTH_REFUSED
+        if status == 404 or code in _NOT_FOUND_CODES:
+            return FailureKind.NOT_FOUND
+        if status in (429, 503) or code in _THROTTLE_CODES:
+            return FailureKind.THROTTLED
+        if status >= 500:
+            return FailureKind.SERVER_FAILED
+        if status >= 300:  # a redirect to another region, a malformed request
+            return FailureKind.REJECTED
+        return FailureKind.FAILED
+    if isinstance(err, (NoCredentialsError, PartialCredentialsError)):
+        return FailureKind.NO_CREDENTIALS
+    if isinstance(err, (ParamValidationError, UnreadableURI)):
+        return FailureKind.REJECTED
+    if isinstance(err, (ReadTimeoutError, ConnectTimeoutError)):
+        return FailureKind.TIMED_OUT
+    if isinstance(err, (EndpointConnectionError, BotoConnectionError, ConnectionClosedError)):
+        below = getattr(err, "kwargs", {}).get("error")
+        found = os_failure(below) if isinstance(below, BaseException) else None
+        return found or os_failure(err) or FailureKind.UNREACHABLE
+    return FailureKind.FAILED
+
+
+def _unknown(err: BaseException) -> ObjectCheck:
+    """An `unknown` answer: why (`describe_error`), and what that means (`failure_of`)."""
+    reason = str(err) if isinstance(err, UnreadableURI) else describe_error(err)
+    return ObjectCheck("unknown", reason, failure=failure_of(err))
+
+
+def _source_error(message: str, uri: str, err: BaseException) -> SourceError:
+    return SourceError("s3", message, target=uri, kind=failure_of(err))
 
 
 _KEPT_HEADERS = ("x-amz-request-id", "x-amz-id-2")
@@ -184,7 +229,7 @@ class ObjectStore:
 
     @property
     def endpoint(self) -> str:
-        return _safe_endpoint(self._client.meta.endpoint_url)
+        return safe_url(self._client.meta.endpoint_url, keep_path=True)
 
     @property
     def region(self) -> str | None:
@@ -212,14 +257,14 @@ class ObjectStore:
         try:
             bucket, key = split_s3_uri(uri, need_key=True)
         except UnreadableURI as e:
-            return ObjectCheck("unknown", str(e))
+            return _unknown(e)
         try:
             self._client.head_object(Bucket=bucket, Key=key)
         except ClientError as e:
             if _status(e) != 404:
-                return ObjectCheck("unknown", describe_error(e))
+                return _unknown(e)
         except BotoCoreError as e:
-            return ObjectCheck("unknown", describe_error(e))
+            return _unknown(e)
         else:
             self._buckets_seen.add(bucket)
             return ObjectCheck("present")
@@ -236,9 +281,9 @@ class ObjectStore:
             if _code(e) == "NoSuchKey":
                 self._buckets_seen.add(bucket)
                 return ObjectCheck("missing")
-            return ObjectCheck("unknown", describe_error(e))
+            return _unknown(e)
         except BotoCoreError as e:
-            return ObjectCheck("unknown", describe_error(e))
+            return _unknown(e)
         found["Body"].close()  # written between the two calls; the body itself is not needed
         self._buckets_seen.add(bucket)
         return ObjectCheck("present")
@@ -328,7 +373,7 @@ class ObjectStore:
         try:
             bucket, prefix = _listing_prefix(uri)
         except UnreadableURI as e:
-            return PrefixListing(uri, "unknown", reason=str(e))
+            return PrefixListing(uri, "unknown", reason=str(e), failure=FailureKind.REJECTED)
         listed = f"s3://{bucket}/{prefix}"
         count = 0
         latest: datetime | None = None
@@ -342,7 +387,7 @@ class ObjectStore:
                     if latest is None or modified > latest:
                         latest = modified
         except (ClientError, BotoCoreError) as e:
-            return PrefixListing(listed, "unknown", reason=describe_error(e))
+            return PrefixListing(listed, "unknown", reason=describe_error(e), failure=failure_of(e))
         self._buckets_seen.add(bucket)
         if latest is None:
             return PrefixListing(listed, "empty")
@@ -354,7 +399,7 @@ class ObjectStore:
         try:
             bucket, prefix = _listing_prefix(uri)
         except UnreadableURI as e:
-            raise SourceError("s3", str(e), target=uri) from None
+            raise _source_error(str(e), uri, e) from None
         times: list[datetime] = []
         try:
             for page in self._pages(bucket, prefix):
@@ -365,7 +410,7 @@ class ObjectStore:
                 ]
                 times = sorted(times)[-limit:]  # memory stays at `limit` however many there are
         except (ClientError, BotoCoreError) as e:
-            raise SourceError("s3", f"listing {uri}: {describe_error(e)}", target=uri) from None
+            raise _source_error(f"listing {uri}: {describe_error(e)}", uri, e) from None
         return times
 
     def pb_keys_under(self, uri: str) -> frozenset[str] | ObjectCheck:
@@ -379,7 +424,7 @@ class ObjectStore:
         try:
             bucket, prefix = _listing_prefix(uri)
         except UnreadableURI as e:
-            return ObjectCheck("unknown", str(e))
+            return _unknown(e)
         found: set[str] = set()
         try:
             for page in self._pages(bucket, prefix):
@@ -389,7 +434,7 @@ class ObjectStore:
                     if o["Key"].endswith(".pb")
                 )
         except (ClientError, BotoCoreError) as e:
-            return ObjectCheck("unknown", describe_error(e))
+            return _unknown(e)
         self._buckets_seen.add(bucket)
         return frozenset(found)
 
@@ -406,9 +451,7 @@ class ObjectStore:
         try:
             self._client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=content_type)
         except (ClientError, BotoCoreError) as e:
-            raise SourceError(
-                "s3", f"cannot write {uri}: {describe_error(e)}", target=uri
-            ) from None
+            raise _source_error(f"cannot write {uri}: {describe_error(e)}", uri, e) from None
         return object_url(self._client.meta.endpoint_url, bucket, key)
 
 

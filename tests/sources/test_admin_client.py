@@ -14,7 +14,7 @@ from flytekit.clients.friendly import SynchronousFlyteClient
 from flytekit.configuration import PlatformConfig
 from flytekit.exceptions.base import FlyteException
 from google.protobuf import struct_pb2
-from test_admin_server import (
+from support.admin_scenarios import (
     DOMAIN,
     DYNAMIC,
     ELASTIC,

@@ -19,6 +19,7 @@ from forensics.cli.exits import for_error
 from forensics.config import LokiSettings, Secret, load_settings
 from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageError
 from forensics.model import UTC, LogEntry, Window, to_ns
+from forensics.retry import RetryPolicy
 from forensics.sandbox.loki_logql import parse_log_query
 from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer
 from forensics.sandbox.scenario import SandboxLogLine
@@ -31,7 +32,6 @@ from forensics.sources.logql import (
     validate_selector,
 )
 from forensics.sources.loki import LokiAuthError, LokiClient, LokiEntryLimitError, ShardOutcome
-from forensics.sources.loki_retry import RetryPolicy
 
 T0 = datetime(2026, 9, 10, tzinfo=UTC)
 BASE = to_ns(T0)

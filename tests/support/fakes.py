@@ -24,7 +24,7 @@ from flyteidl.admin import execution_pb2, node_execution_pb2
 from flyteidl.core import identifier_pb2
 
 from forensics.config import Settings
-from forensics.errors import AlreadyRelaunched, NotFoundError, SourceError
+from forensics.errors import AlreadyRelaunched, FailureKind, NotFoundError, SourceError
 from forensics.model import (
     UTC,
     AttemptRecord,
@@ -92,7 +92,7 @@ class FakeLoki:
             self._count()
             cause = self._failure(w)
             if cause is not None:
-                yield ShardOutcome(w, cause, 1, 0, failed=((w, cause),))
+                yield ShardOutcome(w, cause, 1, 0, failure=FailureKind.UNREACHABLE)
                 continue
             lo, hi = to_ns(w.start), to_ns(w.end)
             found: list[LogEntry] = []

@@ -84,7 +84,7 @@ def test_a_listing_that_fails_midway_says_why_and_keeps_what_it_read():
     admin._call = third_page_fails  # type: ignore[method-assign]
     names, errors = swept(admin)
     assert names == ["e0000000000000000000", "e0000000000000000001"]
-    assert errors == [
+    assert [e.cause for e in errors] == [
         "ListExecutions: UNAVAILABLE: connection reset",
         "ListExecutions: UNAVAILABLE: connection reset",
     ]
