@@ -1,8 +1,8 @@
 """One Settings object: flags > environment > config file > defaults, validated with clear errors.
 
-One module past ~400 lines on purpose: each config key's validator sits beside the table of keys
-that names it, and the precedence rules (which also say where each address came from) read
-together; docs/configuration.md is the same contract in prose.
+Each config key's validator sits beside the table of keys that names it, and the precedence
+rules (which also say where each address came from) read together; docs/configuration.md is the
+same contract in prose.
 """
 
 from __future__ import annotations

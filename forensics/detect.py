@@ -2,8 +2,8 @@
 
 The rules and why they are so: docs/verdicts.md. Nothing here does I/O; the scan, `show`'s
 timeline and `relaunch`'s re-check all judge an attempt through `decide` and assemble a finding
-through `build_finding`. One module a little past ~400 lines on purpose: every rule, for a signal
-line and for a disruption event alike, reads in one place beside the enums it dispatches over.
+through `build_finding`. Every rule, for a signal line and for a disruption event alike, reads in
+one place beside the enums it dispatches over.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ CSS inline, every drawing inline SVG from `formats/svg.py`. It follows the reade
 dark scheme and prints in light. Every text that comes from outside — log lines, names, errors,
 links — is escaped; a link is kept only when it is http(s). docs/report.md, "The incident page".
 
-About 400 lines in one module on purpose: one function per section of the page, in the order
-the page reads (`show`'s page and the style sheet live beside it).
+One function per section of the page, in the order the page reads (`show`'s page and the style
+sheet live beside it).
 """
 
 from __future__ import annotations

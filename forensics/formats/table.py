@@ -1,6 +1,6 @@
 """The one table renderer every command's `-o table` uses, and the scan report drawn with it.
 
-Rules (issue 14): sized to the terminal (`COLUMNS`, else the terminal stdout is); piped, no width
+Rules: sized to the terminal (`COLUMNS`, else the terminal stdout is); piped, no width
 limit — one line per row, so grep and copy see whole rows; identifiers (execution, node, file,
 URI, status) are never cut, folded or wrapped: only free-text columns wrap, and only at spaces;
 when even that cannot fit, the row runs past the edge rather than breaking a word. No colour,

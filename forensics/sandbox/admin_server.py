@@ -2,9 +2,8 @@
 
 State (`admin_state.AdminState`, its protos built by `admin_protos`) is kept apart from the
 protocol layer (`_Servicer` here: validation and errors as flyteadmin does them; filters, sort keys
-and pagination in `admin_query`), as moto splits models from responses. The servicer and
-`AdminServer` stay in one module past ~400 lines because every RPC reads the server's fault
-switches and call log. What it reproduces from flyteadmin (flyteorg/flyte v1):
+and pagination in `admin_query`), as moto splits models from responses. Every RPC of the
+servicer reads `AdminServer`'s fault switches and call log. What it reproduces from flyteadmin (flyteorg/flyte v1):
 
 - Filters (`util/filters.go`, `common/filters.go`): the string is split on `+`; each part must
   match `(.+)\\((.+),\\s?(.+)\\)` (else `invalid value for filters`); an entity prefix

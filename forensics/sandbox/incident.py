@@ -4,9 +4,9 @@ Each neighbour is built the way the real systems would record it: the elastic ag
 the task pod's stream (in the variants docs/verdicts.md "Log lines" lists), flytekit's JSON
 lines, propeller's success
 line, Admin's closures and the objects in S3. `reference_scenario()` is what `demo` and the
-end-to-end tests scan; `EXPECTED` says what a correct scan of it must conclude. It stays one
-module past ~400 lines on purpose: the incident and its neighbours are one story whose times,
-lines and expected verdicts refer to each other, read top to bottom.
+end-to-end tests scan; `EXPECTED` says what a correct scan of it must conclude. The incident and
+its neighbours are one story whose times, lines and expected verdicts refer to each other, read
+top to bottom.
 """
 
 from __future__ import annotations
@@ -484,7 +484,7 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
 # fmt: on
 
 
-# Relaunch neighbours (issue 15), dated after the reference window so no scan of it sees them.
+# Relaunch neighbours, dated after the reference window so no scan of it sees them.
 PIPELINE = ("gs1", "production", "p1q5w9e3r7t1y5u9i3o7")  # a parent, RUNNING
 CHILD = ("gs1", "production", "c2v6b0n4m8q2w6e0r4t8")  # its child: RUNNING, training lied
 CHAINED = ("gs1", "production", "o3i7u1y5t9r3e7w1q5a9")  # relaunched once; the relaunch lied too

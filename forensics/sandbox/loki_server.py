@@ -13,8 +13,8 @@ RE2 where the two differ (`\\z`, `(?<name>`); RE2-only Unicode classes are refus
 RE2 rejects (lookaround, backreferences) are rejected as Loki would.
 
 Parameter syntax lives in `loki_params.py`, the LogQL subset in `loki_logql.py`, streams and the
-query evaluation in `loki_store.py`. This module stays past ~400 lines because the API semantics
-and the HTTP handler share one server's state (faults, auth, the stop event, the request log).
+query evaluation in `loki_store.py`; the API semantics and the HTTP handler here share one
+server's state (faults, auth, the stop event, the request log).
 """
 
 from __future__ import annotations

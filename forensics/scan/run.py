@@ -14,9 +14,8 @@ holds what is in flight, the signalled pods and the findings: it grows with cand
 log lines. The disruption sources (events, Prometheus) are read beside the signals and are
 final with them.
 
-The module stays whole past ~400 lines because every step shares the candidates' states, the
-lock and the lanes; the parts that need none of them live in `sweep`, `join`, `resolve`,
-`callplan`, `signals`, `disruptions` and `tally`.
+Every step here shares the candidates' states, the lock and the lanes; the parts that need none
+of them live in `sweep`, `join`, `resolve`, `callplan`, `signals`, `disruptions` and `tally`.
 """
 
 from __future__ import annotations

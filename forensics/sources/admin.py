@@ -1,8 +1,8 @@
 """Flyte Admin through flytekit's gRPC client: executions, attempts, inputs, relaunch (plain data).
 
-This module stays whole past ~400 lines because it is one client over one service: every method
-shares the same retry, deadline, paging and call-counting plumbing. The filter language lives in
-`admin_filters.py`, the protobuf-to-record conversion in `admin_records.py`.
+One client over one service: every method shares the same retry, deadline, paging and
+call-counting plumbing. The filter language lives in `admin_filters.py`, the protobuf-to-record
+conversion in `admin_records.py`.
 
 What Admin and propeller put where (checked against flyteorg/flyte v1 sources):
 

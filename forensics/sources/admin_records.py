@@ -1,8 +1,8 @@
 """Admin's protobuf answers as our plain records: executions, attempts, inputs, task facts.
 
 Pure functions over flyteidl messages; what Admin and propeller put where is described in
-`forensics/sources/admin.py`'s module docstring. It stays one module past ~400 lines because each
-function reads the same messages for one record, and the record's fields are decided together.
+`forensics/sources/admin.py`'s module docstring. Each function reads the same messages for one
+record, and the record's fields are decided together.
 """
 
 from __future__ import annotations

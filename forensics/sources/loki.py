@@ -1,8 +1,7 @@
 """Loki client: query_range over HTTP with time shards, boundary-safe paging and retries.
 
-This module stays whole past ~400 lines because it is one client over one API: paging, shard
-splitting and error mapping share the same request path. LogQL building lives in `logql.py`,
-the retry policy in `forensics/retry.py`.
+One client over one API: paging, shard splitting and error mapping share the same request
+path. LogQL building lives in `logql.py`, the retry policy in `forensics/retry.py`.
 
 Paging follows logcli's forward rules (grafana/loki `pkg/logcli/query/query.go::DoQuery`) with a safer de-duplication key: the next page
 starts at the last timestamp seen (inclusive) and entries at that boundary are dropped when their

@@ -582,7 +582,7 @@ def table(runs: list[Run]) -> Table:
 
 
 def verdicts(runs: list[Run]) -> list[str]:
-    """The issue's targets, one line each."""
+    """Each target met or missed (wall within 1.5x of its bound; the call counts), one line each."""
     out = []
     main = {r.label: r for r in runs}
     for r in runs:

@@ -1,4 +1,4 @@
-"""Issue 14, the 3 a.m. test: what a new user meets through the real CLI, mistakes included.
+"""The 3 a.m. test: what a new user meets through the real CLI, mistakes included.
 
 -v tells the tool's own story; a failing source says why and where its address came from; show
 never exits 0 over a source it could not read; stdout holds only results; the demo's environment

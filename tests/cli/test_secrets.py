@@ -142,7 +142,7 @@ def test_loki_aws_and_flyte_secrets_never_printed_by_scan_show_relaunch_right_or
         ok_scan, ok_v, ok_quiet, bad_bearer, bad_basic, bad_show, relaunched = run.many(
             [
                 (("scan", *WINDOW, "-vv", "-o", "json", "--report", report), bearer),
-                (("scan", *WINDOW, "-v", "-o", "json"), bearer),  # the issue's -v session token
+                (("scan", *WINDOW, "-v", "-o", "json"), bearer),  # -v: every request logged
                 (("scan", *WINDOW, "-o", "table"), basic),
                 (("scan", *WINDOW, "-vv", "-o", "json"), bearer_wrong),
                 (("scan", *WINDOW, "-v", "-o", "markdown"), basic_wrong),

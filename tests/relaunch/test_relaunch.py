@@ -87,7 +87,7 @@ def test_a_lost_response_is_retried_without_a_second_execution(box, capsys, tmp_
     box.admin.faults.lose_relaunch_response = 1  # Admin performs it, the answer never arrives
     code, out, _ = relaunch(capsys, str(MULTI), "--yes", "-o", "json")
     assert code == 0
-    # Issue 15 #7: the call that created it says so — in the output and in the audit log.
+    # The call that created it says so — in the output and in the audit log.
     assert out[0]["status"] == "relaunched"
     assert out[0]["relaunched_as"]["name"] == relaunch_name(MULTI)
     assert len(box.admin.relaunches_of(MULTI)) == 1

@@ -1,6 +1,6 @@
-"""relaunch looks before it acts (issue 15): phase, parent, chains, the bug, caches, Admin's reasons.
+"""relaunch looks before it acts: phase, parent, chains, the bug, caches, Admin's reasons.
 
-Every test goes through the real CLI against the sandbox, whose Admin now knows launch plans and
+Every test goes through the real CLI against the sandbox, whose Admin knows launch plans and
 their workflows, CreateExecution, concurrency limits and child executions (flyteadmin v1.16.8
 `execution_manager.go`); the executions are the reference scenario's relaunch neighbours.
 """

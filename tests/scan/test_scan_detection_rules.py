@@ -1,4 +1,4 @@
-"""Detection in the wild (issue 12, items 1-3 and `pending`): shapes the reference incident does not
+"""Detection in the wild, `pending` included: shapes the reference incident does not
 have, each scanned end to end through the CLI over a sandbox that records them as upstream does.
 
 - whole-second ends: a single-pod attempt's end is the container's FinishedAt in whole seconds;

@@ -1,4 +1,4 @@
-"""Loki's tenant limits met at run time, through the real CLI (issue 12 #5, docs/upstream.md#shapes-met-in-the-field).
+"""Loki's tenant limits met at run time, through the real CLI (docs/upstream.md#shapes-met-in-the-field).
 
 A tenant whose `max_entries_limit_per_query` is lower than the page the scan asks for answers a
 400 (in either of Loki's wordings): the lower limit is adopted and the scan goes on. Query

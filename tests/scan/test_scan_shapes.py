@@ -1,4 +1,4 @@
-"""End to end: shapes of Flyte deployments the scan must not misjudge (issue 12, items 6-9).
+"""End to end: shapes of Flyte deployments the scan must not misjudge.
 
 Each execution below is recorded the way upstream records it (the sandbox cites the sources):
 - inline raw-output policy: Admin's `output_uri` is flyteadmin's offloaded object, so whether

@@ -1,4 +1,4 @@
-"""The same incident shipped through each common log shipper gives the same report (issue 12 #4).
+"""The same incident shipped through each common log shipper gives the same report.
 
 The sandbox's Loki holds every line of the reference scenario as Fluent Bit, the OpenTelemetry
 collector's Loki exporter, Vector or Alloy pushes it (forensics/sandbox/shippers.py); the scan

@@ -1,4 +1,4 @@
-"""End to end: upstream shapes that a scan used to miss quietly or flag falsely (docs/upstream.md,
+"""End to end: upstream shapes a scan could miss quietly or flag falsely (docs/upstream.md,
 "Shapes read from Flyte's source"). Each execution is recorded the way flyteadmin and propeller
 record it; the upstream file and function are cited beside each.
 """

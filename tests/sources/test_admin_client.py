@@ -520,7 +520,7 @@ def test_client_repr_hides_the_client_secret() -> None:
     client.close()
 
 
-# -- shapes (issue 12): parent, output location, array subtasks, node inputs -------------------
+# -- shapes: parent, output location, array subtasks, node inputs ------------------------------
 
 
 def test_child_execution_names_its_parent_node(admin) -> None:
