@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
 from support import paths
 
 from forensics.sandbox.incident import EXPECTED_WITH_EVENTS, REFERENCE_CHECKPOINT
