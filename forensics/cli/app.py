@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ from forensics.cli import (
     relaunch,
     scan,
     show,
+    verbosity,
     watch,
 )
 from forensics.cli.errors import message as worded
@@ -239,6 +241,14 @@ def main(argv: list[str] | None = None) -> None:
         message = " ".join(e.format_message().split())
         typer.echo(f"elastic-audit: error: {message}{hint}", err=True)
         sys.exit(getattr(e, "exit_code", 2) or 2)
+    except Exception as e:  # a bug: its traceback for the report, and an exit code of its own
+        sys.stderr.write(verbosity.masked(traceback.format_exc()))
+        typer.echo(
+            f"elastic-audit: internal error ({type(e).__name__}): a bug in elastic-audit; the "
+            "traceback above belongs in its report. Nothing here is a result.",
+            err=True,
+        )
+        sys.exit(exits.CRASHED)
     if rc == 130:
         # typer turns a KeyboardInterrupt inside a command into a silent Exit(130).
         typer.echo("elastic-audit: interrupted", err=True)

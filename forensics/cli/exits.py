@@ -15,6 +15,9 @@ USAGE = 2  # usage, configuration, or a refusal with nothing done
 INCOMPLETE = 3  # a source failed: what is reported is not the whole answer
 INTERRUPTED = 130  # Ctrl-C
 TERMINATED = 143  # SIGTERM (guard mode): the state is as before, or the write finished
+# An unexpected exception (a bug in the tool; sysexits' EX_SOFTWARE): never Python's own 1, which
+# a scan uses for findings, so a crash cannot pass for a completed scan.
+CRASHED = 70
 
 
 def for_error(error: ElasticAuditError) -> int:

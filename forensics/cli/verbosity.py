@@ -103,6 +103,12 @@ def redact(text: str, secrets: list[str]) -> str:
     return mask(text, secrets)
 
 
+def masked(text: str) -> str:
+    """`text` with every secret this process knows of masked (the environment's, and those
+    registered with `add_secret`): for text that reaches stderr outside a log record."""
+    return redact(text, [*_registered, *known_secrets()])
+
+
 class RedactingFilter(logging.Filter):
     """Formats each record's message once, masked; the handler then prints only that."""
 
