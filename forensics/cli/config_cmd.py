@@ -24,6 +24,7 @@ from forensics.cli.options import (
 )
 from forensics.formats import TABLE_OR_JSON
 from forensics.formats.config import ConfigView, Setting
+from forensics.secrets import MASK
 
 if TYPE_CHECKING:
     from forensics.config import Settings
@@ -40,7 +41,6 @@ from (a flag, a variable, the config file, or the default). Credentials show as 
 source; nothing is contacted.
 """
 
-MASK = "***"
 # LokiSettings fields read from the environment, not from [loki] (docs/configuration.md)
 _LOKI_FROM_ENV = ("url", "org_id", "bearer_token", "username", "password")
 

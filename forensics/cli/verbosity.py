@@ -98,15 +98,10 @@ def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
 
 
-def redact(text: str, secrets: list[str]) -> str:
-    """`text` with every known secret and every credential-carrying header value masked."""
-    return mask(text, secrets)
-
-
 def masked(text: str) -> str:
     """`text` with every secret this process knows of masked (the environment's, and those
     registered with `add_secret`): for text that reaches stderr outside a log record."""
-    return redact(text, [*_registered, *known_secrets()])
+    return mask(text, [*_registered, *known_secrets()])
 
 
 class RedactingFilter(logging.Filter):
@@ -122,11 +117,11 @@ class RedactingFilter(logging.Filter):
         except Exception:  # a library's malformed log call must not hide the rest
             message = str(record.msg)
         secrets = [*_registered, *self.secrets]
-        record.msg, record.args = redact(message, secrets), None
+        record.msg, record.args = mask(message, secrets), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text, secrets)
+            record.exc_text = mask(record.exc_text, secrets)
         return True
 
 

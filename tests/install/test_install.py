@@ -331,7 +331,9 @@ LOWEST_TEST_TOOLS = [
     "cryptography",
 ]
 # The guard's state on S3 relies on If-Match / If-None-Match, which the sandbox's moto must honour.
-S3_STATE_TEST = "tests/guard/test_guard_process.py::test_s3_state_writes_are_conditional_on_the_etag_read"
+S3_STATE_TEST = (
+    "tests/guard/test_guard_process.py::test_s3_state_writes_are_conditional_on_the_etag_read"
+)
 
 
 def lowest_constraints(extras: tuple[str, ...] = ("demo",)) -> dict[str, str]:
