@@ -7,6 +7,7 @@ import os
 import threading
 import time
 import uuid
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -39,12 +40,16 @@ class S3Rule:
     prefix: str = ""
     method: str | None = None
     times: int | None = None
+    # Bucket listings only (GET /bucket?list-type=2...), not the objects under the prefix: a role
+    # with s3:GetObject but without s3:ListBucket.
+    listings: bool = False
 
-    def matches(self, method: str, bucket: str, target: str) -> bool:
+    def matches(self, method: str, bucket: str, target: str, listing: bool = False) -> bool:
         return (
             (self.bucket is None or self.bucket == bucket)
             and target.startswith(self.prefix)
             and (self.method is None or self.method == method)
+            and (listing or not self.listings)
         )
 
 
@@ -98,10 +103,12 @@ class _FaultMiddleware:
         # with no lock between, so racing conditional PUTs are serialised here.
         self._conditional = threading.Lock()
 
-    def _hit(self, rules: list[S3Rule], method: str, bucket: str, target: str) -> bool:
+    def _hit(
+        self, rules: list[S3Rule], method: str, bucket: str, target: str, listing: bool
+    ) -> bool:
         with self._lock:
             for rule in rules:
-                if not rule.matches(method, bucket, target):
+                if not rule.matches(method, bucket, target, listing):
                     continue
                 used = self._hits.get(id(rule), 0)
                 if rule.times is None or used < rule.times:
@@ -118,6 +125,7 @@ class _FaultMiddleware:
         query = environ.get("QUERY_STRING", "")
         bucket, _, key = path.lstrip("/").partition("/")
         target = key or parse_qs(query).get("prefix", [""])[0]
+        listing = method == "GET" and not key
         faults = self._server.faults
 
         def record(status: str, headers: list[tuple[str, str]], *args: Any) -> Any:
@@ -126,15 +134,20 @@ class _FaultMiddleware:
 
         if faults.latency > 0:
             time.sleep(faults.latency)
-        if bucket and self._hit(faults.access_denied, method, bucket, target):
+        if bucket and self._hit(faults.access_denied, method, bucket, target, listing):
             return self._error(record, method, 403, "AccessDenied", "Access Denied", path)
-        if bucket and self._hit(faults.slow_down, method, bucket, target):
+        if bucket and self._hit(faults.slow_down, method, bucket, target, listing):
             message = "Please reduce your request rate."
             return self._error(record, method, 503, "SlowDown", message, path)
-        if method == "PUT" and ("HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ):
-            with self._conditional:
-                return list(self._app(environ, record))
-        return self._app(environ, record)
+        if method in ("GET", "HEAD"):
+            return self._app(environ, record)
+        try:  # a write: the listing index is read anew once it is done
+            if method == "PUT" and ("HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ):
+                with self._conditional:
+                    return list(self._app(environ, record))
+            return list(self._app(environ, record))
+        finally:
+            self._server.changed()
 
     @staticmethod
     def _error(
@@ -191,6 +204,69 @@ def _split(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
+class _ListingIndex:
+    """ListObjectsV2 (without a delimiter) from a sorted index of each bucket's key names.
+
+    S3 answers a listing page in about the same time whatever else the bucket holds; moto
+    filters and sorts every key of the bucket on each request (moto 5.2 `S3Backend.
+    list_objects_v2` calls `list_objects`, which walks `bucket.keys` and sorts twice), so a
+    scan's listing pages cost the sandbox more the larger the bucket, as S3 does not. The
+    answers are moto's own (its key objects, truncation and continuation tokens); the index is
+    rebuilt after any write (`changed`: every request that is not a GET or HEAD, and seeding).
+    """
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+        self._original = backend.list_objects_v2
+        self._lock = threading.Lock()
+        self._names: dict[str, list[str]] = {}  # bucket -> its live keys' names, sorted
+        backend.list_objects_v2 = self.list_objects_v2
+
+    def changed(self) -> None:
+        with self._lock:
+            self._names.clear()
+
+    def _sorted(self, bucket: Any) -> list[str]:
+        with self._lock:
+            names = self._names.get(bucket.name)
+            if names is None:
+                every = self._backend.list_objects(bucket, None, None, None, None)[0]
+                names = self._names[bucket.name] = [k.name for k in every]
+            return names
+
+    def list_objects_v2(
+        self,
+        bucket: Any,
+        prefix: str | None,
+        delimiter: str | None,
+        continuation_token: str | None,
+        start_after: str | None,
+        max_keys: int,
+    ) -> Any:
+        backend = self._backend
+        after = start_after
+        if continuation_token:
+            after = backend._pagination_tokens.get(continuation_token)
+        if delimiter or (continuation_token and after is None):
+            return self._original(
+                bucket=bucket,
+                prefix=prefix,
+                delimiter=delimiter,
+                continuation_token=continuation_token,
+                start_after=start_after,
+                max_keys=max_keys,
+            )
+        names = self._sorted(bucket)
+        i = bisect_left(names, prefix or "")
+        if after:
+            i = max(i, bisect_right(names, after))
+        page: list[Any] = []
+        while i < len(names) and len(page) <= max_keys and names[i].startswith(prefix or ""):
+            page.append(bucket.keys[names[i]])
+            i += 1
+        return backend._truncate_result(page, max_keys)
+
+
 class S3Server:
     """moto's S3 on a free loopback port, seeded from `scenario`, faults in front of it.
 
@@ -212,6 +288,12 @@ class S3Server:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._url: str | None = None
+        self._index: _ListingIndex | None = None
+
+    def changed(self) -> None:
+        """Something was written: listings read the bucket anew."""
+        if self._index is not None:
+            self._index.changed()
 
     @property
     def url(self) -> str:
@@ -247,6 +329,7 @@ class S3Server:
             S3Server._running = self
         try:
             _reset_moto_s3()
+            self._index = _ListingIndex(_moto_s3_backend())
             self.seed()
             app = _FaultMiddleware(_s3_only(DomainDispatcherApplication)(create_backend_app), self)
             # S3 keeps HTTP/1.1 connections alive; werkzeug's server (ThreadedMotoServer's) closes
@@ -306,6 +389,7 @@ class S3Server:
             stored = backend.put_object(bucket, key, body)
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
+        self.changed()
 
     def add_execution(self, execution: SandboxExecution) -> None:
         """The files propeller writes for an execution added while the sandbox runs (node
@@ -317,6 +401,7 @@ class S3Server:
             stored = backend.put_object(bucket, key, body)
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
+        self.changed()
 
 
 def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, datetime | None]]:

@@ -291,3 +291,55 @@ def test_server_errors_go_to_the_log_not_to_stderr(s3, capfd, caplog, monkeypatc
     assert response.status_code == 500
     assert "sandbox bug" in caplog.text
     assert "sandbox bug" not in capfd.readouterr().err
+
+
+def _names(answer) -> tuple[list[str], bool]:
+    keys, truncated, _token = answer
+    return [k.name for k in keys], truncated
+
+
+@pytest.mark.parametrize(
+    ("prefix", "start_after", "max_keys"),
+    [
+        ("", "", 1000),
+        ("checkpoints/", "", 1),
+        ("checkpoints/", "checkpoints/fresh/model.pt", 1000),
+        ("checkpoints/", "checkpoints/a", 1),
+        ("", "locked/model.pt", 2),
+        ("public/", "zzz", 5),
+        ("no-such/", "", 5),
+        ("", "", 0),
+    ],
+)
+def test_listings_answer_from_the_index_as_moto_answers(s3, prefix, start_after, max_keys):
+    """The sandbox lists from a sorted index (S3's cost does not grow with the bucket, moto's
+    does); every answer is moto's own."""
+    from forensics.sandbox.s3_server import _moto_s3_backend
+
+    backend = _moto_s3_backend()
+    bucket = backend.get_bucket("exa-models")
+    args = {
+        "bucket": bucket,
+        "prefix": prefix,
+        "delimiter": None,
+        "continuation_token": None,
+        "start_after": start_after,
+        "max_keys": max_keys,
+    }
+    indexed = backend.list_objects_v2(**args)
+    assert _names(indexed) == _names(s3._index._original(**args))
+    if indexed[1]:  # a continuation token goes on from the page's last key, as moto's does
+        more = {**args, "continuation_token": indexed[2], "start_after": None}
+        assert _names(backend.list_objects_v2(**more)) == _names(s3._index._original(**more))
+
+
+def test_a_write_over_http_is_listed_at_once(s3):
+    c = client(s3.url)
+    listed = c.list_objects_v2(Bucket="exa-models", Prefix="fresh-")
+    assert listed["KeyCount"] == 0
+    c.put_object(Bucket="exa-models", Key="fresh-a", Body=b"1")
+    assert [
+        o["Key"] for o in c.list_objects_v2(Bucket="exa-models", Prefix="fresh-")["Contents"]
+    ] == ["fresh-a"]
+    c.delete_object(Bucket="exa-models", Key="fresh-a")
+    assert c.list_objects_v2(Bucket="exa-models", Prefix="fresh-")["KeyCount"] == 0
