@@ -309,6 +309,33 @@ class ObjectCheck:
     failure: FailureKind | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class KeyPage:
+    """One ListObjectsV2 page of a bucket: the keys under `prefix` after `start_after`.
+
+    The page covers the keys from `start_after` (excluded) to `last` (included), or to the end of
+    the prefix when `last` is None (the listing was complete): any key in that range the page
+    does not hold does not exist.
+    """
+
+    start_after: str
+    keys: frozenset[str]
+    last: str | None  # the page's last key when the listing goes on; None: it reached the end
+    prefix: str = ""
+
+    def covers(self, key: str) -> bool:
+        """Whether `key` lies in the range this page answers for."""
+        return (
+            key > self.start_after
+            and key.startswith(self.prefix)
+            and (self.last is None or key <= self.last)
+        )
+
+    def check(self, key: str) -> ObjectCheck:
+        """`present` or `missing` for a key the page `covers`."""
+        return ObjectCheck("present" if key in self.keys else "missing")
+
+
 @dataclass(frozen=True)
 class PrefixListing:
     """What lies under an object-store prefix: count and newest LastModified, or why unknown."""

@@ -1,45 +1,135 @@
-"""How a scan asks S3 about one execution's outputs.pb: a HEAD per attempt, or one listing.
+"""How a scan asks S3 whether outputs.pb exist: listing pages that answer many attempts at once
+where a bucket's keys are dense enough, a HEAD each where they are not.
 
 Which Admin calls the sweep makes is `AdminClient.sweep_attempts` (the compiled closures,
 `sources/admin_closures.py`); docs/performance.md says what is called per execution, per node and
 per candidate.
+
+S3 lists a bucket's keys in order (UTF-8 binary, the order of Python's `str`), 1,000 to a page,
+from any key on (`StartAfter`), and a page answers for every key in the range it covers: a key in
+it that the page does not hold does not exist (`KeyPage`). So the outputs.pb keys of a batch of
+attempts, sorted, are answered by walking the bucket: a page from just before the first key not
+yet answered, every key up to the page's last answered by it, then a jump to the next key not
+yet answered. Flyte's metadata prefix holds a handful of objects per attempt (inputs.pb,
+outputs.pb or error.pb, futures, deck), so when the batch's attempts are most of what the bucket
+holds under their prefix, a page answers a few hundred of them for the CPU of a few dozen HEADs.
+When the bucket holds much else between them (a year of history under a 7-day scan), a page
+answers few, and the rest of the run is a HEAD each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Generic, TypeVar
 
-from forensics.model import AttemptRecord
-from forensics.sources.storage import shared_prefix
+from forensics.model import KeyPage, ObjectCheck
+from forensics.sources.storage import OUTPUTS_FILE, UnreadableURI, split_s3_uri
+
+T = TypeVar("T")
+
+LIST_PAGE = 1000  # keys a ListObjectsV2 page holds at most (S3's own maximum)
+# The client's CPU, measured against the sandbox S3 (tests/bench/bench_calls.py): a HEAD about
+# HEAD_MS, a listing page about LIST_KEY_MS per key it holds (botocore parses each <Contents>).
+HEAD_MS = 1.0
+LIST_KEY_MS = 0.03
+# A page holding more keys than this per outputs.pb it answers costs more than a HEAD each.
+GAP_MAX = math.floor(HEAD_MS / LIST_KEY_MS)
+# Fewer outputs.pb than this in one bucket: a HEAD each (one key is one request either way, and
+# a HEAD needs no s3:ListBucket).
+MIN_LISTED = 2
+
+ListFrom = Callable[[str, str, str, int], KeyPage | ObjectCheck]
 
 
-class _Checked(Protocol):
-    att: AttemptRecord
+@dataclass(frozen=True, slots=True)
+class Listed(Generic[T]):
+    """One attempt's outputs.pb (and its node's inputs.pb, when in the same bucket) as keys."""
+
+    item: T
+    bucket: str
+    key: str
+    inputs: str | None
 
 
-# An execution's outputs.pb checks are one listing of the directory above them instead of a HEAD
-# each when the listing costs less: fewer requests (1,000 keys a page) and less CPU. botocore
-# parses a ListObjectsV2 page's XML key by key, so a listing costs the client about
-# LIST_BASE_MS + LIST_KEY_MS per key against HEAD_MS per HEAD (measured against the sandbox S3,
-# docs/performance.md); an attempt leaves about OBJECTS_PER_ATTEMPT objects (inputs.pb,
-# outputs.pb or error.pb, deck, futures).
-OBJECTS_PER_ATTEMPT = 4
-LIST_PAGE = 1000
-HEAD_MS = 0.9
-LIST_BASE_MS = 0.8
-LIST_KEY_MS = 0.08
+@dataclass(frozen=True, slots=True)
+class Walked(Generic[T]):
+    """What a walk learned of one attempt: `outputs` None means no page answered it (HEAD
+    it); `witness` is its node's inputs.pb when a page covered that key too."""
+
+    item: T
+    outputs: ObjectCheck | None
+    witness: ObjectCheck | None
 
 
-def by_prefix(checks: Sequence[_Checked], attempts: int) -> str | None:
-    """The prefix to list for `checks` (one execution's, of its `attempts` attempts and passed-
-    over nodes), or None: HEAD each."""
-    if len(checks) < 2 or any(c.att.outputs_unknown or not c.att.output_dir for c in checks):
+def plan(
+    items: Iterable[T],
+    output_dir: Callable[[T], str],
+    inputs_uri: Callable[[T], str | None],
+    runs: int,
+) -> tuple[list[T], list[list[Listed[T]]]]:
+    """Split `items` into those to HEAD one by one and at most `runs` (about; at least one per
+    bucket) contiguous runs of sorted keys, one bucket each, to walk."""
+    direct: list[T] = []
+    listed: list[Listed[T]] = []
+    for item in items:
+        out = output_dir(item)
+        try:
+            bucket, key = split_s3_uri(out if out.endswith("/") else out + "/", need_key=True)
+        except UnreadableURI:
+            direct.append(item)  # the HEAD says why it cannot be read
+            continue
+        listed.append(Listed(item, bucket, key + OUTPUTS_FILE, _key_in(bucket, inputs_uri(item))))
+    listed.sort(key=lambda x: (x.bucket, x.key))
+    size = max(MIN_LISTED, math.ceil(len(listed) / max(runs, 1)))
+    out_runs: list[list[Listed[T]]] = []
+    for _, group in groupby(listed, key=lambda x: x.bucket):
+        keys = list(group)
+        if len(keys) < MIN_LISTED:
+            direct.extend(x.item for x in keys)
+            continue
+        out_runs += [keys[i : i + size] for i in range(0, len(keys), size)]
+    return direct, out_runs
+
+
+def _key_in(bucket: str, uri: str | None) -> str | None:
+    """`uri`'s key when it is an object of `bucket`, else None."""
+    if uri is None:
         return None
-    keys = OBJECTS_PER_ATTEMPT * max(attempts, len(checks))
-    pages = keys // LIST_PAGE + 1
-    if pages >= len(checks) or LIST_BASE_MS + LIST_KEY_MS * keys >= HEAD_MS * len(checks):
+    try:
+        b, key = split_s3_uri(uri, need_key=True)
+    except UnreadableURI:
         return None
-    # The listing holds the nodes' inputs.pb too (the witness of expired outputs, `expiry`).
-    witnesses = [c.att.inputs_uri.rsplit("/", 1)[0] + "/" for c in checks if c.att.inputs_uri]
-    return shared_prefix([*(c.att.output_dir or "" for c in checks), *witnesses])
+    return key if b == bucket else None
+
+
+def walk(run: Sequence[Listed[T]], list_from: ListFrom) -> Iterator[Walked[T]]:
+    """Answer a run (sorted keys of one bucket) page by page; what no page answers is yielded
+    with `outputs` None: after a failed listing (the HEADs say what each object's state is), or
+    once a page showed the keys too sparse for listing to pay."""
+    if not run:
+        return
+    bucket = run[0].bucket
+    # Under the witnesses' prefix too: a map's subtasks' outputs lie in a folder below the
+    # node's inputs.pb.
+    keys = [x.key for x in run] + [x.inputs for x in run if x.inputs]
+    prefix = os.path.commonprefix(keys)  # noqa: RUF071 (keys, not paths)
+    i, after = 0, ""
+    while i < len(run):
+        page = list_from(bucket, prefix, max(after, run[i].key[:-1]), LIST_PAGE)
+        if isinstance(page, ObjectCheck):
+            break
+        first = i
+        while i < len(run) and page.covers(run[i].key):
+            x = run[i]
+            witness = page.check(x.inputs) if x.inputs and page.covers(x.inputs) else None
+            yield Walked(x.item, page.check(x.key), witness)
+            i += 1
+        if page.last is None or i == first or len(page.keys) > GAP_MAX * (i - first):
+            break
+        after = page.last
+    for x in run[i:]:
+        yield Walked(x.item, None, None)

@@ -5,9 +5,9 @@ time, each source at most `settings.workers` requests at once. One ListProjects 
 project's domains; executions stream from two disjoint listings per project and domain (see
 `sweep.listings`); each costs one ListNodeExecutions per level and one ListTaskExecutions per
 node that can run an elastic task or that a signalled pod names (its workflow's compiled
-closure says which: one GetWorkflow per workflow version), and its elastic successes of tasks
-that declare no outputs one outputs.pb check each, or one listing of their prefix
-(`callplan.by_prefix`). Death signals
+closure says which: one GetWorkflow per workflow version). The outputs.pb of elastic successes
+of tasks that declare no outputs are checked in batches: sorted, they are answered by walking
+the bucket's listing where its keys are dense enough, else a HEAD each (`callplan`). Death signals
 are joined to the swept attempts by pod name, so a signalled attempt costs no extra Admin call;
 only signalled pods that no swept execution claims are looked up one by one (`resolve`). Memory
 holds what is in flight, the signalled pods and the findings: it grows with candidates, not with
@@ -57,8 +57,7 @@ from forensics.model import (
     rfc3339,
 )
 from forensics.progress import NULL, Progress
-from forensics.scan import sweep
-from forensics.scan.callplan import by_prefix
+from forensics.scan import callplan, sweep
 from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
 from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
 from forensics.scan.join import PodIndex, PodKey
@@ -80,6 +79,10 @@ from forensics.sources.loki_limits import reading_length
 from forensics.sources.task_resources import TaskResources
 
 log = logging.getLogger("elastic-audit")
+
+# outputs.pb checks held for one batch (the rest at the sweep's end): their candidates wait in
+# memory meanwhile, a few kB each; a larger batch makes listing pay in a larger bucket.
+OUTPUTS_BATCH = 50_000
 
 
 @dataclass(eq=False, slots=True)
@@ -192,6 +195,7 @@ class ScanRun:
             sources.loki, window, reading_length(lk.shard, lk.max_query_length)
         )
         self._s3_lane = Lane("s3", workers, self._stop, self._errors)
+        self._outputs_batch: list[Candidate] = []  # outputs.pb checks not yet sent (`_batch`)
 
     def run(self) -> Report:
         """Scan the window: findings, summary and gaps (docs/report.md)."""
@@ -278,7 +282,10 @@ class ScanRun:
         for t in listers:
             join(t, self._errors)
         join(loki, self._errors)  # signals are final from here on
-        self._admin_lane.drain()  # every swept execution matched and its checks queued
+        self._admin_lane.drain()  # every swept execution matched and its checks batched
+        with self._lock:
+            last, self._outputs_batch = self._outputs_batch, []
+        self._send_checks(last)
         self.progress.finish("sweep")
 
     def _log_calls(self, gaps: Sequence[Gap]) -> None:
@@ -438,7 +445,7 @@ class ScanRun:
         attempts = swept.attempts
         for a in attempts:
             self.coverage.ran(a.started_at, a.ended_at)
-        candidates = self._candidates(ex, attempts, len(swept.skipped))
+        candidates = self._candidates(ex, attempts)
         with self._lock:
             self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
             if swept.skipped:
@@ -452,11 +459,10 @@ class ScanRun:
         self,
         ex: ExecutionRecord,
         attempts: list[AttemptRecord],
-        nodes: int = 0,
         every: Sequence[AttemptRecord] | None = None,
     ) -> list[Candidate]:
         """The sweep candidates among `attempts` (`every`: all the execution's attempts listed,
-        for re-runs of trials; default `attempts`), their outputs.pb checks queued."""
+        for re-runs of trials; default `attempts`), their outputs.pb checks batched."""
         siblings = attempts if every is None else every
         candidates = [
             Candidate(ex, a, siblings=siblings) for a in attempts if sweep_candidate(a, self.window)
@@ -469,13 +475,38 @@ class ScanRun:
                 checks.append(c)
             else:
                 c.checked = True  # not yet shared with any other thread
-        prefix = by_prefix(checks, len(attempts) + nodes)
-        if prefix is not None:
-            self._s3_lane.submit(partial(self._check_under, prefix, checks))
-        else:
-            for c in checks:
-                self._s3_lane.submit(partial(self._check_outputs, c))
+        self._batch(checks)
         return candidates
+
+    def _batch(self, checks: list[Candidate]) -> None:
+        """Hold outputs.pb checks until `OUTPUTS_BATCH` of them (or the sweep's end): the more a
+        batch holds, the more of a listing page's keys it needs (`callplan`)."""
+        if not checks:
+            return
+        full = None
+        with self._lock:
+            self._outputs_batch += checks
+            if len(self._outputs_batch) >= OUTPUTS_BATCH:
+                full, self._outputs_batch = self._outputs_batch, []
+        if full is not None:
+            self._send_checks(full)
+
+    def _send_checks(self, checks: list[Candidate]) -> None:
+        """A batch of outputs.pb checks into the S3 lane: runs of sorted keys to walk, about one
+        per worker, and a HEAD each for the rest."""
+        # Where Admin gives no outputs.pb location, `lookups.outputs` says why (no S3 call).
+        located = [c for c in checks if c.att.output_dir and not c.att.outputs_unknown]
+        unlocated = [c for c in checks if not (c.att.output_dir and not c.att.outputs_unknown)]
+        direct, runs = callplan.plan(
+            located,
+            lambda c: c.att.output_dir or "",
+            lambda c: c.att.inputs_uri,
+            self.settings.workers,
+        )
+        for run in runs:
+            self._s3_lane.submit(partial(self._check_run, run))
+        for c in (*direct, *unlocated):
+            self._s3_lane.submit(partial(self._check_outputs, c))
 
     def _pointed(self, ref: ExecutionRef) -> Callable[[str], bool]:
         """The nodes of `ref` the evidence names, once the signals are final (else none yet:
@@ -615,17 +646,16 @@ class ScanRun:
         if ready:
             self._s3_lane.submit(partial(self._conclude, c))  # a finding lists its checkpoint
 
-    def _check_under(self, prefix: str, checks: list[Candidate]) -> None:
-        """The outputs.pb of several attempts of one execution from one listing of the prefix
-        above them; HEAD each when the listing fails."""
-        keys = self.sources.store.pb_keys_under(prefix)
-        for c in checks:
-            if isinstance(keys, ObjectCheck):
-                self._check_outputs(c)
+    def _check_run(self, run: list[callplan.Listed[Candidate]]) -> None:
+        """A run of sorted outputs.pb keys answered by walking their bucket's listing; a HEAD
+        each for what no page answered."""
+        store = self.sources.store
+        for w in callplan.walk(run, store.list_from):
+            if w.outputs is None:
+                self._check_outputs(w.item)
             else:
-                store, att = self.sources.store, c.att
                 self._check_outputs(
-                    c, store.outputs_listed(att.output_dir or "", att.inputs_uri, prefix, keys)
+                    w.item, store.judged(w.outputs, w.item.att.inputs_uri, w.witness)
                 )
 
     def _check_outputs(self, c: Candidate, outputs: ObjectCheck | None = None) -> None:

@@ -21,6 +21,7 @@ from forensics.model import (
     AttemptRef,
     ExecutionRecord,
     ExecutionRef,
+    KeyPage,
     LogEntry,
     ObjectCheck,
     PrefixListing,
@@ -161,14 +162,18 @@ class ObjectReader(Protocol):
         `inputs_uri` (expired folder or never written)."""
         ...
 
-    def pb_keys_under(self, uri: str) -> frozenset[str] | ObjectCheck:
-        """Every `*.pb` object under a prefix as full URIs, or an `unknown` check with why."""
+    def list_from(
+        self, bucket: str, prefix: str, start_after: str, max_keys: int = 1000
+    ) -> KeyPage | ObjectCheck:
+        """One listing page: the keys under `prefix` after `start_after`, in S3's order, or an
+        `unknown` check with why."""
         ...
 
-    def outputs_listed(
-        self, output_dir: str, inputs_uri: str | None, prefix: str, keys: frozenset[str]
+    def judged(
+        self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None = None
     ) -> ObjectCheck:
-        """`outputs_check`'s answer from a complete listing (`pb_keys_under(prefix)`)."""
+        """`outputs_check`'s answer from an outputs.pb known otherwise (a listing): a missing
+        one judged by the node's inputs.pb (`witness` when a listing already says)."""
         ...
 
     def list_prefix(self, uri: str) -> PrefixListing:

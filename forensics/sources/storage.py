@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 import boto3
 import botocore
 import botocore.session
-from botocore.awsrequest import HeadersDict
 from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import (
@@ -30,11 +29,12 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
+from botocore.utils import parse_timestamp
 
 from forensics import __version__
 from forensics.errors import ConfigError, FailureKind, SourceError
 from forensics.failures import os_failure
-from forensics.model import UTC, ObjectCheck, PrefixListing
+from forensics.model import UTC, KeyPage, ObjectCheck, PrefixListing
 from forensics.secrets import safe_url
 from forensics.sources.expiry import describe_rule, expires, judge_outputs
 
@@ -167,9 +167,7 @@ def _lean_head(response_dict: dict[str, Any], **_: Any) -> None:
     a HEAD's CPU). Other statuses keep theirs: retries and region redirects read them."""
     if response_dict.get("status_code") in (200, 404):
         headers = response_dict.get("headers") or {}
-        response_dict["headers"] = HeadersDict(
-            {k: headers[k] for k in _KEPT_HEADERS if k in headers}
-        )
+        response_dict["headers"] = {k: headers[k] for k in _KEPT_HEADERS if k in headers}
 
 
 def _is_folder_marker(obj: dict[str, Any]) -> bool:
@@ -294,26 +292,14 @@ class ObjectStore:
         (one more HEAD, for missing outputs only) to tell expired from never written."""
         if not output_dir.endswith("/"):
             output_dir += "/"
-        return self._judged(self.check_object(output_dir + OUTPUTS_FILE), inputs_uri)
+        return self.judged(self.check_object(output_dir + OUTPUTS_FILE), inputs_uri)
 
-    def outputs_listed(
-        self, output_dir: str, inputs_uri: str | None, prefix: str, keys: frozenset[str]
-    ) -> ObjectCheck:
-        """`outputs_check`'s answer from a complete listing (`keys`, from `pb_keys_under`) of a
-        `prefix` above `output_dir`: the node's inputs.pb is read from the same listing when it
-        lies under the prefix (an execution's metadata prefix), else HEADed once per node (a
-        map's data directory holds its subtasks' folders, not the node's inputs.pb)."""
-        witness = None
-        if inputs_uri is not None and inputs_uri.startswith(prefix):
-            witness = ObjectCheck("present" if inputs_uri in keys else "missing")
-        return self._judged(outputs_from_listing(output_dir, keys), inputs_uri, witness)
-
-    def _judged(
+    def judged(
         self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None = None
     ) -> ObjectCheck:
         """A missing outputs.pb judged by its node's inputs.pb (`expiry.judge_outputs`; read
-        once per node unless `witness` already says); an expired folder says what the bucket's
-        lifecycle configuration says about it."""
+        once per node unless `witness`, from a listing, already says); an expired folder says
+        what the bucket's lifecycle configuration says about it."""
         if outputs.state != "missing" or inputs_uri is None:
             return outputs
         judged = judge_outputs(outputs, witness or self._witness(inputs_uri), inputs_uri)
@@ -413,30 +399,29 @@ class ObjectStore:
             raise _source_error(f"listing {uri}: {describe_error(e)}", uri, e) from None
         return times
 
-    def pb_keys_under(self, uri: str) -> frozenset[str] | ObjectCheck:
-        """Every `*.pb` object under a prefix (`s3://b/p/`), as full URIs: one ListObjectsV2 per
-        1,000 keys answers the outputs.pb (and inputs.pb) of every attempt of an execution
-        under its metadata prefix. An error is an `unknown` ObjectCheck with the reason.
+    def list_from(
+        self, bucket: str, prefix: str, start_after: str, max_keys: int = 1000
+    ) -> KeyPage | ObjectCheck:
+        """One ListObjectsV2 page: the keys under `prefix` after `start_after`, in S3's order
+        (UTF-8 binary, which is Python's order of `str`), or an `unknown` check with why.
 
-        A key absent from a complete listing is missing: S3 lists with strong read-after-write
-        consistency, and a successful listing proves the bucket exists.
+        Every key in the range the page covers (`KeyPage.covers`) that it does not list is
+        missing: S3 lists with strong read-after-write consistency, and a successful listing
+        proves the bucket exists.
         """
         try:
-            bucket, prefix = _listing_prefix(uri)
-        except UnreadableURI as e:
-            return _unknown(e)
-        found: set[str] = set()
-        try:
-            for page in self._pages(bucket, prefix):
-                found.update(
-                    f"s3://{bucket}/{o['Key']}"
-                    for o in page.get("Contents", ())
-                    if o["Key"].endswith(".pb")
-                )
+            page = self._client.list_objects_v2(
+                Bucket=bucket, Prefix=prefix, StartAfter=start_after, MaxKeys=max_keys
+            )
         except (ClientError, BotoCoreError) as e:
             return _unknown(e)
         self._buckets_seen.add(bucket)
-        return frozenset(found)
+        keys = [o["Key"] for o in page.get("Contents", ())]
+        go_on = bool(page.get("IsTruncated"))
+        if go_on and not keys:
+            # A page that goes on but lists nothing covers nothing: not an answer to trust.
+            return ObjectCheck("unknown", "S3 answered a truncated listing page without keys")
+        return KeyPage(start_after, frozenset(keys), keys[-1] if go_on else None, prefix)
 
     def _pages(self, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         """ListObjectsV2's pages under `prefix` (botocore's paginator follows the tokens)."""
@@ -474,35 +459,23 @@ def object_url(endpoint: str, bucket: str, key: str) -> str:
     return f"{parts.scheme}://{host}/{quote(bucket)}/{quote(key)}"
 
 
-def outputs_from_listing(output_dir: str, keys: frozenset[str]) -> ObjectCheck:
-    """`<output_dir>outputs.pb` present or missing by a complete listing of a prefix above it."""
-    if not output_dir.endswith("/"):
-        output_dir += "/"
-    return ObjectCheck("present" if output_dir + OUTPUTS_FILE in keys else "missing")
-
-
-def shared_prefix(dirs: list[str]) -> str | None:
-    """The deepest `s3://bucket/.../` directory above every one of `dirs` (None: no common
-    bucket, or only the bucket itself: listing a whole bucket is never cheaper)."""
-    if not dirs:
-        return None
-    # Character by character on purpose, then cut back to the last `/`: URIs, not local paths.
-    common = os.path.commonprefix(dirs)  # noqa: RUF071
-    common = common[: common.rfind("/") + 1]
-    if not common.startswith("s3://"):
-        return None
-    bucket_end = common.find("/", len("s3://"))
-    if bucket_end < 0 or len(common) <= bucket_end + 1:
-        return None
-    return common
-
-
 # A fixed User-Agent: botocore otherwise rebuilds its default one (platform, config and feature
 # tags) on every request, a tenth of the CPU an outputs.pb HEAD costs the scan.
 _USER_AGENT = (
     f"elastic-audit/{__version__} Boto3/{boto3.__version__} Botocore/{botocore.__version__} "
     f"Python/{platform.python_version()}"
 )
+
+
+def _timestamp(value: Any) -> datetime:
+    """An S3 timestamp: ISO 8601 (`2026-09-08T03:00:00.000Z`, as listings give it) by the
+    standard library, anything else (an HTTP date, epoch seconds) by botocore's own parser."""
+    if isinstance(value, str) and value.endswith("Z"):
+        try:
+            return datetime.fromisoformat(value[:-1] + "+00:00")
+        except ValueError:
+            pass  # Python 3.10 reads fractions of 3 or 6 digits only
+    return parse_timestamp(value)
 
 
 def _make_client(
@@ -536,6 +509,10 @@ def _make_client(
             # against the service model is a quarter of a HEAD's CPU and finds nothing.
             parameter_validation=False,
         )
+        # ListObjectsV2's LastModified, one per key, parsed without dateutil (most of a page's
+        # CPU otherwise); the AWS CLI sets its own timestamp parser the same way.
+        parsers = core.get_component("response_parser_factory")
+        parsers.set_parser_defaults(timestamp_parser=_timestamp)
         session = boto3.session.Session(botocore_session=core, region_name=region)
         return session.client("s3", config=config)
     except ProfileNotFound as e:

@@ -424,7 +424,9 @@ def test_access_denied_on_the_checkpoint_bucket_is_unknown_with_the_reason_never
 
 
 def test_access_denied_on_outputs_is_exit_3_never_affected_on_a_guess(env, capsys, baseline):
-    env.s3.faults.access_denied.append(S3Rule(bucket="flyte-metadata", method="HEAD"))
+    # The role may neither list the metadata bucket nor read its objects: the listing's refusal
+    # answers nothing, and the HEADs that replace it are refused too.
+    env.s3.faults.access_denied.append(S3Rule(bucket="flyte-metadata"))
     rc, report, _ = scan(capsys)
     assert_incomplete_without_a_hole(rc, report, baseline)
     assert report["summary"]["affected"] == 0

@@ -13,6 +13,7 @@ from support.scan import CONFIG, key, sandbox_fixtures, scan_json
 from forensics.evidence.flyte_names import generated_name
 from forensics.model import ExecutionRef
 from forensics.sandbox.incident import ScenarioBuilder, _try
+from forensics.sandbox.s3_server import S3Faults, S3Rule
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
 from forensics.scan.join import PodIndex
 
@@ -170,32 +171,27 @@ def test_pods_from_any_evidence_point_the_sweep_at_their_nodes():
     assert index.points_at(ExecutionRef(*GS1, QUIET)) == frozenset()
 
 
-def test_one_listing_replaces_heads_only_where_it_costs_less():
-    from types import SimpleNamespace
-
-    from forensics.scan.callplan import by_prefix
-
-    def checks(dirs, inputs=None):
-        return [
-            SimpleNamespace(
-                att=SimpleNamespace(output_dir=d, outputs_unknown=None, inputs_uri=inputs)
-            )
-            for d in dirs
-        ]
-
-    array = "s3://m/metadata/propeller/p-d-x/n0/data/0/"
-    subtasks = checks([f"{array}{i}/0/" for i in range(3)])
-    assert by_prefix(subtasks, attempts=4) == array  # a map's subtasks: one listing
-    # ... that holds the node's inputs.pb too, the witness of expired outputs
-    witnessed = checks(
-        [f"{array}{i}/0/" for i in range(3)], "s3://m/metadata/propeller/p-d-x/n0/data/inputs.pb"
-    )
-    assert by_prefix(witnessed, attempts=4) == "s3://m/metadata/propeller/p-d-x/n0/data/"
-    two = checks(
-        ["s3://m/metadata/propeller/p-d-x/n0/data/0/", "s3://m/metadata/propeller/p-d-x/n5/data/0/"]
-    )
-    assert by_prefix(two, attempts=10) is None  # two among ten nodes: two HEADs are cheaper
-    assert by_prefix(subtasks[:1], attempts=1) is None  # one candidate: one HEAD
-    assert (
-        by_prefix(checks([f"{array}0/0/", "s3://other/x/0/"]), attempts=2) is None
-    )  # no shared bucket
+def test_outputs_are_read_from_listing_pages_or_a_head_each_where_listing_is_denied(box, capsys):
+    """The sweep's outputs.pb checks are answered by walking the bucket's listing
+    (`callplan`); a role without s3:ListBucket gets the same findings from a HEAD each."""
+    s3 = box.s3
+    s3.requests.clear()
+    code, report, err = scan_json(capsys)
+    assert code == 1 and report["complete"], err
+    assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED
+    heads = [r.path for r in s3.requests if r.method == "HEAD"]
+    assert any(r.is_listing and "prefix=metadata" in r.query for r in s3.requests)
+    # Only the attempts found after the sweep (pods it did not claim) are HEADed one by one.
+    headed = {p.split("gs1-production-")[1].split("/data/")[0] for p in heads if "outputs" in p}
+    assert headed == {f"{POINTED}/n2", f"{HASHED}/n1"}
+    s3.requests.clear()
+    s3.faults = S3Faults(access_denied=[S3Rule(listings=True, prefix="metadata/")])
+    try:
+        code, report, err = scan_json(capsys)
+    finally:
+        s3.faults = S3Faults()
+    assert code == 1 and report["complete"], err
+    assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED
+    refused = [r for r in s3.requests if r.is_listing and r.status == 403]
+    heads = [r.path for r in s3.requests if r.method == "HEAD" and r.path.endswith("/outputs.pb")]
+    assert refused and len(heads) == 4 + 2  # the sweep's four checks, and the two found late

@@ -11,6 +11,7 @@ import boto3
 import pytest
 
 from forensics.errors import ConfigError
+from forensics.model import ObjectCheck
 from forensics.sandbox.s3_server import S3Faults, S3Rule, S3Server
 from forensics.sandbox.scenario import (
     SandboxAttempt,
@@ -350,25 +351,50 @@ def test_requests_name_the_tool_in_their_user_agent(store):
         assert " Botocore/" in agent and " Python/" in agent
 
 
-def test_one_listing_answers_the_outputs_and_the_node_witness_as_heads_do(store, s3):
-    """An execution's metadata prefix holds every node's inputs.pb: listing it answers the
-    outputs.pb checks and the expired-or-never-written witness with no HEAD (docs/verdicts.md);
-    a prefix that does not hold the witness (a map's data directory) HEADs it once."""
-    ex = _execution()
-    inputs = f"{ex.node_data_dir('n0')}/inputs.pb"
-    prefix = ex.node_data_dir("n0").rsplit("/n0/", 1)[0] + "/"
-    keys = store.pb_keys_under(prefix)
-    assert isinstance(keys, frozenset) and inputs in keys
-    s3.requests.clear()
-    for attempt in (0, 1):
-        listed = store.outputs_listed(output_dir(attempt), inputs, prefix, keys)
-        assert listed == store.outputs_check(output_dir(attempt), inputs)
-    heads = [r for r in s3.requests if r.method == "HEAD"]
-    # only outputs_check's: the listed answers made no call
-    assert sorted(r.path.rsplit("/", 1)[-1] for r in heads) == ["inputs.pb", *["outputs.pb"] * 2]
-    gone = store.outputs_listed(output_dir(1), inputs, prefix, keys - {inputs})
-    assert (gone.state, gone.expired) == ("unknown", True)  # never "missing" on a guess
-    s3.requests.clear()
-    below = output_dir(1)  # a listing of the attempt's own folder does not hold the witness
-    assert store.outputs_listed(below, inputs, below, frozenset()).state == "missing"
-    assert [r.path.rsplit("/", 1)[-1] for r in s3.requests] == []  # the witness is cached
+def test_a_listing_page_answers_for_every_key_in_the_range_it_covers(store, s3):
+    """`list_from` is one ListObjectsV2 page in S3's key order: a key it covers and does not
+    hold is missing, as a HEAD says; what lies past a truncated page is not answered."""
+    run = f"{RUN}/step-"
+    page = store.list_from("exa-models", run, f"{run}00009.pt", max_keys=3)
+    assert not isinstance(page, ObjectCheck)
+    assert sorted(page.keys) == [f"{run}{i:05d}.pt" for i in (10, 11, 12)]
+    assert page.last == f"{run}00012.pt"  # truncated: the range ends at its last key
+    assert page.covers(f"{run}00010.5.pt") and page.check(f"{run}00010.5.pt").state == "missing"
+    assert page.check(f"{run}00011.pt").state == "present"
+    assert not page.covers(f"{run}00009.pt")  # StartAfter itself is not in the range
+    assert not page.covers(f"{run}00013.pt")  # past the page
+    assert not page.covers(f"{RUN}-retry/step-00001.pt")  # not under the prefix
+    last = store.list_from("exa-models", run, f"{run}02498.pt")
+    assert not isinstance(last, ObjectCheck) and last.keys == {f"{run}02499.pt"}
+    assert last.last is None and last.covers(f"{run}09999.pt")  # complete: to the prefix's end
+    for key in (f"{run}00011.pt", f"{run}00010.5.pt"):
+        head = store.check_object(f"s3://exa-models/{key}")
+        assert page.check(key) == head
+    assert store.list_from("never-seeded", "", "").state == "unknown"
+
+
+def test_a_listing_refused_is_unknown_not_empty(store, s3):
+    # A role with s3:GetObject but no s3:ListBucket: the scan then HEADs each (callplan.walk).
+    s3.faults = S3Faults(access_denied=[S3Rule(method="GET", prefix=f"{RUN}/")])
+    page = store.list_from("exa-models", f"{RUN}/", "")
+    assert isinstance(page, ObjectCheck) and page.state == "unknown"
+    assert "AccessDenied" in (page.reason or "")
+
+
+def test_listed_times_are_parsed_as_botocore_parses_them(store):
+    """The listing's LastModified goes through a faster parser than botocore's (dateutil): the
+    same instants, in UTC."""
+    from botocore.utils import parse_timestamp
+
+    from forensics.sources.storage import _timestamp
+
+    for text in ("2026-09-10T19:45:22.000Z", "2026-09-10T19:45:22Z", "2026-09-10T19:45:22.5Z"):
+        assert _timestamp(text) == parse_timestamp(text)
+        assert _timestamp(text).utcoffset() == timedelta(0)
+    for other in ("Thu, 10 Sep 2026 19:45:22 GMT", "1789069522", 1789069522):
+        assert _timestamp(other) == parse_timestamp(other)
+    listing = store.list_prefix(f"s3://exa-models/{RUN}")
+    plain = boto3.client("s3")  # botocore's own parser
+    pages = plain.get_paginator("list_objects_v2").paginate(Bucket="exa-models", Prefix=f"{RUN}/")
+    newest = max(o["LastModified"] for page in pages for o in page["Contents"])
+    assert listing.latest == newest and listing.latest.utcoffset() == timedelta(0)

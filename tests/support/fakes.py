@@ -31,6 +31,7 @@ from forensics.model import (
     AttemptRef,
     ExecutionRecord,
     ExecutionRef,
+    KeyPage,
     LogEntry,
     ObjectCheck,
     PrefixListing,
@@ -45,7 +46,7 @@ from forensics.sources.admin_filters import any_state, created_since, join_filte
 from forensics.sources.expiry import judge_outputs
 from forensics.sources.loki import ShardOutcome
 from forensics.sources.loki_limits import reading_length
-from forensics.sources.storage import OUTPUTS_FILE, outputs_from_listing
+from forensics.sources.storage import OUTPUTS_FILE
 
 # -- Loki ------------------------------------------------------------------------------------
 
@@ -446,20 +447,27 @@ class FakeStore:
             output_dir += "/"
         return self._judged(self._head(output_dir + OUTPUTS_FILE), inputs_uri, None)
 
-    def pb_keys_under(self, uri: str) -> frozenset[str] | ObjectCheck:
-        prefix = uri if uri.endswith("/") else uri + "/"
-        cause = self._call("ListObjectsV2", prefix)
+    def list_from(
+        self, bucket: str, prefix: str, start_after: str, max_keys: int = 1000
+    ) -> KeyPage | ObjectCheck:
+        root = f"s3://{bucket}/"
+        cause = self._call("ListObjectsV2", root + prefix)
         if cause is not None:
             return ObjectCheck("unknown", cause)
-        return frozenset(k for k in self.objects if k.startswith(prefix) and k.endswith(".pb"))
+        keys = sorted(
+            k[len(root) :]
+            for k in self.objects
+            if k.startswith(root + prefix) and k[len(root) :] > start_after
+        )
+        page = keys[:max_keys]
+        return KeyPage(
+            start_after, frozenset(page), page[-1] if len(keys) > max_keys else None, prefix
+        )
 
-    def outputs_listed(
-        self, output_dir: str, inputs_uri: str | None, prefix: str, keys: frozenset[str]
+    def judged(
+        self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None = None
     ) -> ObjectCheck:
-        witness = None
-        if inputs_uri is not None and inputs_uri.startswith(prefix):
-            witness = ObjectCheck("present" if inputs_uri in keys else "missing")
-        return self._judged(outputs_from_listing(output_dir, keys), inputs_uri, witness)
+        return self._judged(outputs, inputs_uri, witness)
 
     def list_prefix(self, uri: str) -> PrefixListing:
         prefix = uri if uri.endswith("/") else uri + "/"
