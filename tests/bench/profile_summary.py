@@ -14,7 +14,8 @@ from pathlib import Path
 # A sample belongs to the first stage whose test its stack passes (frames joined by `;`).
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("S3: outputs.pb HEAD (ObjectStore.check_object)", ("ObjectStore.check_object",)),
-    ("S3: listings (ObjectStore._pages)", ("ObjectStore._pages",)),
+    ("S3: outputs.pb listing pages (ObjectStore.list_from)", ("ObjectStore.list_from",)),
+    ("S3: checkpoint listings (ObjectStore._pages)", ("ObjectStore._pages",)),
     (
         "Admin: ListNodeExecutions + ListTaskExecutions",
         ("_node_executions.<locals>.fetch", "_task_executions.<locals>.fetch"),
