@@ -7,6 +7,8 @@ CLI's share goes. The sandbox Admin and S3 servers run in a child process with n
 latency, so the CPU measured here (`time.process_time` of this process) is the clients' alone:
 
   outputs.pb   `ObjectStore.outputs_check` (boto3 HeadObject) on every attempt's output dir
+  walk         the same checks answered by walking the bucket's listing (`callplan.walk`, boto3
+               ListObjectsV2 pages; the scan's way where the bucket's keys are dense)
   attempts     `AdminClient.list_attempts` (ListNodeExecutions + ListTaskExecutions, through
                flytekit's client; GetTask once per task, warmed up first) on every execution
 
@@ -35,6 +37,7 @@ from forensics.model import ExecutionRef
 from forensics.sandbox.admin_server import AdminServer
 from forensics.sandbox.s3_server import S3Server
 from forensics.sandbox.stack import sandbox_env
+from forensics.scan import callplan
 from forensics.sources.admin import AdminClient
 from forensics.sources.storage import ObjectStore
 
@@ -120,6 +123,17 @@ def main() -> None:
                     f"{ms:.2f}",
                     f"{wall:.1f}",
                 )
+            before, cpu0, wall0 = store.call_count, time.process_time(), time.perf_counter()
+            _, runs = callplan.plan(dirs, str, lambda d: None, 1)
+            answered = sum(1 for run in runs for _ in callplan.walk(run, store.list_from))
+            ms = (time.process_time() - cpu0) / max(answered, 1) * 1000
+            table.add_row(
+                f"outputs.pb by listing walk ({store.call_count - before} pages)",
+                "1",
+                f"{answered:,}",
+                f"{ms:.2f}",
+                f"{time.perf_counter() - wall0:.1f}",
+            )
         Console().print(table)
     finally:
         here.send("stop")
