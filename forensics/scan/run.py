@@ -50,6 +50,7 @@ from forensics.model import (
     ExecutionRef,
     Finding,
     Gap,
+    KeyPage,
     ObjectCheck,
     Report,
     SignalHit,
@@ -196,6 +197,7 @@ class ScanRun:
         )
         self._s3_lane = Lane("s3", workers, self._stop, self._errors)
         self._outputs_batch: list[Candidate] = []  # outputs.pb checks not yet sent (`_batch`)
+        self._refused: set[str] = set()  # buckets whose listing failed (logged once each)
 
     def run(self) -> Report:
         """Scan the window: findings, summary and gaps (docs/report.md)."""
@@ -650,13 +652,32 @@ class ScanRun:
         """A run of sorted outputs.pb keys answered by walking their bucket's listing; a HEAD
         each for what no page answered."""
         store = self.sources.store
-        for w in callplan.walk(run, store.list_from):
+
+        def list_from(bucket: str, prefix: str, after: str, keys: int) -> KeyPage | ObjectCheck:
+            page = store.list_from(bucket, prefix, after, keys)
+            if isinstance(page, ObjectCheck) and self._first_refusal(bucket):
+                log.info(
+                    "s3://%s/%s: listing failed (%s): outputs.pb checked with a HEAD each",
+                    bucket,
+                    prefix,
+                    page.reason,
+                )
+            return page
+
+        for w in callplan.walk(run, list_from):
             if w.outputs is None:
                 self._check_outputs(w.item)
             else:
                 self._check_outputs(
                     w.item, store.judged(w.outputs, w.item.att.inputs_uri, w.witness)
                 )
+
+    def _first_refusal(self, bucket: str) -> bool:
+        """True the first time a listing of `bucket` fails in this run (one log line)."""
+        with self._lock:
+            first = bucket not in self._refused
+            self._refused.add(bucket)
+        return first
 
     def _check_outputs(self, c: Candidate, outputs: ObjectCheck | None = None) -> None:
         if outputs is None:
