@@ -197,3 +197,17 @@ def test_outputs_are_read_from_listing_pages_or_a_head_each_where_listing_is_den
     # Said once, with -v: a scan that is still complete, only slower.
     assert err.count("listing failed (forbidden") == 1, err
     assert refused and len(heads) == 4 + 2  # the sweep's four checks, and the two found late
+
+
+def test_checks_sent_in_batches_during_the_sweep_find_the_same(box, capsys, monkeypatch):
+    # A scan past OUTPUTS_BATCH candidates walks the listing once per full batch, during the
+    # sweep; the last batch goes at its end.
+    from forensics.scan import run as scan_run
+
+    monkeypatch.setattr(scan_run, "OUTPUTS_BATCH", 2)
+    box.s3.requests.clear()
+    code, report, err = scan_json(capsys)
+    assert code == 1 and report["complete"], err
+    assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED
+    walks = [r for r in box.s3.requests if r.is_listing and "start-after" in r.query]
+    assert len(walks) >= 2
