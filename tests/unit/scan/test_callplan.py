@@ -3,9 +3,12 @@ each where they are not, and never a guess (docs/performance.md, "What is called
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support.fakes import FakeStore
 
+from forensics.model import ObjectCheck
 from forensics.scan import callplan
 from forensics.scan.callplan import Listed, plan, walk
 
@@ -155,3 +158,20 @@ def test_a_maps_subtasks_listed_alone_still_answer_their_nodes_witness():
     assert [w.outputs.state for w in walked] == ["missing"] * 3
     assert [w.witness.state for w in walked] == ["present"] * 3  # never written, not expired
     assert store.calls == {"ListObjectsV2": 1}
+
+
+def test_a_store_that_ignores_start_after_only_answers_less():
+    # Every page from the prefix's first key: it still answers truly for the range it covers,
+    # and a page that ends before the next key to answer ends the walk.
+    store = store_with(range(100))
+    checks = [Check(i) for i in range(100)]
+
+    def from_the_start(bucket, prefix, start_after, max_keys):
+        page = store.list_from(bucket, prefix, "", 50)
+        return page if isinstance(page, ObjectCheck) else replace(page, start_after=start_after)
+
+    walked = list(walk(listed(checks), from_the_start))
+    answered = [w for w in walked if w.outputs is not None]
+    assert 0 < len(answered) < 100
+    assert all(w.outputs.state == truth(store, w.item) for w in answered)
+    assert all(w.outputs is None for w in walked[len(answered) :])
