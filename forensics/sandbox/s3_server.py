@@ -234,34 +234,21 @@ class _ListingIndex:
                 names = self._names[bucket.name] = [k.name for k in every]
             return names
 
-    def list_objects_v2(
-        self,
-        bucket: Any,
-        prefix: str | None,
-        delimiter: str | None,
-        continuation_token: str | None,
-        start_after: str | None,
-        max_keys: int,
-    ) -> Any:
+    def list_objects_v2(self, **query: Any) -> Any:
+        """moto's `S3Backend.list_objects_v2`, called with the same keywords (bucket, prefix,
+        delimiter, continuation_token, start_after, max_keys)."""
         backend = self._backend
-        after = start_after
-        if continuation_token:
-            after = backend._pagination_tokens.get(continuation_token)
-        if delimiter or (continuation_token and after is None):
-            return self._original(
-                bucket=bucket,
-                prefix=prefix,
-                delimiter=delimiter,
-                continuation_token=continuation_token,
-                start_after=start_after,
-                max_keys=max_keys,
-            )
+        bucket, prefix, token = query["bucket"], query["prefix"] or "", query["continuation_token"]
+        after = backend._pagination_tokens.get(token) if token else query["start_after"]
+        if query["delimiter"] or (token and after is None):
+            return self._original(**query)
         names = self._sorted(bucket)
-        i = bisect_left(names, prefix or "")
+        i = bisect_left(names, prefix)
         if after:
             i = max(i, bisect_right(names, after))
+        max_keys = query["max_keys"]
         page: list[Any] = []
-        while i < len(names) and len(page) <= max_keys and names[i].startswith(prefix or ""):
+        while i < len(names) and len(page) <= max_keys and names[i].startswith(prefix):
             page.append(bucket.keys[names[i]])
             i += 1
         return backend._truncate_result(page, max_keys)

@@ -496,18 +496,17 @@ class ScanRun:
     def _send_checks(self, checks: list[Candidate]) -> None:
         """A batch of outputs.pb checks into the S3 lane: runs of sorted keys to walk, about one
         per worker, and a HEAD each for the rest."""
-        # Where Admin gives no outputs.pb location, `lookups.outputs` says why (no S3 call).
-        located = [c for c in checks if c.att.output_dir and not c.att.outputs_unknown]
-        unlocated = [c for c in checks if not (c.att.output_dir and not c.att.outputs_unknown)]
+        # Where Admin gives no outputs.pb location (an empty dir, which no plan can list),
+        # `lookups.outputs` says why with no S3 call.
         direct, runs = callplan.plan(
-            located,
-            lambda c: c.att.output_dir or "",
+            checks,
+            lambda c: "" if c.att.outputs_unknown else (c.att.output_dir or ""),
             lambda c: c.att.inputs_uri,
             self.settings.workers,
         )
         for run in runs:
             self._s3_lane.submit(partial(self._check_run, run))
-        for c in (*direct, *unlocated):
+        for c in direct:
             self._s3_lane.submit(partial(self._check_outputs, c))
 
     def _pointed(self, ref: ExecutionRef) -> Callable[[str], bool]:

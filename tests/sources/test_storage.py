@@ -398,3 +398,15 @@ def test_listed_times_are_parsed_as_botocore_parses_them(store):
     pages = plain.get_paginator("list_objects_v2").paginate(Bucket="exa-models", Prefix=f"{RUN}/")
     newest = max(o["LastModified"] for page in pages for o in page["Contents"])
     assert listing.latest == newest and listing.latest.utcoffset() == timedelta(0)
+
+
+def test_a_truncated_page_without_keys_answers_nothing(store):
+    # A listing that says it goes on but lists nothing covers no range: trusting it would make
+    # every key after StartAfter "missing".
+    from botocore.stub import Stubber
+
+    with Stubber(store._client) as stub:
+        stub.add_response("list_objects_v2", {"IsTruncated": True, "KeyCount": 0})
+        page = store.list_from("exa-models", "run/", "run/a")
+    assert isinstance(page, ObjectCheck) and page.state == "unknown"
+    assert "truncated listing page without keys" in (page.reason or "")

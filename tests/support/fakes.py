@@ -433,7 +433,9 @@ class FakeStore:
             return ObjectCheck("unknown", cause)
         return ObjectCheck("present" if uri in self.objects else "missing")
 
-    def _judged(self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None):
+    def judged(
+        self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None = None
+    ) -> ObjectCheck:
         if outputs.state != "missing" or inputs_uri is None:
             return outputs
         judged = judge_outputs(outputs, witness or self._head(inputs_uri), inputs_uri)
@@ -445,7 +447,7 @@ class FakeStore:
     def outputs_check(self, output_dir: str, inputs_uri: str | None = None) -> ObjectCheck:
         if not output_dir.endswith("/"):
             output_dir += "/"
-        return self._judged(self._head(output_dir + OUTPUTS_FILE), inputs_uri, None)
+        return self.judged(self._head(output_dir + OUTPUTS_FILE), inputs_uri)
 
     def list_from(
         self, bucket: str, prefix: str, start_after: str, max_keys: int = 1000
@@ -463,11 +465,6 @@ class FakeStore:
         return KeyPage(
             start_after, frozenset(page), page[-1] if len(keys) > max_keys else None, prefix
         )
-
-    def judged(
-        self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None = None
-    ) -> ObjectCheck:
-        return self._judged(outputs, inputs_uri, witness)
 
     def list_prefix(self, uri: str) -> PrefixListing:
         prefix = uri if uri.endswith("/") else uri + "/"
