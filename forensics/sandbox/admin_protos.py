@@ -250,7 +250,7 @@ def task_execution_proto(
         ),
         input_uri=input_uri,
         closure=closure,
-        is_parent=node.is_parent,
+        is_parent=node.is_dynamic and ex.event_version == 0,
     )
 
 

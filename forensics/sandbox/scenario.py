@@ -135,6 +135,12 @@ class SandboxExecution:
     # Archived in the console / `flytectl update execution --archive` (flyteadmin
     # UpdateExecution: closure.state_change_details, the `state` column EXECUTION_ARCHIVED).
     archived: bool = False
+    # The event version propeller reports with (flyteadmin's `eventVersion`, 2 by default,
+    # `runtime/application_config_provider.go`). Under 0 a `@dynamic` node's children name their
+    # parent task execution (propeller `nodes/transformers.go` ParentTaskMetadata), so flyteadmin
+    # answers that task execution with `is_parent` (`transformers/task_execution.go`); from 1 on
+    # they name their parent node instead, and no task execution is a parent.
+    event_version: int = 2
 
     def node_data_dir(self, node_id: str) -> str:
         """`s3://<bucket>/metadata/propeller/<project>-<domain>-<name>/<node>/data` (no slash)."""
