@@ -238,6 +238,9 @@ class AttemptRecord:
     # trial of a retried dynamic parent can be told from its re-run (`detect.rerun_of`).
     parent_node: str | None = None
     spec_node_id: str | None = None
+    # False: listed without its node execution (the sweep's direct listing, docs/performance.md):
+    # `checkpoint_uri` and `node_phase` are not read; GetNodeExecution reads them when needed.
+    node_read: bool = True
 
     @property
     def is_elastic(self) -> bool:

@@ -99,5 +99,14 @@ class Lookups:
                 except SourceError as e:
                     return Checkpoint(None, "unknown", reason=f"execution inputs: {e.cause}")
         loc = checkpoint_location(ck, att, ex, inputs, node_inputs=node_inputs)
+        if loc.source is None and not att.node_read:
+            # Flyte's own location is on the node execution, which the sweep's direct listing
+            # did not read (docs/performance.md, "What is called"): one GetNodeExecution.
+            try:
+                with self.slots:
+                    att = self.sources.admin.with_node(att)
+            except SourceError as e:
+                return Checkpoint(None, "unknown", reason=f"node execution: {e.cause}")
+            loc = checkpoint_location(ck, att, ex, inputs, node_inputs=node_inputs)
         listing = self.sources.store.list_prefix(loc.uri) if loc.uri is not None else None
         return checkpoint_from(loc, listing, signal)

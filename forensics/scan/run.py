@@ -184,7 +184,7 @@ class ScanRun:
         self._parked: list[
             tuple[ExecutionRecord, list[AttemptRecord], list[Candidate], Sequence[SkippedNode]]
         ] = []
-        self._partial: set[ExecutionRef] = set()  # swept, some non-elastic nodes passed over
+        self._partial: set[ExecutionRef] = set()  # swept, not every node seen (passed over, direct)
         # The lanes: one per source, stopped together by the first error or the run's end.
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
@@ -450,7 +450,9 @@ class ScanRun:
         candidates = self._candidates(ex, attempts)
         with self._lock:
             self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
-            if swept.skipped:
+            if swept.skipped or swept.direct:
+                # Pods no attempt claims send their execution to be looked up whole: a passed
+                # over node's, or a child of a node listed directly (a `@dynamic` one's).
                 self._partial.add(ex.ref)
             if not self._signals_final:
                 self._parked.append((ex, attempts, candidates, swept.skipped))

@@ -108,6 +108,7 @@ from forensics.sources.admin_records import (
     input_texts,
     is_start_or_end,
     may_have_tasks,
+    node_facts,
     subtask_records,
     workflow_facts_of,
 )
@@ -294,11 +295,14 @@ class SkippedNode(NamedTuple):
 
 
 class SweptAttempts(NamedTuple):
-    """`sweep_attempts`' answer: the attempts listed, the nodes passed over, whether a plan was read."""
+    """`sweep_attempts`' answer: the attempts listed, the nodes passed over, whether a plan was
+    read, and whether the nodes were listed directly (no ListNodeExecutions: a `@dynamic` node's
+    children, if any, were not seen)."""
 
     attempts: list[AttemptRecord]
     skipped: tuple[SkippedNode, ...]
     planned: bool
+    direct: bool = False
 
 
 # -- the client -------------------------------------------------------------------------------
@@ -581,10 +585,24 @@ class AdminClient:
     ) -> SweptAttempts:
         """The attempts of the nodes whose task can be elastic (by the compiled closure of the
         execution's workflow, `admin_closures`) or that `pointed` names (Admin's unique node id),
-        and the task nodes passed over. Without a readable closure every node is listed."""
+        and the task nodes passed over. Without a readable closure every node is listed.
+
+        A workflow whose nodes all run elastic tasks (`NodePlan.direct`) costs one
+        ListTaskExecutions per node and no ListNodeExecutions. A task execution that spawned
+        nodes (`is_parent`: flyteadmin sets it when node executions name it as their parent
+        task, which propeller's event version 0 does for a `@dynamic` node's children) means
+        the nodes are listed after all; so does an attempt whose task is not elastic (the
+        closure does not describe this execution)."""
         out: list[AttemptRecord] = []
         skipped: list[SkippedNode] = []
         plan = self.workflow_plan(ex)
+        if plan is not None and plan.direct is not None:
+            listed = [te for n in plan.direct for te in self._task_executions(ex.ref, n)]
+            if not any(te.is_parent for te in listed):
+                out = [self._attempt_record(ex.ref, None, te, None) for te in listed]
+                if all(a.is_elastic for a in out):
+                    return SweptAttempts(out, (), True, direct=True)
+                out = []
         self._collect(ex.ref, None, out, plan=plan, sweep=(skipped, pointed))
         return SweptAttempts(out, tuple(skipped), plan is not None)
 
@@ -782,24 +800,33 @@ class AdminClient:
         The parent of a nested node is not on its node execution, so an unregistered dynamic
         task has no template fallback here (`task_type_version` None); `list_attempts` has one.
         """
-        target = str(ref)
+        node = self._node_execution(ref)
+        for te in self._task_executions(ref.execution, ref.node_id):
+            if te.id.retry_attempt == ref.attempt:
+                return self._attempt_record(ref.execution, node, te, None)
+        raise NotFoundError("admin", "no such task attempt", target=str(ref))
+
+    def with_node(self, att: AttemptRecord) -> AttemptRecord:
+        """An attempt the sweep listed without its node execution (`node_read` False) with what
+        that holds: the node's checkpoint location and phase (one GetNodeExecution)."""
+        if att.node_read:
+            return att
+        return node_facts(att, self._node_execution(att.ref))
+
+    def _node_execution(self, ref: AttemptRef) -> node_execution_pb2.NodeExecution:
         req = node_execution_pb2.NodeExecutionGetRequest(
             id=identifier_pb2.NodeExecutionIdentifier(
                 node_id=ref.node_id, execution_id=_wf_id(ref.execution)
             )
         )
-        node = self._call(
-            "GetNodeExecution", target, lambda: Raw.get_node_execution(self._client, req)
+        return self._call(
+            "GetNodeExecution", str(ref), lambda: Raw.get_node_execution(self._client, req)
         )
-        for te in self._task_executions(ref.execution, ref.node_id):
-            if te.id.retry_attempt == ref.attempt:
-                return self._attempt_record(ref.execution, node, te, None)
-        raise NotFoundError("admin", "no such task attempt", target=target)
 
     def _attempt_record(
         self,
         ref: ExecutionRef,
-        node: node_execution_pb2.NodeExecution,
+        node: node_execution_pb2.NodeExecution | None,
         te: task_execution_pb2.TaskExecution,
         parent: str | None,
         parent_node: str | None = None,

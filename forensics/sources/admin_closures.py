@@ -18,10 +18,20 @@ The sweep lists task executions only for the nodes whose task can be elastic (do
 
 A node the plan does not know (an unknown spec id, a task whose template is missing, a node kind
 this module does not read) is listed: a plan only ever removes calls it can prove useless.
+
+`NodePlan.direct`: when every node of the primary workflow is a task node running an elastic task
+(or a gate node, which runs none), the nodes' ids are known before any node ran, and their task
+executions are listed without ListNodeExecutions: flyteadmin's ListTaskExecutions filters by the
+node execution id and answers an empty list for a node that has not run
+(`task_execution_manager.go` ListTaskExecutions). What that listing cannot show is a `@dynamic`
+node's children; a dynamic task is a plain `python-task` in its template (the reason any
+workflow with a non-elastic task node is listed node by node), and an elastic task that is
+also `@dynamic` is guarded twice by the sweep (`AdminClient.sweep_attempts`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +51,9 @@ class NodePlan:
     plain: frozenset[str] = frozenset()
     nested: dict[str, NodePlan] = field(default_factory=dict)
     branches: frozenset[str] = frozenset()
+    # The primary workflow's node ids when all of them run elastic tasks (gate nodes aside):
+    # their task executions are listed directly, without ListNodeExecutions. None: list nodes.
+    direct: tuple[str, ...] | None = None
 
     def lists(self, spec_node_id: str) -> bool:
         """Whether the node's task executions must be listed (unless the evidence points at it)."""
@@ -79,7 +92,26 @@ def plan_of(compiled: Any) -> NodePlan:
         for t in compiled.tasks
     }
     templates = {_ident(w.template.id): w.template for w in compiled.sub_workflows}
-    return _plan(compiled.primary.template, elastic, templates, ())
+    plan = _plan(compiled.primary.template, elastic, templates, ())
+    direct = _direct(compiled.primary.template.nodes, elastic)
+    return dataclasses.replace(plan, direct=direct) if direct else plan
+
+
+def _direct(
+    nodes: Iterable[Any], elastic: dict[tuple[str, str, str, str], bool]
+) -> tuple[str, ...] | None:
+    """The ids of the task nodes when every node is a task node whose task is elastic or a gate
+    node; None when any is not (a branch, a sub-workflow, a launch plan, an array, a task that is
+    not elastic or whose template is missing) or there is no task node at all."""
+    ids = []
+    for n in nodes:
+        kind = n.WhichOneof("target")
+        if kind == "gate_node":
+            continue
+        if kind != "task_node" or _task_elastic(n, elastic) is not True:
+            return None
+        ids.append(n.id)
+    return tuple(ids) or None
 
 
 def _task_elastic(node: Any, elastic: dict[tuple[str, str, str, str], bool]) -> bool | None:

@@ -321,13 +321,14 @@ class WorkflowFacts(NamedTuple):
 
 def attempt_record(
     ref: ExecutionRef,
-    node: node_execution_pb2.NodeExecution,
+    node: node_execution_pb2.NodeExecution | None,
     te: task_execution_pb2.TaskExecution,
     template: TaskTemplate | None,
     parent_node: str | None = None,
 ) -> AttemptRecord:
     """One task attempt as plain data; `template` fills what the task execution does not say;
-    `parent_node` is the node it runs under (Admin's unique id), None at the top level."""
+    `parent_node` is the node it runs under (Admin's unique id), None at the top level. `node`
+    None: listed without its node execution (a top-level node, `AdminClient.sweep_attempts`)."""
     c = te.closure
     phase = _enum_name(core_execution_pb2.TaskExecution.Phase, c.phase)
     started = _time(c, "started_at")
@@ -335,21 +336,28 @@ def attempt_record(
     tid = te.id.task_id
     task_id = (tid.project, tid.domain, tid.name, tid.version)
     namespaces = [p.namespace for p in c.log_context.pods if p.namespace]
-    checkpoint = node.closure.task_node_metadata.checkpoint_uri
-    out_dir, out_unknown = output_location(te, node.input_uri)
+    if node is None:
+        node_id, node_input, checkpoint, node_phase = te.id.node_execution_id.node_id, "", "", None
+        is_array, spec = False, node_id
+    else:
+        node_id, node_input = node.id.node_id, node.input_uri
+        checkpoint = node.closure.task_node_metadata.checkpoint_uri
+        node_phase = _enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase)
+        is_array, spec = node.metadata.is_array, node.metadata.spec_node_id
+    out_dir, out_unknown = output_location(te, node_input)
     return AttemptRecord(
-        ref=AttemptRef(ref, node.id.node_id, te.id.retry_attempt),
+        ref=AttemptRef(ref, node_id, te.id.retry_attempt),
         phase=phase,
         task_type=c.task_type or (template.type if template else ""),
         task_type_version=template.version if template else None,
-        is_array=node.metadata.is_array,
+        is_array=is_array,
         started_at=started,
         ended_at=ended,
         output_dir=out_dir,
         pods=attempt_pods(c),
         namespace=namespaces[0] if namespaces else None,
         checkpoint_uri=checkpoint or None,
-        node_phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
+        node_phase=node_phase,
         task_id=task_id,
         outputs_declared=template.outputs_declared if template else False,
         outputs_unknown=out_unknown,
@@ -357,11 +365,20 @@ def attempt_record(
             te, namespaces[0] if namespaces else None, c.metadata.generated_name or None
         ),
         end_from=end_from,
-        spec_node_id=node.metadata.spec_node_id or None,
-        inputs_uri=next(
-            (u for u in (te.input_uri, node.input_uri) if u.endswith("/inputs.pb")), None
-        ),
+        spec_node_id=spec or None,
+        inputs_uri=next((u for u in (te.input_uri, node_input) if u.endswith("/inputs.pb")), None),
         parent_node=parent_node,
+        node_read=node is not None,
+    )
+
+
+def node_facts(att: AttemptRecord, node: node_execution_pb2.NodeExecution) -> AttemptRecord:
+    """An attempt listed without its node execution, with what the node execution says."""
+    return dataclasses.replace(
+        att,
+        checkpoint_uri=node.closure.task_node_metadata.checkpoint_uri or None,
+        node_phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
+        node_read=True,
     )
 
 

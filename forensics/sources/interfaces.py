@@ -99,6 +99,11 @@ class AdminReader(Protocol):
         """The attempts of nodes a sweep passed over."""
         ...
 
+    def with_node(self, att: AttemptRecord) -> AttemptRecord:
+        """An attempt listed without its node execution, with what that holds (its checkpoint
+        location); the attempt itself when it was listed with it."""
+        ...
+
     def get_inputs(self, ref: ExecutionRef) -> dict[str, str]:
         """The execution's inputs as text."""
         ...

@@ -309,6 +309,12 @@ class FakeAdmin:
             out.extend(a for a in row.attempts if a.ref.node_id == n.node.id.node_id)
         return out
 
+    def with_node(self, att: AttemptRecord) -> AttemptRecord:
+        if att.node_read:
+            return att
+        self._row("GetNodeExecution", att.ref.execution)
+        return replace(att, node_read=True)
+
     def get_inputs(self, ref: ExecutionRef) -> dict[str, str]:
         return dict(self._row("GetExecutionData", ref).inputs)
 
