@@ -37,6 +37,7 @@ from forensics.failures import os_failure
 from forensics.model import UTC, KeyPage, ObjectCheck, PrefixListing
 from forensics.secrets import safe_url
 from forensics.sources.expiry import describe_rule, expires, judge_outputs
+from forensics.sources.s3_parsing import parsers
 
 OUTPUTS_FILE = "outputs.pb"
 
@@ -509,10 +510,10 @@ def _make_client(
             # against the service model is a quarter of a HEAD's CPU and finds nothing.
             parameter_validation=False,
         )
-        # ListObjectsV2's LastModified, one per key, parsed without dateutil (most of a page's
-        # CPU otherwise); the AWS CLI sets its own timestamp parser the same way.
-        parsers = core.get_component("response_parser_factory")
-        parsers.set_parser_defaults(timestamp_parser=_timestamp)
+        # A listing page's thousand objects read in one pass each (`s3_parsing`), their
+        # LastModified without dateutil (most of a page's CPU otherwise); the AWS CLI sets its
+        # own timestamp parser on this component the same way.
+        core.register_component("response_parser_factory", parsers(_timestamp))
         session = boto3.session.Session(botocore_session=core, region_name=region)
         return session.client("s3", config=config)
     except ProfileNotFound as e:

@@ -1,0 +1,93 @@
+"""botocore's S3 response parser with a shorter path for flat structures (a listing's objects).
+
+A ListObjectsV2 page holds up to 1,000 `<Contents>`, and botocore reads each through its generic
+structure handler: a regular expression per element to drop the XML namespace, then a walk of
+every member the model declares. That walk was most of a page's CPU in the scan's outputs.pb
+walk (docs/performance.md). This parser reads a structure whose members are scalars, or flat
+lists of scalars, in one pass over the element's children, through botocore's own scalar
+handlers (the same text, integer and timestamp rules); any other structure, and any element the
+short path does not expect (a nested structure such as `<Owner>`, a repeated scalar), goes
+through botocore's own code. Set on the client's botocore session the way the AWS CLI sets its
+timestamp parser: `parsers()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from botocore.parsers import ResponseParserFactory, RestXMLParser
+
+_SCALARS = frozenset(
+    {"string", "character", "integer", "long", "float", "double", "boolean", "timestamp", "blob"}
+)
+
+# Per structure shape name (one service model per session): the short path's plan, or None.
+Plan = dict[str, tuple[str, Any, Callable[..., Any] | None, bool]] | None
+
+
+class FlatStructureParser(RestXMLParser):
+    """`RestXMLParser` reading flat structures (all members scalars or flat scalar lists) in one
+    pass; the result equals botocore's own (tests/unit/sources/test_s3_parsing.py)."""
+
+    _plans: ClassVar[dict[str, Plan]] = {}
+
+    def _handle_structure(self, shape: Any, node: Any) -> Any:
+        plan = self._plan(shape)
+        if plan is None or isinstance(node, list):
+            return super()._handle_structure(shape, node)
+        parsed: dict[str, Any] = {}
+        for child in node:
+            tag = child.tag
+            if tag[:1] == "{":
+                tag = tag.rpartition("}")[2]
+            member = plan.get(tag)
+            if member is None:
+                continue  # botocore reads declared members only
+            name, member_shape, handle, flat = member
+            if handle is None or (not flat and name in parsed):
+                return super()._handle_structure(shape, node)
+            if flat:
+                parsed.setdefault(name, []).append(handle(self, member_shape, child))
+            else:
+                parsed[name] = handle(self, member_shape, child)
+        return parsed
+
+    def _plan(self, shape: Any) -> Plan:
+        """XML name -> (member, its shape, its handler or None: not flat, flattened list)."""
+        try:
+            return self._plans[shape.name]
+        except KeyError:
+            pass
+        plan: Plan = {}
+        if shape.metadata.get("exception") or shape.is_tagged_union:
+            plan = None
+        else:
+            for name, member in shape.members.items():
+                ser = member.serialization
+                if ser.get("location") or ser.get("eventheader") or ser.get("xmlAttribute"):
+                    plan = None  # botocore reads these elsewhere, or from attributes
+                    break
+                flat = member.type_name == "list" and bool(ser.get("flattened"))
+                scalar = member.member if flat else member
+                key = self._member_key_name(member, name)
+                handle = None
+                if scalar.type_name in _SCALARS and (flat or member.type_name != "list"):
+                    handle = getattr(type(self), f"_handle_{scalar.type_name}")
+                plan[key] = (name, scalar, handle, flat)
+        self._plans[shape.name] = plan
+        return plan
+
+
+class _Factory(ResponseParserFactory):
+    def create_parser(self, protocol_name: str) -> Any:
+        if protocol_name == "rest-xml":
+            return FlatStructureParser(**self._defaults)
+        return super().create_parser(protocol_name)
+
+
+def parsers(timestamp_parser: Callable[[Any], Any]) -> ResponseParserFactory:
+    """The response parser factory to register on an S3 client's botocore session."""
+    factory = _Factory()
+    factory.set_parser_defaults(timestamp_parser=timestamp_parser)
+    return factory
