@@ -31,8 +31,11 @@ sources are independent, so
     T_admin = max(ceil(R_admin / W), chain) * latency_admin
               R_admin = ListProjects + per (project, domain) (executions // 100 + 1) pages of
               ListExecutions + 1 GetWorkflow per workflow version + per execution 1
-              ListNodeExecutions + 1 ListTaskExecutions per node running an elastic task + 1
-              GetTask per distinct task + 1 relaunch lookup per (project, domain) with findings;
+              ListNodeExecutions (none when every node runs an elastic task: the closure names
+              them) + 1 ListTaskExecutions per node running an elastic task + 1 GetTask per
+              distinct task + 1 relaunch lookup per (project, domain) with findings + 1
+              GetNodeExecution per finding of an execution whose nodes were not listed (the
+              checkpoint location Flyte keeps on the node execution);
               chain = the longest dependent sequence: ListProjects, the pages of the largest
               (project, domain), GetWorkflow, ListNodeExecutions, ListTaskExecutions, GetTask,
               and the relaunch lookup after the last finding
@@ -89,6 +92,7 @@ from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.k8s_events import K8sEvent, event_line, karpenter_disrupted
 from forensics.sandbox.loki_server import LokiFaults, LokiServer
 from forensics.sandbox.s3_server import S3Faults, S3Server
+from forensics.sandbox.scenario import SandboxExecution
 from forensics.sandbox.stack import Sandbox, sandbox_env
 from forensics.scan.disruptions import EVENT_LEAD
 
@@ -225,6 +229,17 @@ def _shard_lines(month: SyntheticMonth) -> list[int]:
     return [per[i] for i in range(len(w.split(timedelta(hours=24))))]
 
 
+def _listed_directly(ex: SandboxExecution) -> bool:
+    """Whether every node that ran runs an elastic task: the sweep then lists its nodes by their
+    ids from the compiled closure (`NodePlan.direct`), with no ListNodeExecutions."""
+    ran = [n for n in ex.nodes if n.attempts]
+    return bool(ran) and all(
+        not (n.is_parent or n.is_array)
+        and (n.attempts[-1].task.task_type, n.attempts[-1].task.task_type_version) in ELASTIC
+        for n in ran
+    )
+
+
 def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
     """Count the requests a complete scan of `month` cannot do without (see the docstring)."""
     w = month.window
@@ -254,7 +269,8 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
             running[(ex.project, ex.domain)] += 1
         else:
             continue
-        admin += 1  # ListNodeExecutions
+        direct = _listed_directly(ex)
+        admin += int(not direct)  # ListNodeExecutions
         workflows.add((ex.project, ex.domain, *ex.launch_plan[2:]))  # GetWorkflow, once each
         for node in ex.nodes:
             if any((a.task.task_type, a.task.task_type_version) in ELASTIC for a in node.attempts):
@@ -269,6 +285,7 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
                     findings_pd.add((ex.project, ex.domain))
                     if node.checkpoint_uri:
                         s3 += 1  # the checkpoint listing (one page: < 1000 objects)
+                        admin += int(direct)  # GetNodeExecution: Flyte's checkpoint location
     s3 += math.ceil((checked_keys + len(witnesses)) / 1000)  # listing pages
     projects = {p for p, _ in per_pd} | {p for p, _ in running}
     list_pages = {
