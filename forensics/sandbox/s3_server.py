@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from forensics.errors import ConfigError
+from forensics.sandbox import s3_listing_xml
 from forensics.sandbox.scenario import SandboxExecution, Scenario
 
 if TYPE_CHECKING:
@@ -276,6 +277,7 @@ class S3Server:
         self._thread: threading.Thread | None = None
         self._url: str | None = None
         self._index: _ListingIndex | None = None
+        self._serializer: Any = None  # moto's own, while pages are written by s3_listing_xml
 
     def changed(self) -> None:
         """Something was written: listings read the bucket anew."""
@@ -317,6 +319,7 @@ class S3Server:
         try:
             _reset_moto_s3()
             self._index = _ListingIndex(_moto_s3_backend())
+            self._serializer = s3_listing_xml.install()
             self.seed()
             app = _FaultMiddleware(_s3_only(DomainDispatcherApplication)(create_backend_app), self)
             # S3 keeps HTTP/1.1 connections alive; werkzeug's server (ThreadedMotoServer's) closes
@@ -346,6 +349,9 @@ class S3Server:
         with S3Server._running_lock:
             if S3Server._running is self:
                 _reset_moto_s3()
+                if self._serializer is not None:
+                    s3_listing_xml.uninstall(self._serializer)
+                    self._serializer = None
                 S3Server._running = None
         self._url = None
 
