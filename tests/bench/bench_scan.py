@@ -283,9 +283,10 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
                 key = (ex.project, ex.domain, ex.name, node.node_id, a.attempt)
                 if key in month.expected:
                     findings_pd.add((ex.project, ex.domain))
+                    # GetNodeExecution: whether Flyte keeps a checkpoint location for it
+                    admin += int(direct)
                     if node.checkpoint_uri:
                         s3 += 1  # the checkpoint listing (one page: < 1000 objects)
-                        admin += int(direct)  # GetNodeExecution: Flyte's checkpoint location
     s3 += math.ceil((checked_keys + len(witnesses)) / 1000)  # listing pages
     projects = {p for p, _ in per_pd} | {p for p, _ in running}
     list_pages = {
