@@ -150,3 +150,15 @@ def test_listing_every_node_finds_the_same(box, capsys):
     assert code == 1 and direct["complete"], err
     assert listed["findings"] == direct["findings"]
     assert listed["summary"] == direct["summary"]
+
+
+def test_an_unreadable_node_execution_leaves_the_checkpoint_unknown_never_the_verdict(box, capsys):
+    box.admin.faults.fail_next("GetNodeExecution", times=100, code=grpc.StatusCode.UNAVAILABLE)
+    try:
+        code, report, err = scan_json(capsys)
+    finally:
+        box.admin.faults.failures.clear()
+    assert code == 1 and report["complete"], err
+    assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED
+    ck = {key(f)[2]: f["checkpoint"] for f in report["findings"]}[SINGLE]
+    assert ck["state"] == "unknown" and ck["reason"].startswith("node execution: "), ck
