@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
-import grpc
-from support.scan import CONFIG, key, sandbox_fixtures, scan_json
+from support.scan import NO_RETRY, key, sandbox_fixtures, scan_json, scan_json_while_failing
 
 from forensics.evidence.flyte_names import generated_name
 from forensics.model import ExecutionRef
@@ -107,7 +106,7 @@ def _scenario():
     return b.build()
 
 
-box, env = sandbox_fixtures(_scenario, CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n"))
+box, env = sandbox_fixtures(_scenario, NO_RETRY)
 
 EXPECTED = {
     (*GS1, QUIET, "n0", 0): "suspected",
@@ -147,11 +146,7 @@ def test_task_executions_are_listed_only_where_an_elastic_task_runs_or_the_evide
 def test_an_unreadable_closure_lists_every_node_and_finds_the_same(box, capsys):
     listed_before = len(box.admin.calls_of("ListTaskExecutions"))
     before = box.admin.call_counts()
-    box.admin.faults.fail_next("GetWorkflow", times=100, code=grpc.StatusCode.UNAVAILABLE)
-    try:
-        code, report, err = scan_json(capsys)
-    finally:
-        box.admin.faults.failures.clear()
+    code, report, err = scan_json_while_failing(box, capsys, "GetWorkflow")
     assert code == 1 and report["complete"], err
     assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED
     listed = _listed(box, listed_before)

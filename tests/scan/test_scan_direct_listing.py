@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
-import grpc
-from support.scan import CONFIG, key, sandbox_fixtures, scan_json
+from support.scan import NO_RETRY, key, sandbox_fixtures, scan_json, scan_json_while_failing
 
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
@@ -79,7 +78,7 @@ def _scenario():
     return b.build()
 
 
-box, env = sandbox_fixtures(_scenario, CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n"))
+box, env = sandbox_fixtures(_scenario, NO_RETRY)
 
 EXPECTED = {
     (*GS1, SINGLE, "n0", 0): "affected",
@@ -140,11 +139,7 @@ def test_a_findings_flyte_checkpoint_is_read_from_its_node_execution(box, capsys
 
 def test_listing_every_node_finds_the_same(box, capsys):
     # Without a closure, every node is listed (the way the sweep read every workflow before).
-    box.admin.faults.fail_next("GetWorkflow", times=100, code=grpc.StatusCode.UNAVAILABLE)
-    try:
-        code, listed, err = scan_json(capsys)
-    finally:
-        box.admin.faults.failures.clear()
+    code, listed, err = scan_json_while_failing(box, capsys, "GetWorkflow")
     assert code == 1 and listed["complete"], err
     code, direct, err = scan_json(capsys)
     assert code == 1 and direct["complete"], err
@@ -153,11 +148,7 @@ def test_listing_every_node_finds_the_same(box, capsys):
 
 
 def test_an_unreadable_node_execution_leaves_the_checkpoint_unknown_never_the_verdict(box, capsys):
-    box.admin.faults.fail_next("GetNodeExecution", times=100, code=grpc.StatusCode.UNAVAILABLE)
-    try:
-        code, report, err = scan_json(capsys)
-    finally:
-        box.admin.faults.failures.clear()
+    code, report, err = scan_json_while_failing(box, capsys, "GetNodeExecution")
     assert code == 1 and report["complete"], err
     assert {key(f): f["verdict"] for f in report["findings"]} == EXPECTED
     ck = {key(f)[2]: f["checkpoint"] for f in report["findings"]}[SINGLE]

@@ -23,6 +23,8 @@ grafana_explore_url = "https://grafana.example.com"
 [checkpoints]
 input = "checkpoint_dir"
 """
+# No retry of a failed Admin call: tests of a failing Admin answer in seconds.
+NO_RETRY = CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n")
 # One retry, no back-off: tests of a failing Loki answer in seconds.
 QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
 OTEL_CONFIG = CONFIG.replace(
@@ -59,6 +61,17 @@ def scan_json(capsys, *extra: str) -> tuple[int, dict, str]:
     """`scan` over WINDOW as JSON: exit code, the report, stderr."""
     code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress", *extra], capsys)
     return code, json.loads(out), err
+
+
+def scan_json_while_failing(box, capsys, rpc: str, *extra: str) -> tuple[int, dict, str]:
+    """`scan_json` while every `rpc` call to the sandbox Admin fails UNAVAILABLE."""
+    import grpc
+
+    box.admin.faults.fail_next(rpc, times=100, code=grpc.StatusCode.UNAVAILABLE)
+    try:
+        return scan_json(capsys, *extra)
+    finally:
+        box.admin.faults.failures.clear()
 
 
 def point_at(box, tmp_path, monkeypatch, config: str = CONFIG) -> None:
