@@ -341,8 +341,7 @@ def attempt_record(
         is_array, spec = False, node_id
     else:
         node_id, node_input = node.id.node_id, node.input_uri
-        checkpoint = node.closure.task_node_metadata.checkpoint_uri
-        node_phase = _enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase)
+        checkpoint, node_phase = _node_state(node)
         is_array, spec = node.metadata.is_array, node.metadata.spec_node_id
     out_dir, out_unknown = output_location(te, node_input)
     return AttemptRecord(
@@ -374,11 +373,17 @@ def attempt_record(
 
 def node_facts(att: AttemptRecord, node: node_execution_pb2.NodeExecution) -> AttemptRecord:
     """An attempt listed without its node execution, with what the node execution says."""
+    checkpoint, phase = _node_state(node)
     return dataclasses.replace(
-        att,
-        checkpoint_uri=node.closure.task_node_metadata.checkpoint_uri or None,
-        node_phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
-        node_read=True,
+        att, checkpoint_uri=checkpoint or None, node_phase=phase, node_read=True
+    )
+
+
+def _node_state(node: node_execution_pb2.NodeExecution) -> tuple[str, str]:
+    """The node execution's checkpoint location ("" when none) and phase name."""
+    return (
+        node.closure.task_node_metadata.checkpoint_uri,
+        _enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
     )
 
 
