@@ -3,10 +3,10 @@
 Run:   .venv/bin/python tests/bench/bench_scan.py            (the full set, ~20 min on 2 cores)
        .venv/bin/python tests/bench/bench_scan.py --quick    (2,000 attempts, a smoke run)
 
-Each row seeds the sandbox servers on loopback (the Loki-API and Flyte Admin gRPC servers in this
-process, moto S3 in a child process of its own, so that the costliest server per request does not
-share an interpreter lock with the others) with a synthetic month (`tests/support/synthetic.py`),
-injects latency on every request (Loki 50 ms, Admin 5 ms, S3 5 ms), runs
+Each row seeds the sandbox servers on loopback (the Loki-API server in this process, Flyte
+Admin's gRPC servicer and moto S3 each in a child process of its own, so that no server shares
+an interpreter lock with another, as remote servers would not) with a synthetic month
+(`tests/support/synthetic.py`), injects latency on every request (Loki 50 ms, Admin 5 ms, S3 5 ms), runs
 `python -m forensics scan -o json` as a subprocess against it, and reads what the servers
 recorded. Rows:
 
@@ -48,9 +48,9 @@ sources are independent, so
 
 Process start-up (imports: ~1 s) and CPU are not in the bound. On a small machine CPU binds: the
 sandbox servers and the client share the cores, so the table also shows the CPU seconds of the
-CLI process (`cli`), of this process (`srv`: Admin and Loki) and of the S3 process (`s3`), and
-`floor`, the wall time that CPU alone forces: max(cli, srv, s3, (cli + srv + s3) / cores) — each
-process is one Python interpreter whose threads take turns on one core.
+CLI process (`cli`), of the Admin process (`adm`), of this process (`loki`) and of the S3
+process (`s3`), and `floor`, the wall time that CPU alone forces: the largest of the four, or
+their sum / cores — each process is one Python interpreter whose threads take turns on one core.
 
 Columns: requests per source as the servers recorded them (retries included) with the minimum in
 parentheses and the ratio per candidate attempt (`summary.attempts_examined`); bytes of Loki
@@ -167,7 +167,8 @@ class Run:
     wall: float = 0.0
     bound: float = 0.0
     cli_cpu: float = 0.0
-    srv_cpu: float = 0.0  # this process: the Admin and Loki servers
+    srv_cpu: float = 0.0  # this process: the Loki server
+    admin_cpu: float = 0.0  # the Admin server's process
     s3_cpu: float = 0.0  # the S3 server's process
     rss_mb: float = 0.0
     loki: int = 0
@@ -187,7 +188,7 @@ class Run:
     @property
     def floor(self) -> float:
         """The wall time CPU alone forces: each process runs on one core at a time."""
-        parts = (self.cli_cpu, self.srv_cpu, self.s3_cpu)
+        parts = (self.cli_cpu, self.admin_cpu, self.srv_cpu, self.s3_cpu)
         return max(*parts, sum(parts) / (os.cpu_count() or 1))
 
 
@@ -299,7 +300,7 @@ def minimum(month: SyntheticMonth, domains: tuple[str, ...]) -> Minimum:
     return Minimum(sum(pages), max(pages), admin, chain, s3)
 
 
-# -- the stack: Admin and Loki here, S3 in a child process -------------------------------------
+# -- the stack: Loki here, Admin and S3 each in a child process ---------------------------------
 
 
 def month_of(size: Size) -> SyntheticMonth:
@@ -312,63 +313,94 @@ def month_of(size: Size) -> SyntheticMonth:
     )
 
 
-def _serve_s3(size: Size, latency: float, conn: Connection) -> None:
-    """Child process: moto S3 seeded with the same month (the generator is deterministic).
+def _serve(kind: str, size: Size, lat: Latency, conn: Connection) -> None:
+    """Child process: the sandbox Admin (`kind` "admin") or S3 ("s3") seeded with the same month
+    (the generator is deterministic), answering "stats" with (what it recorded, CPU seconds).
 
-    In its own process, moto (the costliest server per request) does not share one interpreter
-    lock with the Admin and Loki servers, as a remote S3 would not.
+    Each server in its own process, as remote servers would be: none shares an interpreter lock
+    with another, nor with this process's Loki server and its million log lines (whose garbage
+    collection and line filters, in one interpreter with the Admin servicer, held the Admin calls
+    back for seconds at a time).
     """
     month = month_of(size)
-    server = S3Server(month.scenario, S3Faults(latency=latency))
+    server: AdminServer | S3Server
+    if kind == "admin":
+        server = AdminServer(month.scenario, AdminFaults(latency=lat.admin))
+    else:
+        server = S3Server(month.scenario, S3Faults(latency=lat.s3))
     conn.send((server.start(), len(month.scenario.executions)))
     while conn.recv() == "stats":
-        conn.send((len(server.requests), _cpu(resource.RUSAGE_SELF)))
+        recorded = server.call_counts() if isinstance(server, AdminServer) else len(server.requests)
+        conn.send((recorded, _cpu(resource.RUSAGE_SELF)))
     server.stop()
 
 
-class S3Child:
-    """The sandbox S3 running in a child process: its request count and CPU seconds."""
+class Child:
+    """A sandbox server running in a child process: what it recorded, and its CPU seconds."""
 
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, kind: str, size: Size, lat: Latency) -> None:
+        self._conn, there = mp.get_context("spawn").Pipe()
+        self._process = mp.get_context("spawn").Process(
+            target=_serve, args=(kind, size, lat, there), daemon=True
+        )
+        self._process.start()
+        self.address = ""
 
-    def stats(self) -> tuple[int, float]:
+    def ready(self, executions: int) -> str:
+        """The server's address, once it is seeded (with the month this process generated)."""
+        self.address, seeded = self._conn.recv()
+        assert seeded == executions, "the child seeded another month"
+        return self.address
+
+    def stats(self) -> tuple[Any, float]:
         self._conn.send("stats")
         return self._conn.recv()
+
+    def stop(self) -> None:
+        self._conn.send("stop")
+        self._process.join(120)
+
+
+@dataclass
+class Stack:
+    """The servers of one month: Loki in this process, Admin and S3 each in a child process."""
+
+    loki: LokiServer
+    admin: Child
+    s3: Child
+    env: dict[str, str]
+
+    def child_environ(self) -> dict[str, str]:
+        """The CLI's environment, made as the sandbox makes it (`Sandbox.child_environ`)."""
+        return Sandbox.child_environ(self)  # type: ignore[arg-type]  # it reads `env` only
 
 
 @contextmanager
 def stack(
     month: SyntheticMonth, size: Size, lat: Latency, home: Path, times: dict[str, float]
-) -> Iterator[tuple[Sandbox, S3Child]]:
-    """Admin and Loki in this process, S3 in a child; the noise loaded into Loki."""
-    ctx = mp.get_context("spawn")
-    here, there = ctx.Pipe()
-    child = ctx.Process(target=_serve_s3, args=(size, lat.s3, there), daemon=True)
+) -> Iterator[Stack]:
+    """Loki in this process (the benchmark reads every request it recorded), Admin and S3 each
+    in a child process; the noise loaded into Loki."""
     t = time.perf_counter()
-    child.start()
     with ExitStack() as stop:
-        stop.callback(child.join, 120)
-        stop.callback(here.send, "stop")
-        admin = AdminServer(month.scenario, AdminFaults(latency=lat.admin))
-        address = admin.start()
+        admin = Child("admin", size, lat)
         stop.callback(admin.stop)
+        s3 = Child("s3", size, lat)
+        stop.callback(s3.stop)
         loki = LokiServer(
             month.scenario.log_lines,
             LokiFaults(latency=lat.loki, latency_per_line=lat.loki_per_line),
         )
         loki_url = loki.start()
         stop.callback(loki.stop)
-        times["seed Admin, Loki"] = time.perf_counter() - t
-        s3_url, executions = here.recv()
-        assert executions == len(month.scenario.executions), "S3 seeded another month"
-        times["seed S3 (child, in parallel)"] = time.perf_counter() - t
+        times["seed Loki"] = time.perf_counter() - t
+        executions = len(month.scenario.executions)
+        address, s3_url = admin.ready(executions), s3.ready(executions)
+        times["seed Admin, S3 (children, in parallel)"] = time.perf_counter() - t
         t = time.perf_counter()
         loki.add_lines(month.noise())
         times["load noise into Loki"] = time.perf_counter() - t
-        env = sandbox_env(loki_url, address, s3_url, home)
-        box = Sandbox(loki=loki, admin=admin, s3=None, env=env)  # type: ignore[arg-type]
-        yield box, S3Child(here)
+        yield Stack(loki, admin, s3, sandbox_env(loki_url, address, s3_url, home))
 
 
 # -- one run ------------------------------------------------------------------------------------
@@ -395,8 +427,7 @@ def _cpu(who: int) -> float:
 
 def measure(
     label: str,
-    box: Sandbox,
-    s3: S3Child,
+    box: Stack,
     month: SyntheticMonth,
     size: Size,
     lat: Latency,
@@ -430,8 +461,8 @@ def measure(
     env = box.child_environ() | {"XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(home)}
     if OPTIONS.get("cli_pythonpath"):  # another checkout's CLI against the same servers
         env["PYTHONPATH"] = OPTIONS["cli_pythonpath"]
-    loki0, admin0 = len(box.loki.requests), box.admin.call_counts()
-    s3_0, s3_cpu0 = s3.stats()
+    loki0 = len(box.loki.requests)
+    (admin0, admin_cpu0), (s3_0, s3_cpu0) = box.admin.stats(), box.s3.stats()
     load0 = os.getloadavg()[0]
     cli0, srv0 = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF)
     started = time.perf_counter()
@@ -450,7 +481,8 @@ def measure(
     run = Run(label, size, workers or DEFAULT_WORKERS, lat, wall=wall, rss_mb=peak[0] / 1024)
     run.cli_cpu = _cpu(resource.RUSAGE_CHILDREN) - cli0
     run.srv_cpu = _cpu(resource.RUSAGE_SELF) - srv0
-    s3_1, s3_cpu1 = s3.stats()
+    (admin1, admin_cpu1), (s3_1, s3_cpu1) = box.admin.stats(), box.s3.stats()
+    run.admin, run.admin_cpu = admin1 - admin0, admin_cpu1 - admin_cpu0
     run.s3, run.s3_cpu = s3_1 - s3_0, s3_cpu1 - s3_cpu0
     run.load = (load0, os.getloadavg()[0])
     if proc.returncode not in (0, 1):
@@ -469,7 +501,6 @@ def measure(
     run.loki_unfiltered = sum(
         1 for r in loki if r.path.endswith("query_range") and "|~" not in r.params.get("query", "")
     )
-    run.admin = box.admin.call_counts() - admin0
     run.examined = report["summary"]["attempts_examined"]
     run.executions = len(month.scenario.executions)
     run.findings = report["findings"]
@@ -533,11 +564,11 @@ def run_size(
         shards = Window(w.start - EVENT_LEAD, w.end).split(timedelta(hours=24))
         minimal = replace(minimal, loki=minimal.loki + len(shards))
     runs: list[Run] = []
-    with stack(month, size, lat, home, times) as (box, s3):
+    with stack(month, size, lat, home, times) as box:
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
         for workers in worker_counts:
             name = label if workers is None else f"{label} workers={workers}"
-            run = measure(name, box, s3, month, size, lat, workers, home)
+            run = measure(name, box, month, size, lat, workers, home)
             run.minimum, run.seed_s = minimal, times
             run.bound = minimal.bound(run.workers, lat)
             # The same attempts under any noise and worker count: the same findings, exactly.
@@ -561,7 +592,7 @@ def table(runs: list[Run]) -> Table:
         ("wall s", "right"),
         ("bound s", "right"),
         ("wall/bound", "right"),
-        ("CPU s cli+srv+s3 (floor)", "right"),
+        ("CPU s cli+adm+loki+s3 (floor)", "right"),
         ("Loki req (min)", "right"),
         ("Loki MB", "right"),
         ("Admin calls (/cand)", "right"),
@@ -585,7 +616,7 @@ def table(runs: list[Run]) -> Table:
             f"{r.wall:.1f}",
             f"{r.bound:.1f}",
             f"{r.wall / r.bound:.2f}",
-            f"{r.cli_cpu:.0f}+{r.srv_cpu:.0f}+{r.s3_cpu:.0f} ({r.floor:.0f})",
+            f"{r.cli_cpu:.0f}+{r.admin_cpu:.0f}+{r.srv_cpu:.0f}+{r.s3_cpu:.0f} ({r.floor:.0f})",
             f"{r.loki} ({m.loki})",
             f"{r.loki_bytes / 2**20:.2f}",
             f"{admin:,} ({admin / max(r.examined, 1):.2f})",
@@ -773,7 +804,8 @@ def main() -> None:
                         "wall_s": r.wall,
                         "bound_s": r.bound,
                         "cli_cpu_s": r.cli_cpu,
-                        "server_cpu_s": r.srv_cpu,
+                        "admin_server_cpu_s": r.admin_cpu,
+                        "loki_server_cpu_s": r.srv_cpu,
                         "s3_server_cpu_s": r.s3_cpu,
                         "floor_s": r.floor,
                         "loki_requests": r.loki,
