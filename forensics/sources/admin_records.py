@@ -8,9 +8,10 @@ record, and the record's fields are decided together.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from datetime import datetime
-from typing import Any, NamedTuple
+from functools import lru_cache
+from typing import Any, NamedTuple, TypeVar
 
 from flyteidl.admin import execution_pb2, node_execution_pb2, task_execution_pb2
 from flyteidl.core import execution_pb2 as core_execution_pb2
@@ -36,7 +37,30 @@ _START_END = frozenset({"start-node", "end-node"})
 _TERMINAL_TASK_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
 
 
+H = TypeVar("H", bound=Hashable)
+
+# Identifiers that many records repeat: a project's and a domain's name, a namespace, a task
+# type, the id of a workflow, a launch plan or a task. protobuf makes a new object on every read
+# of a field, so a scan's candidates (held until their outputs.pb is answered, up to a batch)
+# held one copy each of what they share (docs/performance.md, "Memory"): one object per value
+# here, the table emptied when it grows past `_SHARED_MAX` (a long `watch` meets new versions).
+_SHARED: dict[Hashable, Any] = {}
+_SHARED_MAX = 50_000
+
+
+def _shared(value: H) -> H:
+    """The one object equal to `value` that records share (a race only costs a duplicate)."""
+    got = _SHARED.get(value)
+    if got is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        _SHARED[value] = got = value
+    return got  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=256)
 def _enum_name(enum: Any, value: int) -> str:
+    """An enum value's name (one shared string per value), or the number of an unknown one."""
     try:
         return str(enum.Name(value))
     except ValueError:
@@ -53,7 +77,7 @@ def _time(msg: Any, field: str) -> datetime | None:
 
 
 def execution_ref(wf: identifier_pb2.WorkflowExecutionIdentifier) -> ExecutionRef:
-    return ExecutionRef(wf.project, wf.domain, wf.name)
+    return ExecutionRef(_shared(wf.project), _shared(wf.domain), wf.name)
 
 
 def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
@@ -79,8 +103,8 @@ def execution_record(ex: execution_pb2.Execution) -> ExecutionRecord:
         reference_execution=reference,
         labels=dict(ex.spec.labels.values),
         parent=parent,
-        launch_plan=(lp.project, lp.domain, lp.name, lp.version) if lp.name else None,
-        workflow=(wf.project, wf.domain, wf.name, wf.version) if wf.name else None,
+        launch_plan=_shared((lp.project, lp.domain, lp.name, lp.version)) if lp.name else None,
+        workflow=_shared((wf.project, wf.domain, wf.name, wf.version)) if wf.name else None,
     )
 
 
@@ -334,8 +358,8 @@ def attempt_record(
     started = _time(c, "started_at")
     ended, end_from = attempt_end(c, phase, started)
     tid = te.id.task_id
-    task_id = (tid.project, tid.domain, tid.name, tid.version)
-    namespaces = [p.namespace for p in c.log_context.pods if p.namespace]
+    task_id = _shared((tid.project, tid.domain, tid.name, tid.version))
+    namespaces = [_shared(p.namespace) for p in c.log_context.pods if p.namespace]
     if node is None:
         node_id, node_input, checkpoint, node_phase = te.id.node_execution_id.node_id, "", "", None
         is_array, spec = False, node_id
@@ -345,9 +369,9 @@ def attempt_record(
         is_array, spec = node.metadata.is_array, node.metadata.spec_node_id
     out_dir, out_unknown = output_location(te, node_input)
     return AttemptRecord(
-        ref=AttemptRef(ref, node_id, te.id.retry_attempt),
+        ref=AttemptRef(ref, _shared(node_id), te.id.retry_attempt),
         phase=phase,
-        task_type=c.task_type or (template.type if template else ""),
+        task_type=_shared(c.task_type or (template.type if template else "")),
         task_type_version=template.version if template else None,
         is_array=is_array,
         started_at=started,

@@ -307,6 +307,24 @@ def test_get_task_once_per_distinct_task_across_executions(admin) -> None:
     assert client.calls_total / total <= 4
 
 
+def test_records_of_many_executions_share_the_identifiers_they_repeat(admin) -> None:
+    # protobuf makes a new object on every field read: a scan holding 200,000 candidates held
+    # 200,000 copies of one task's id (docs/performance.md, "Memory").
+    _, client = admin(Scenario(executions=many(3)))
+    records = list(client.list_executions(PROJECT, DOMAIN))
+    attempts = [a for e in records for a in client.list_attempts(e.ref)]
+    assert len(records) == 3 and len(attempts) >= 3
+    for field in ("workflow", "launch_plan", "phase", "mode"):
+        values = [getattr(e, field) for e in records]
+        assert values[0] is not None and all(v is values[0] for v in values), field
+    assert all(e.ref.project is records[0].ref.project for e in records)
+    assert all(e.ref.domain is records[0].ref.domain for e in records)
+    for field in ("task_id", "task_type", "namespace", "phase"):
+        values = [getattr(a, field) for a in attempts]
+        assert values[0] is not None and all(v is values[0] for v in values), field
+    assert all(a.ref.node_id is attempts[0].ref.node_id for a in attempts)
+
+
 def test_unregistered_dynamic_task_takes_its_template_from_the_parent(admin) -> None:
     faults = AdminFaults(unregistered_tasks={(PROJECT, DOMAIN, ELASTIC.name, ELASTIC.version)})
     server, client = admin(Scenario(executions=[dynamic_execution("dyn")]), faults)
