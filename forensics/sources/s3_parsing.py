@@ -9,14 +9,23 @@ handlers (the same text, integer and timestamp rules); any other structure, and 
 short path does not expect (a nested structure such as `<Owner>`, a repeated scalar), goes
 through botocore's own code. Set on the client's botocore session the way the AWS CLI sets its
 timestamp parser: `parsers()`.
+
+Before any S3 answer is parsed, botocore parses its body once more to see whether a 200 holds
+an `<Error>` or was cut short (`handlers._handle_200_error`, either turns it into a 500 that is
+retried): a second parse of every listing page. `check_200_errors` answers the same two
+questions for a ListObjectsV2 page from its first and last bytes, and leaves every other
+operation to botocore.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from botocore import handlers
 from botocore.parsers import ResponseParserFactory, RestXMLParser
+from botocore.session import Session
 
 _SCALARS = frozenset(
     {"string", "character", "integer", "long", "float", "double", "boolean", "timestamp", "blob"}
@@ -91,3 +100,35 @@ def parsers(timestamp_parser: Callable[[Any], Any]) -> ResponseParserFactory:
     factory = _Factory()
     factory.set_parser_defaults(timestamp_parser=timestamp_parser)
     return factory
+
+
+# An S3 error document's root, after an optional XML declaration (S3 sends nothing else first).
+_ERROR_ROOT = re.compile(rb"\s*(?:<\?xml[^>]*\?>\s*)?<Error[\s>/]")
+_LISTING_END = b"</ListBucketResult>"
+_BOTOCORE_200_CHECK = getattr(handlers, "_handle_200_error", None)
+
+
+def listing_is_broken(body: bytes) -> bool:
+    """Whether a ListObjectsV2 answer's body is an error document or a page cut short: what
+    botocore's full parse finds in it (`handlers._looks_like_special_case_error`), since a
+    complete page is one `<ListBucketResult>` element, ending the body."""
+    return bool(_ERROR_ROOT.match(body)) or not body.rstrip().endswith(_LISTING_END)
+
+
+def _check_200_error(operation_model: Any, response_dict: Any, **kwargs: Any) -> None:
+    if operation_model.name != "ListObjectsV2" or not response_dict:
+        assert _BOTOCORE_200_CHECK is not None  # registered only in its place
+        _BOTOCORE_200_CHECK(operation_model, response_dict, **kwargs)
+        return
+    if response_dict["status_code"] == 200 and response_dict["body"]:
+        if listing_is_broken(response_dict["body"]):
+            response_dict["status_code"] = 500  # botocore's own answer: retried as a 500
+
+
+def check_200_errors(session: Session) -> None:
+    """Put `_check_200_error` in the place of botocore's check on `session` (left alone when
+    this botocore has no such handler)."""
+    if _BOTOCORE_200_CHECK is None:
+        return
+    session.unregister("before-parse.s3.*", _BOTOCORE_200_CHECK)
+    session.get_component("event_emitter").register_first("before-parse.s3.*", _check_200_error)

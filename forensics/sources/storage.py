@@ -37,7 +37,7 @@ from forensics.failures import os_failure
 from forensics.model import UTC, KeyPage, ObjectCheck, PrefixListing
 from forensics.secrets import safe_url
 from forensics.sources.expiry import describe_rule, expires, judge_outputs
-from forensics.sources.s3_parsing import parsers
+from forensics.sources.s3_parsing import check_200_errors, parsers
 
 OUTPUTS_FILE = "outputs.pb"
 
@@ -514,6 +514,7 @@ def _make_client(
         # LastModified without dateutil (most of a page's CPU otherwise); the AWS CLI sets its
         # own timestamp parser on this component the same way.
         core.register_component("response_parser_factory", parsers(_timestamp))
+        check_200_errors(core)  # a listing page parsed once, not twice
         session = boto3.session.Session(botocore_session=core, region_name=region)
         return session.client("s3", config=config)
     except ProfileNotFound as e:
