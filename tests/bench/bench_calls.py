@@ -14,6 +14,14 @@ latency, so the CPU measured here (`time.process_time` of this process) is the c
 
 each from one thread and from `--workers` threads. A scan spends one HEAD and two Admin calls per
 candidate attempt, so "per call" times those three is the CLI's floor per candidate.
+
+  round trips  the same Admin listing from `--workers` threads against a second sandbox Admin
+               that adds `--latency-ms` to every call (as `bench_scan.py` does): the calls a
+               second that `--workers` calls in flight reach on this machine with nothing else
+               in the client, against the `workers / latency` the scan benchmark's bound
+               assumes. Both ends are Python gRPC: what each call costs beyond its latency (the
+               client's and the servicer's CPU, each interpreter's lock passed between threads)
+               is the floor of any scan's Admin sweep here.
 """
 
 from __future__ import annotations
@@ -29,12 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from flytekit.configuration import PlatformConfig
 from rich.console import Console
 from rich.table import Table
 
 from forensics.config import FlyteSettings
 from forensics.model import ExecutionRef
-from forensics.sandbox.admin_server import AdminServer
+from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.s3_server import S3Server
 from forensics.sandbox.stack import sandbox_env
 from forensics.scan import callplan
@@ -46,8 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.synthetic import synthetic_month
 
 
-def _serve(executions: int, conn: Connection) -> None:
-    """Child process: Admin and S3 seeded with a synthetic month, until told to stop."""
+def _serve(executions: int, latency: float, conn: Connection) -> None:
+    """Child process: Admin and S3 seeded with a synthetic month, and a second Admin that adds
+    `latency` seconds to every call, until told to stop."""
     month = synthetic_month(
         attempts=executions,
         signalled=executions // 10,
@@ -56,6 +66,7 @@ def _serve(executions: int, conn: Connection) -> None:
     )
     sc = month.scenario
     admin, s3 = AdminServer(sc), S3Server(sc)
+    slow = AdminServer(sc, AdminFaults(latency=latency))
     refs = [(ex.project, ex.domain, ex.name) for ex in sc.executions]
     dirs = [
         sc.output_dir(ex, node, a.attempt)
@@ -63,9 +74,10 @@ def _serve(executions: int, conn: Connection) -> None:
         for node in ex.nodes
         for a in node.attempts
     ]
-    conn.send((admin.start(), s3.start(), refs, dirs))
+    conn.send((admin.start(), s3.start(), slow.start(), refs, dirs))
     conn.recv()
     admin.stop()
+    slow.stop()
     s3.stop()
 
 
@@ -81,19 +93,45 @@ def _cpu_per_call(
     return cpu / max(n, 1) * 1000, wall, n
 
 
+def _round_trips(
+    address: str, executions: Sequence[ExecutionRef], workers: int, latency: float
+) -> Table:
+    """Admin calls a second from `workers` threads against a server adding `latency` a call."""
+    with AdminClient(PlatformConfig(endpoint=address, insecure=True)) as admin:
+        for ref in executions[:50]:
+            admin.list_attempts(ref)
+        _, wall, n = _cpu_per_call(
+            admin.list_attempts, executions, workers, lambda: admin.calls_total
+        )
+    table = Table(title=f"Admin round trips, {latency * 1000:g} ms latency a call")
+    for col in ("threads", "calls", "wall s", "calls / s", "workers / latency", "ms a call"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        str(workers),
+        f"{n:,}",
+        f"{wall:.1f}",
+        f"{n / wall:,.0f}",
+        f"{workers / latency:,.0f}",
+        f"{workers * wall / n * 1000:.2f}",
+    )
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--executions", type=int, default=2000)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--latency-ms", type=float, default=5.0, help="the round-trip row's")
     args = parser.parse_args()
 
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
-    child = ctx.Process(target=_serve, args=(args.executions, there), daemon=True)
+    latency = args.latency_ms / 1000
+    child = ctx.Process(target=_serve, args=(args.executions, latency, there), daemon=True)
     child.start()
-    address, s3_url, refs, dirs = here.recv()
+    address, s3_url, slow_address, refs, dirs = here.recv()
     try:
         home = Path(tempfile.mkdtemp(prefix="bench-calls-"))
         os.environ.update(sandbox_env("http://127.0.0.1:9", address, s3_url, home))
@@ -135,6 +173,7 @@ def main() -> None:
                 f"{time.perf_counter() - wall0:.1f}",
             )
         Console().print(table)
+        Console().print(_round_trips(slow_address, executions, args.workers, latency))
     finally:
         here.send("stop")
         child.join(30)
