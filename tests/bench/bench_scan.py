@@ -110,7 +110,9 @@ ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real")
 LOKI_LINE_S = 60e-6
 DISRUPTIONS = False  # --disruptions: Kubernetes events in Loki, `[k8s_events]` on
 ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
-OPTIONS: dict[str, str] = {}  # --profile, --cli-pythonpath, --reports
+OPTIONS: dict[str, str] = {}  # --profile, --reports
+CLIS: list[str] = [""]  # --cli-pythonpath: each CLI's PYTHONPATH ("": this checkout's)
+REPEAT = 1  # --repeat: each row's scan this many times per CLI, the CLIs in turn
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,7 @@ class Run:
     size: Size
     workers: int
     lat: Latency
+    cli: str = ""  # the CLI's PYTHONPATH ("": this checkout's)
     wall: float = 0.0
     bound: float = 0.0
     cli_cpu: float = 0.0
@@ -434,8 +437,10 @@ def measure(
     lat: Latency,
     workers: int | None,
     home: Path,
+    cli: str = "",
 ) -> Run:
-    """Run the CLI once against the stack and read what the servers recorded."""
+    """Run the CLI (`cli`: its PYTHONPATH, "" for this checkout's) once against the stack and
+    read what the servers recorded."""
     w = month.window
     cmd = [sys.executable, "-m", "forensics", "scan", "-o", "json", "--no-progress"]
     if OPTIONS.get("profile"):
@@ -460,8 +465,8 @@ def measure(
     if workers is not None:
         cmd += ["--workers", str(workers)]
     env = box.child_environ() | {"XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(home)}
-    if OPTIONS.get("cli_pythonpath"):  # another checkout's CLI against the same servers
-        env["PYTHONPATH"] = OPTIONS["cli_pythonpath"]
+    if cli:  # another checkout's CLI against the same servers
+        env["PYTHONPATH"] = cli
     loki0 = len(box.loki.requests)
     (admin0, admin_cpu0), (s3_0, s3_cpu0) = box.admin.stats(), box.s3.stats()
     load0 = os.getloadavg()[0]
@@ -479,7 +484,7 @@ def measure(
         out = "\n".join(ln for ln in out.splitlines() if not ln.startswith("py-spy> "))
     done.set()
     poller.join()
-    run = Run(label, size, workers or DEFAULT_WORKERS, lat, wall=wall, rss_mb=peak[0] / 1024)
+    run = Run(label, size, workers or DEFAULT_WORKERS, lat, cli, wall=wall, rss_mb=peak[0] / 1024)
     run.cli_cpu = _cpu(resource.RUSAGE_CHILDREN) - cli0
     run.srv_cpu = _cpu(resource.RUSAGE_SELF) - srv0
     (admin1, admin_cpu1), (s3_1, s3_cpu1) = box.admin.stats(), box.s3.stats()
@@ -490,7 +495,7 @@ def measure(
         raise SystemExit(f"{label}: scan exited {proc.returncode}:\n{err[-3000:]}")
     if OPTIONS.get("reports"):  # the report as the CLI wrote it, to compare two checkouts' CLIs
         workers_part = f"-w{workers}" if workers is not None else ""
-        name = re.sub(r"[^a-z0-9]+", "-", label.lower()) + workers_part
+        name = re.sub(r"[^a-z0-9]+", "-", f"{label} {cli_name(cli)}".lower()) + workers_part
         (Path(OPTIONS["reports"]) / f"{name}.json").write_text(out)
     report = json.loads(out)
     if not report["complete"]:
@@ -567,15 +572,18 @@ def run_size(
     runs: list[Run] = []
     with stack(month, size, lat, home, times) as box:
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
-        for workers in worker_counts:
+        for workers, _, cli in itertools.product(worker_counts, range(REPEAT), CLIS):
             name = label if workers is None else f"{label} workers={workers}"
-            run = measure(name, box, month, size, lat, workers, home)
+            run = measure(name, box, month, size, lat, workers, home, cli)
             run.minimum, run.seed_s = minimal, times
             run.bound = minimal.bound(run.workers, lat)
             # The same attempts under any noise and worker count: the same findings, exactly.
             first = reference.setdefault(replace(size, noise=0), run.findings)
             run.same = "yes" if run.findings == first and expected_ok(run, month) else "NO"
-            console.log(f"{name}: {run.wall:.1f}s (bound {run.bound:.1f}s), findings {run.same}")
+            console.log(
+                f"{name} ({cli_name(cli)}): {run.wall:.1f}s (bound {run.bound:.1f}s), "
+                f"findings {run.same}"
+            )
             runs.append(run)
     return runs
 
@@ -583,10 +591,16 @@ def run_size(
 # -- the table ----------------------------------------------------------------------------------
 
 
+def cli_name(cli: str) -> str:
+    """How the table names a CLI: its checkout's folder, or "this" for this checkout's."""
+    return Path(cli).name or cli if cli else "this"
+
+
 def table(runs: list[Run]) -> Table:
     t = Table(title="elastic-audit scan of a synthetic 30-day month (sandbox on loopback)")
     for col, just in [
         ("run", "left"),
+        ("CLI", "left"),
         ("attempts / signalled / affected", "right"),
         ("log lines", "right"),
         ("W", "right"),
@@ -611,6 +625,7 @@ def table(runs: list[Run]) -> Table:
         admin = sum(r.admin.values())
         t.add_row(
             r.label,
+            cli_name(r.cli),
             f"{r.size.attempts:,} / {r.size.signalled:,} / {r.size.affected:,}",
             f"{r.size.noise:,}",
             str(r.workers),
@@ -690,8 +705,10 @@ def _apply_options(args: argparse.Namespace) -> None:
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         OPTIONS["profile"] = args.profile
+    global CLIS, REPEAT
     if args.cli_pythonpath:
-        OPTIONS["cli_pythonpath"] = args.cli_pythonpath
+        CLIS = [p if p != "." else "" for p in args.cli_pythonpath.split(",")]
+    REPEAT = args.repeat
     if args.reports:
         Path(args.reports).mkdir(parents=True, exist_ok=True)
         OPTIONS["reports"] = args.reports
@@ -726,8 +743,16 @@ def main() -> None:
     parser.add_argument(
         "--cli-pythonpath",
         metavar="PATH",
-        help="PYTHONPATH of the CLI process only: another checkout's `forensics` (before/after "
-        "rows against the same servers)",
+        help="PYTHONPATH of the CLI process only: another checkout's `forensics`; several, "
+        "comma-separated (`.` for this checkout's), run in turn against the same servers "
+        "(before/after rows)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="scan each row this many times per CLI, the CLIs in turn (this machine's noise "
+        "is seconds: interleaved runs compare two CLIs under the same noise)",
     )
     parser.add_argument(
         "--reports",
@@ -799,6 +824,7 @@ def main() -> None:
                 [
                     {
                         "run": r.label,
+                        "cli": cli_name(r.cli),
                         "size": r.size.__dict__,
                         "workers": r.workers,
                         "latency": r.lat.__dict__,
