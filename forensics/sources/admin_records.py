@@ -42,8 +42,9 @@ H = TypeVar("H", bound=Hashable)
 # Identifiers that many records repeat: a project's and a domain's name, a namespace, a task
 # type, the id of a workflow, a launch plan or a task. protobuf makes a new object on every read
 # of a field, so a scan's candidates (held until their outputs.pb is answered, up to a batch)
-# held one copy each of what they share (docs/performance.md, "Memory"): one object per value
-# here, the table emptied when it grows past `_SHARED_MAX` (a long `watch` meets new versions).
+# held one copy each of what they share (docs/performance.md, "Memory grows with the number of
+# candidates"): one object per value here, the table emptied when it grows past `_SHARED_MAX`
+# (a long `watch` meets new versions).
 _SHARED: dict[Hashable, Any] = {}
 _SHARED_MAX = 50_000
 

@@ -309,7 +309,7 @@ def test_get_task_once_per_distinct_task_across_executions(admin) -> None:
 
 def test_records_of_many_executions_share_the_identifiers_they_repeat(admin) -> None:
     # protobuf makes a new object on every field read: a scan holding 200,000 candidates held
-    # 200,000 copies of one task's id (docs/performance.md, "Memory").
+    # 200,000 copies of one task's id (docs/performance.md, "Memory grows with ...").
     _, client = admin(Scenario(executions=many(3)))
     records = list(client.list_executions(PROJECT, DOMAIN))
     attempts = [a for e in records for a in client.list_attempts(e.ref)]
