@@ -446,7 +446,7 @@ def measure(
     if OPTIONS.get("profile"):
         # py-spy samples the CLI's thread that holds the interpreter lock (`--gil`): where its
         # CPU goes (threads waiting for a lock, a socket or the GIL are not counted).
-        out = Path(OPTIONS["profile"]) / f"{re.sub(r'[^a-z0-9]+', '-', label.lower())}.txt"
+        out = Path(OPTIONS["profile"]) / f"{_file_name(label, cli)}.txt"
         spy = Path(sys.executable).with_name("py-spy")
         cmd = [
             str(spy) if spy.exists() else "py-spy",
@@ -495,7 +495,7 @@ def measure(
         raise SystemExit(f"{label}: scan exited {proc.returncode}:\n{err[-3000:]}")
     if OPTIONS.get("reports"):  # the report as the CLI wrote it, to compare two checkouts' CLIs
         workers_part = f"-w{workers}" if workers is not None else ""
-        name = re.sub(r"[^a-z0-9]+", "-", f"{label} {cli_name(cli)}".lower()) + workers_part
+        name = _file_name(label, cli) + workers_part
         (Path(OPTIONS["reports"]) / f"{name}.json").write_text(out)
     report = json.loads(out)
     if not report["complete"]:
@@ -589,6 +589,11 @@ def run_size(
 
 
 # -- the table ----------------------------------------------------------------------------------
+
+
+def _file_name(label: str, cli: str) -> str:
+    """A row's profile or report file name: the label's, and another checkout's CLI's folder."""
+    return re.sub(r"[^a-z0-9]+", "-", f"{label} {cli_name(cli) if cli else ''}".strip().lower())
 
 
 def cli_name(cli: str) -> str:
