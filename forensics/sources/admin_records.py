@@ -39,24 +39,19 @@ _TERMINAL_TASK_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_
 
 H = TypeVar("H", bound=Hashable)
 
-# Identifiers that many records repeat: a project's and a domain's name, a namespace, a task
-# type, the id of a workflow, a launch plan or a task. protobuf makes a new object on every read
-# of a field, so a scan's candidates (held until their outputs.pb is answered, up to a batch)
-# held one copy each of what they share (docs/performance.md, "Memory grows with the number of
-# candidates"): one object per value here, the table emptied when it grows past `_SHARED_MAX`
-# (a long `watch` meets new versions).
-_SHARED: dict[Hashable, Any] = {}
-_SHARED_MAX = 50_000
 
-
+@lru_cache(maxsize=50_000)
 def _shared(value: H) -> H:
-    """The one object equal to `value` that records share (a race only costs a duplicate)."""
-    got = _SHARED.get(value)
-    if got is None:
-        if len(_SHARED) >= _SHARED_MAX:
-            _SHARED.clear()
-        _SHARED[value] = got = value
-    return got  # type: ignore[no-any-return]
+    """The one object equal to `value` that records share.
+
+    Identifiers many records repeat: a project's and a domain's name, a namespace, a node id, a
+    task type, the id of a workflow, a launch plan or a task. protobuf makes a new object on
+    every read of a field, so a scan's candidates (held until their outputs.pb is answered, up to
+    a batch) held one copy each of what they share (docs/performance.md, "Memory grows with the
+    number of candidates"). The cache returns the first equal value it was given; bounded, so a
+    long `watch` meeting new versions forgets old ones.
+    """
+    return value
 
 
 @lru_cache(maxsize=256)
