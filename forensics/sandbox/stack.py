@@ -48,6 +48,16 @@ SHADOWING_VARS = (
 )
 
 
+def child_environ(env: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`base` (default os.environ) with SHADOWING_VARS hidden and `env` (what points clients at
+    a sandbox) set: for a subprocess's `env=`."""
+    merged = dict(os.environ if base is None else base)
+    for name in SHADOWING_VARS:
+        merged.pop(name, None)
+    merged.update(env)
+    return merged
+
+
 @dataclass
 class Faults:
     """Fault injection for each server of the stack (None: that server behaves)."""
@@ -68,11 +78,7 @@ class Sandbox:
 
     def child_environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """`base` (default os.environ) as apply_env() would make it: for a subprocess's `env=`."""
-        merged = dict(os.environ if base is None else base)
-        for name in SHADOWING_VARS:
-            merged.pop(name, None)
-        merged.update(self.env)
-        return merged
+        return child_environ(self.env, base)
 
     @contextmanager
     def apply_env(self) -> Iterator[dict[str, str]]:

@@ -93,7 +93,7 @@ from forensics.sandbox.k8s_events import K8sEvent, event_line, karpenter_disrupt
 from forensics.sandbox.loki_server import LokiFaults, LokiServer
 from forensics.sandbox.s3_server import S3Faults, S3Server
 from forensics.sandbox.scenario import SandboxExecution
-from forensics.sandbox.stack import Sandbox, sandbox_env
+from forensics.sandbox.stack import child_environ, sandbox_env
 from forensics.scan.disruptions import EVENT_LEAD
 
 # Run as a script (`python tests/bench/...`): tests/ on sys.path for the test-only `support`.
@@ -343,18 +343,16 @@ class Child:
     """A sandbox server running in a child process: what it recorded, and its CPU seconds."""
 
     def __init__(self, kind: str, size: Size, lat: Latency) -> None:
-        self._conn, there = mp.get_context("spawn").Pipe()
-        self._process = mp.get_context("spawn").Process(
-            target=_serve, args=(kind, size, lat, there), daemon=True
-        )
+        ctx = mp.get_context("spawn")
+        self._conn, there = ctx.Pipe()
+        self._process = ctx.Process(target=_serve, args=(kind, size, lat, there), daemon=True)
         self._process.start()
-        self.address = ""
 
     def ready(self, executions: int) -> str:
         """The server's address, once it is seeded (with the month this process generated)."""
-        self.address, seeded = self._conn.recv()
+        address, seeded = self._conn.recv()
         assert seeded == executions, "the child seeded another month"
-        return self.address
+        return str(address)
 
     def stats(self) -> tuple[Any, float]:
         self._conn.send("stats")
@@ -375,8 +373,8 @@ class Stack:
     env: dict[str, str]
 
     def child_environ(self) -> dict[str, str]:
-        """The CLI's environment, made as the sandbox makes it (`Sandbox.child_environ`)."""
-        return Sandbox.child_environ(self)  # type: ignore[arg-type]  # it reads `env` only
+        """The CLI's environment, made as the sandbox makes it."""
+        return child_environ(self.env)
 
 
 @contextmanager
@@ -593,12 +591,14 @@ def run_size(
 
 def _file_name(label: str, cli: str) -> str:
     """A row's profile or report file name: the label's, and another checkout's CLI's folder."""
-    return re.sub(r"[^a-z0-9]+", "-", f"{label} {cli_name(cli) if cli else ''}".strip().lower())
+    return re.sub(r"[^a-z0-9]+", "-", (f"{label} {cli_name(cli)}" if cli else label).lower())
 
 
 def cli_name(cli: str) -> str:
     """How the table names a CLI: its checkout's folder, or "this" for this checkout's."""
-    return Path(cli).name or cli if cli else "this"
+    if not cli:
+        return "this"
+    return Path(cli).name or cli
 
 
 def table(runs: list[Run]) -> Table:
