@@ -15,28 +15,36 @@ latency, so the CPU measured here (`time.process_time` of this process) is the c
 each from one thread and from `--workers` threads. A scan spends one HEAD and two Admin calls per
 candidate attempt, so "per call" times those three is the CLI's floor per candidate.
 
-  round trips  the same Admin listing from `--workers` threads against a second sandbox Admin
-               that adds `--latency-ms` to every call (as `bench_scan.py` does): the calls a
-               second that `--workers` calls in flight reach on this machine with nothing else
-               in the client, against the `workers / latency` the scan benchmark's bound
-               assumes. Both ends are Python gRPC: what each call costs beyond its latency (the
-               client's and the servicer's CPU, each interpreter's lock passed between threads)
-               is the floor of any scan's Admin sweep here.
+  round trips  the same Admin listing with `--workers` calls in flight against servers that add
+               `--latency-ms` to every call (as `bench_scan.py` does): the calls a second this
+               machine reaches with nothing else in the client, against the `workers / latency`
+               the scan benchmark's bound assumes. Servers: the sandbox Admin (a thread per
+               call), and a servicer that only waits and replays one prepared answer ("canned"),
+               threaded and on grpc.aio. Clients: flytekit's (the scan's `AdminClient`),
+               flyteidl's bare stub on a plain channel (no flytekit interceptors), and grpc.aio's
+               stub (coroutines on one event loop, no thread per call). Where every row reaches
+               about the same rate, neither end's design is what keeps a call above its latency:
+               the round trip itself is (gRPC's own work and the wake-ups at both ends).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing as mp
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+import grpc
+from flyteidl.admin import node_execution_pb2, task_execution_pb2
+from flyteidl.service import admin_pb2_grpc
 from flytekit.configuration import PlatformConfig
 from rich.console import Console
 from rich.table import Table
@@ -74,11 +82,91 @@ def _serve(executions: int, latency: float, conn: Connection) -> None:
         for node in ex.nodes
         for a in node.attempts
     ]
-    conn.send((admin.start(), s3.start(), slow.start(), refs, dirs))
+    address = admin.start()
+    canned = _Canned(address, refs[0], latency)
+    threaded = grpc.server(ThreadPoolExecutor(max_workers=8))
+    admin_pb2_grpc.add_AdminServiceServicer_to_server(canned, threaded)
+    threaded_port = threaded.add_insecure_port("127.0.0.1:0")
+    threaded.start()
+    loop = asyncio.new_event_loop()
+    aio_port = _start_aio(loop, _CannedAio(canned))
+    conn.send(
+        (
+            address,
+            s3.start(),
+            {
+                "sandbox (threads)": slow.start(),
+                "canned (threads)": f"127.0.0.1:{threaded_port}",
+                "canned (asyncio)": f"127.0.0.1:{aio_port}",
+            },
+            refs,
+            dirs,
+        )
+    )
     conn.recv()
     admin.stop()
     slow.stop()
     s3.stop()
+    threaded.stop(None)
+
+
+class _Canned(admin_pb2_grpc.AdminServiceServicer):
+    """Answers every ListNodeExecutions and ListTaskExecutions with the sandbox Admin's answer
+    for one execution, after `latency`: a servicer whose own work per call is next to nothing.
+    GetTask (once per task: the client caches it) is passed on to the sandbox."""
+
+    def __init__(self, address: str, execution: tuple[str, str, str], latency: float) -> None:
+        self.latency = latency
+        self.real = admin_pb2_grpc.AdminServiceStub(grpc.insecure_channel(address))
+        self.nodes = self.real.ListNodeExecutions(_node_request(ExecutionRef(*execution)))
+        self.tasks = self.real.ListTaskExecutions(_task_requests(self.nodes)[0])
+
+    def ListNodeExecutions(self, request: object, context: object) -> object:
+        time.sleep(self.latency)
+        return self.nodes
+
+    def ListTaskExecutions(self, request: object, context: object) -> object:
+        time.sleep(self.latency)
+        return self.tasks
+
+    def GetTask(self, request: object, context: object) -> object:
+        return self.real.GetTask(request)
+
+
+class _CannedAio(admin_pb2_grpc.AdminServiceServicer):
+    """`_Canned` on grpc.aio: no thread per call in flight, the latency an `asyncio.sleep`."""
+
+    def __init__(self, canned: _Canned) -> None:
+        self.canned = canned
+
+    async def ListNodeExecutions(self, request: object, context: object) -> object:
+        await asyncio.sleep(self.canned.latency)
+        return self.canned.nodes
+
+    async def ListTaskExecutions(self, request: object, context: object) -> object:
+        await asyncio.sleep(self.canned.latency)
+        return self.canned.tasks
+
+    async def GetTask(self, request: object, context: object) -> object:
+        return self.canned.real.GetTask(request)
+
+
+_AIO_SERVERS: list[grpc.aio.Server] = []
+
+
+def _start_aio(loop: asyncio.AbstractEventLoop, servicer: _CannedAio) -> int:
+    """A grpc.aio server for `servicer` on `loop`, run by a daemon thread; its port."""
+
+    async def serve() -> int:
+        server = grpc.aio.server()
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(servicer, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        _AIO_SERVERS.append(server)  # a grpc.aio server stops when it is collected
+        return port
+
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    return asyncio.run_coroutine_threadsafe(serve(), loop).result()
 
 
 def _cpu_per_call(
@@ -93,27 +181,117 @@ def _cpu_per_call(
     return cpu / max(n, 1) * 1000, wall, n
 
 
-def _round_trips(
-    address: str, executions: Sequence[ExecutionRef], workers: int, latency: float
-) -> Table:
-    """Admin calls a second from `workers` threads against a server adding `latency` a call."""
+Lister = Callable[[str, Sequence[ExecutionRef], int], tuple[float, float, int]]
+
+
+def _flytekit(
+    address: str, executions: Sequence[ExecutionRef], workers: int
+) -> tuple[float, float, int]:
+    """`AdminClient.list_attempts` on every execution (the scan's client, flytekit's channel)."""
     with AdminClient(PlatformConfig(endpoint=address, insecure=True)) as admin:
         for ref in executions[:50]:
             admin.list_attempts(ref)
-        _, wall, n = _cpu_per_call(
-            admin.list_attempts, executions, workers, lambda: admin.calls_total
-        )
-    table = Table(title=f"Admin round trips, {latency * 1000:g} ms latency a call")
-    for col in ("threads", "calls", "wall s", "calls / s", "workers / latency", "ms a call"):
-        table.add_column(col, justify="right")
-    table.add_row(
-        str(workers),
-        f"{n:,}",
-        f"{wall:.1f}",
-        f"{n / wall:,.0f}",
-        f"{workers / latency:,.0f}",
-        f"{workers * wall / n * 1000:.2f}",
+        return _cpu_per_call(admin.list_attempts, executions, workers, lambda: admin.calls_total)
+
+
+def _node_request(ref: ExecutionRef) -> node_execution_pb2.NodeExecutionListRequest:
+    return node_execution_pb2.NodeExecutionListRequest(
+        workflow_execution_id=ref.as_dict(), limit=100
     )
+
+
+def _task_requests(
+    nodes: node_execution_pb2.NodeExecutionList,
+) -> list[task_execution_pb2.TaskExecutionListRequest]:
+    """One ListTaskExecutions per task node, as `list_attempts` makes them."""
+    return [
+        task_execution_pb2.TaskExecutionListRequest(node_execution_id=n.id, limit=100)
+        for n in nodes.node_executions
+        if n.id.node_id not in ("start-node", "end-node")
+    ]
+
+
+def _bare_stub(
+    address: str, executions: Sequence[ExecutionRef], workers: int
+) -> tuple[float, float, int]:
+    """The same calls through flyteidl's generated stub on a plain channel: no flytekit
+    interceptors, no conversion, no retry policy — what Python gRPC's blocking client reaches."""
+    stub = admin_pb2_grpc.AdminServiceStub(grpc.insecure_channel(address))
+    calls = [0]
+    lock = threading.Lock()
+
+    def both(ref: ExecutionRef) -> None:
+        tasks = _task_requests(stub.ListNodeExecutions(_node_request(ref), timeout=30))
+        for req in tasks:
+            stub.ListTaskExecutions(req, timeout=30)
+        with lock:
+            calls[0] += 1 + len(tasks)
+
+    for ref in executions[:50]:
+        both(ref)
+    return _cpu_per_call(both, executions, workers, lambda: calls[0])
+
+
+def _aio_stub(
+    address: str, executions: Sequence[ExecutionRef], workers: int
+) -> tuple[float, float, int]:
+    """The same calls through grpc.aio: `workers` coroutines on one event loop, no thread per
+    call in flight."""
+
+    async def run() -> tuple[float, float, int]:
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = admin_pb2_grpc.AdminServiceStub(channel)
+            calls = 0
+
+            async def both(ref: ExecutionRef) -> None:
+                nonlocal calls
+                tasks = _task_requests(
+                    await stub.ListNodeExecutions(_node_request(ref), timeout=30)
+                )
+                for req in tasks:
+                    await stub.ListTaskExecutions(req, timeout=30)
+                calls += 1 + len(tasks)
+
+            async def worker(todo: list[ExecutionRef]) -> None:
+                while todo:
+                    await both(todo.pop())
+
+            await worker(list(executions[:50]))
+            todo = list(reversed(executions))
+            before, cpu0, wall0 = calls, time.process_time(), time.perf_counter()
+            await asyncio.gather(*(worker(todo) for _ in range(workers)))
+            cpu, wall, n = time.process_time() - cpu0, time.perf_counter() - wall0, calls - before
+            return cpu / max(n, 1) * 1000, wall, n
+
+    return asyncio.run(run())
+
+
+def _round_trips(
+    servers: dict[str, str], executions: Sequence[ExecutionRef], workers: int, latency: float
+) -> Table:
+    """Admin calls a second from `workers` threads against servers adding `latency` a call."""
+    table = Table(title=f"Admin round trips, {latency * 1000:g} ms latency a call")
+    for col in ("server, client", "in flight", "calls", "wall s", "calls / s", "workers / latency"):
+        table.add_column(col, justify="left" if col == "server, client" else "right")
+    for col in ("ms a call", "client CPU ms / call"):
+        table.add_column(col, justify="right")
+    rows: list[tuple[str, str, Lister]] = [
+        (f"{name}, flytekit's client", address, _flytekit) for name, address in servers.items()
+    ]
+    rows.append(("canned (threads), bare stub", servers["canned (threads)"], _bare_stub))
+    rows.append(("canned (asyncio), grpc.aio stub", servers["canned (asyncio)"], _aio_stub))
+    for name, address, client in rows:
+        ms, wall, n = client(address, executions, workers)
+        table.add_row(
+            name,
+            str(workers),
+            f"{n:,}",
+            f"{wall:.1f}",
+            f"{n / wall:,.0f}",
+            f"{workers / latency:,.0f}",
+            f"{workers * wall / n * 1000:.2f}",
+            f"{ms:.2f}",
+        )
     return table
 
 
@@ -131,7 +309,7 @@ def main() -> None:
     latency = args.latency_ms / 1000
     child = ctx.Process(target=_serve, args=(args.executions, latency, there), daemon=True)
     child.start()
-    address, s3_url, slow_address, refs, dirs = here.recv()
+    address, s3_url, slow, refs, dirs = here.recv()
     try:
         home = Path(tempfile.mkdtemp(prefix="bench-calls-"))
         os.environ.update(sandbox_env("http://127.0.0.1:9", address, s3_url, home))
@@ -173,7 +351,7 @@ def main() -> None:
                 f"{time.perf_counter() - wall0:.1f}",
             )
         Console().print(table)
-        Console().print(_round_trips(slow_address, executions, args.workers, latency))
+        Console(width=150).print(_round_trips(slow, executions, args.workers, latency))
     finally:
         here.send("stop")
         child.join(30)
