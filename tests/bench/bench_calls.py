@@ -12,8 +12,10 @@ latency, so the CPU measured here (`time.process_time` of this process) is the c
   attempts     `AdminClient.list_attempts` (ListNodeExecutions + ListTaskExecutions, through
                flytekit's client; GetTask once per task, warmed up first) on every execution
 
-each from one thread and from `--workers` threads. A scan spends one HEAD and two Admin calls per
-candidate attempt, so "per call" times those three is the CLI's floor per candidate.
+each from one thread and from `--workers` threads. A scan spends about one Admin call
+(ListTaskExecutions, where the closure names an all-elastic workflow's nodes) and one walked
+outputs.pb check per candidate attempt (docs/performance.md), so those two "per call" figures
+are the client's floor per candidate.
 
   round trips  the same Admin listing with `--workers` calls in flight against servers that add
                `--latency-ms` to every call (as `bench_scan.py` does): the calls a second this
@@ -88,8 +90,7 @@ def _serve(executions: int, latency: float, conn: Connection) -> None:
     admin_pb2_grpc.add_AdminServiceServicer_to_server(canned, threaded)
     threaded_port = threaded.add_insecure_port("127.0.0.1:0")
     threaded.start()
-    loop = asyncio.new_event_loop()
-    aio_port = _start_aio(loop, _CannedAio(canned))
+    aio_server, aio_port = _start_aio(asyncio.new_event_loop(), _CannedAio(canned))
     conn.send(
         (
             address,
@@ -108,6 +109,7 @@ def _serve(executions: int, latency: float, conn: Connection) -> None:
     slow.stop()
     s3.stop()
     threaded.stop(None)
+    del aio_server  # held until here: a collected grpc.aio server stops
 
 
 class _Canned(admin_pb2_grpc.AdminServiceServicer):
@@ -151,19 +153,18 @@ class _CannedAio(admin_pb2_grpc.AdminServiceServicer):
         return self.canned.real.GetTask(request)
 
 
-_AIO_SERVERS: list[grpc.aio.Server] = []
+def _start_aio(
+    loop: asyncio.AbstractEventLoop, servicer: _CannedAio
+) -> tuple[grpc.aio.Server, int]:
+    """A grpc.aio server for `servicer` on `loop`, run by a daemon thread, and its port (the
+    caller keeps the server: one that is collected stops)."""
 
-
-def _start_aio(loop: asyncio.AbstractEventLoop, servicer: _CannedAio) -> int:
-    """A grpc.aio server for `servicer` on `loop`, run by a daemon thread; its port."""
-
-    async def serve() -> int:
+    async def serve() -> tuple[grpc.aio.Server, int]:
         server = grpc.aio.server()
         admin_pb2_grpc.add_AdminServiceServicer_to_server(servicer, server)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
-        _AIO_SERVERS.append(server)  # a grpc.aio server stops when it is collected
-        return port
+        return server, port
 
     threading.Thread(target=loop.run_forever, daemon=True).start()
     return asyncio.run_coroutine_threadsafe(serve(), loop).result()
