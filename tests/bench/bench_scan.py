@@ -436,15 +436,16 @@ def measure(
     workers: int | None,
     home: Path,
     cli: str = "",
+    turn: int = 0,
 ) -> Run:
     """Run the CLI (`cli`: its PYTHONPATH, "" for this checkout's) once against the stack and
-    read what the servers recorded."""
+    read what the servers recorded; `turn` numbers the runs of a repeated row."""
     w = month.window
     cmd = [sys.executable, "-m", "forensics", "scan", "-o", "json", "--no-progress"]
     if OPTIONS.get("profile"):
         # py-spy samples the CLI's thread that holds the interpreter lock (`--gil`): where its
         # CPU goes (threads waiting for a lock, a socket or the GIL are not counted).
-        out = Path(OPTIONS["profile"]) / f"{_file_name(label, cli)}.txt"
+        out = Path(OPTIONS["profile"]) / f"{_file_name(label, cli, turn)}.txt"
         spy = Path(sys.executable).with_name("py-spy")
         cmd = [
             str(spy) if spy.exists() else "py-spy",
@@ -492,9 +493,7 @@ def measure(
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{label}: scan exited {proc.returncode}:\n{err[-3000:]}")
     if OPTIONS.get("reports"):  # the report as the CLI wrote it, to compare two checkouts' CLIs
-        workers_part = f"-w{workers}" if workers is not None else ""
-        name = _file_name(label, cli) + workers_part
-        (Path(OPTIONS["reports"]) / f"{name}.json").write_text(out)
+        (Path(OPTIONS["reports"]) / f"{_file_name(label, cli, turn)}.json").write_text(out)
     report = json.loads(out)
     if not report["complete"]:
         raise SystemExit(f"{label}: incomplete scan: {report['gaps'][:3]}\n{err[-2000:]}")
@@ -570,9 +569,9 @@ def run_size(
     runs: list[Run] = []
     with stack(month, size, lat, home, times) as box:
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
-        for workers, _, cli in itertools.product(worker_counts, range(REPEAT), CLIS):
+        for workers, turn, cli in itertools.product(worker_counts, range(REPEAT), CLIS):
             name = label if workers is None else f"{label} workers={workers}"
-            run = measure(name, box, month, size, lat, workers, home, cli)
+            run = measure(name, box, month, size, lat, workers, home, cli, turn)
             run.minimum, run.seed_s = minimal, times
             run.bound = minimal.bound(run.workers, lat)
             # The same attempts under any noise and worker count: the same findings, exactly.
@@ -589,9 +588,11 @@ def run_size(
 # -- the table ----------------------------------------------------------------------------------
 
 
-def _file_name(label: str, cli: str) -> str:
-    """A row's profile or report file name: the label's, and another checkout's CLI's folder."""
-    return re.sub(r"[^a-z0-9]+", "-", (f"{label} {cli_name(cli)}" if cli else label).lower())
+def _file_name(label: str, cli: str, turn: int = 0) -> str:
+    """A run's profile or report file name: its label (workers included), another checkout's
+    CLI's folder, and which run of a repeated row it is."""
+    parts = [label, cli_name(cli) if cli else "", f"run{turn + 1}" if REPEAT > 1 else ""]
+    return re.sub(r"[^a-z0-9]+", "-", " ".join(p for p in parts if p).lower())
 
 
 def cli_name(cli: str) -> str:
