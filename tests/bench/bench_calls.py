@@ -24,9 +24,12 @@ are the client's floor per candidate.
                call), and a servicer that only waits and replays one prepared answer ("canned"),
                threaded and on grpc.aio. Clients: flytekit's (the scan's `AdminClient`),
                flyteidl's bare stub on a plain channel (no flytekit interceptors), and grpc.aio's
-               stub (coroutines on one event loop, no thread per call). Where every row reaches
-               about the same rate, neither end's design is what keeps a call above its latency:
-               the round trip itself is (gRPC's own work and the wake-ups at both ends).
+               stub (coroutines on one event loop, no thread per call). And a control with no
+               gRPC in it ("socket"): the same requests and answers, parsed and serialized by
+               protobuf at both ends, sent length-prefixed over one TCP connection per client
+               thread to a thread per connection that sleeps the same latency. What the control
+               reaches and the gRPC rows do not is what gRPC's work per call costs at two ends
+               that each run one interpreter at a time (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
+import socket
+import socketserver
+import struct
 import sys
 import tempfile
 import threading
@@ -91,6 +97,8 @@ def _serve(executions: int, latency: float, conn: Connection) -> None:
     threaded_port = threaded.add_insecure_port("127.0.0.1:0")
     threaded.start()
     aio_server, aio_port = _start_aio(asyncio.new_event_loop(), _CannedAio(canned))
+    sockets = _SocketServer(canned)
+    threading.Thread(target=sockets.serve_forever, daemon=True).start()
     conn.send(
         (
             address,
@@ -102,9 +110,11 @@ def _serve(executions: int, latency: float, conn: Connection) -> None:
             },
             refs,
             dirs,
+            f"127.0.0.1:{sockets.server_address[1]}",
         )
     )
     conn.recv()
+    sockets.shutdown()
     admin.stop()
     slow.stop()
     s3.stop()
@@ -168,6 +178,85 @@ def _start_aio(
 
     threading.Thread(target=loop.run_forever, daemon=True).start()
     return asyncio.run_coroutine_threadsafe(serve(), loop).result()
+
+
+_FRAME = struct.Struct("!BI")  # a request's kind (0 nodes, 1 tasks) and length; an answer's length
+
+
+def _frame(sock: socket.socket, kind: int, body: bytes) -> None:
+    sock.sendall(_FRAME.pack(kind, len(body)) + body)
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+class _SocketServer(socketserver.ThreadingTCPServer):
+    """The control: `_Canned`'s answers with no gRPC, a thread per connection (one per client
+    thread) that parses each request, sleeps the latency and sends the serialized answer."""
+
+    daemon_threads = True
+
+    def __init__(self, canned: _Canned) -> None:
+        self.canned = canned
+        super().__init__(("127.0.0.1", 0), _SocketHandler)
+
+
+class _SocketHandler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        sock, canned = self.request, self.server.canned  # type: ignore[attr-defined]
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        kinds = (
+            (node_execution_pb2.NodeExecutionListRequest, canned.nodes),
+            (task_execution_pb2.TaskExecutionListRequest, canned.tasks),
+        )
+        while True:
+            try:
+                kind, n = _FRAME.unpack(_read(sock, _FRAME.size))
+                request_type, answer = kinds[kind]
+                request_type.FromString(_read(sock, n))
+            except ConnectionError:
+                return
+            time.sleep(canned.latency)
+            body = answer.SerializeToString()
+            _frame(sock, kind, body)
+
+
+def _socket_client(
+    address: str, executions: Sequence[ExecutionRef], workers: int
+) -> tuple[float, float, int]:
+    """The bare stub's calls over `_SocketServer`: a connection per thread, the same protobuf
+    work, no gRPC."""
+    host, port = address.rsplit(":", 1)
+    local = threading.local()
+    calls = [0]
+    lock = threading.Lock()
+
+    def call(kind: int, request: object, answer_type: type) -> object:
+        if not hasattr(local, "sock"):
+            local.sock = socket.create_connection((host, int(port)))
+            local.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        _frame(local.sock, kind, request.SerializeToString())  # type: ignore[attr-defined]
+        _, n = _FRAME.unpack(_read(local.sock, _FRAME.size))
+        return answer_type.FromString(_read(local.sock, n))  # type: ignore[attr-defined]
+
+    def both(ref: ExecutionRef) -> None:
+        nodes = call(0, _node_request(ref), node_execution_pb2.NodeExecutionList)
+        tasks = _task_requests(nodes)  # type: ignore[arg-type]
+        for req in tasks:
+            call(1, req, task_execution_pb2.TaskExecutionList)
+        with lock:
+            calls[0] += 1 + len(tasks)
+
+    for ref in executions[:50]:
+        both(ref)
+    return _cpu_per_call(both, executions, workers, lambda: calls[0])
 
 
 def _cpu_per_call(
@@ -268,7 +357,11 @@ def _aio_stub(
 
 
 def _round_trips(
-    servers: dict[str, str], executions: Sequence[ExecutionRef], workers: int, latency: float
+    servers: dict[str, str],
+    control: str,
+    executions: Sequence[ExecutionRef],
+    workers: int,
+    latency: float,
 ) -> Table:
     """Admin calls a second from `workers` threads against servers adding `latency` a call."""
     table = Table(title=f"Admin round trips, {latency * 1000:g} ms latency a call")
@@ -281,6 +374,7 @@ def _round_trips(
     ]
     rows.append(("canned (threads), bare stub", servers["canned (threads)"], _bare_stub))
     rows.append(("canned (asyncio), grpc.aio stub", servers["canned (asyncio)"], _aio_stub))
+    rows.append(("canned (threads), socket: no gRPC", control, _socket_client))
     for name, address, client in rows:
         ms, wall, n = client(address, executions, workers)
         table.add_row(
@@ -310,7 +404,7 @@ def main() -> None:
     latency = args.latency_ms / 1000
     child = ctx.Process(target=_serve, args=(args.executions, latency, there), daemon=True)
     child.start()
-    address, s3_url, slow, refs, dirs = here.recv()
+    address, s3_url, slow, refs, dirs, control = here.recv()
     try:
         home = Path(tempfile.mkdtemp(prefix="bench-calls-"))
         os.environ.update(sandbox_env("http://127.0.0.1:9", address, s3_url, home))
@@ -352,7 +446,7 @@ def main() -> None:
                 f"{time.perf_counter() - wall0:.1f}",
             )
         Console().print(table)
-        Console(width=150).print(_round_trips(slow, executions, args.workers, latency))
+        Console(width=150).print(_round_trips(slow, control, executions, args.workers, latency))
     finally:
         here.send("stop")
         child.join(30)
