@@ -71,9 +71,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support.synthetic import synthetic_month
 
 
-def _serve(executions: int, latency: float, conn: Connection) -> None:
+def _serve(executions: int, latency: float, workers: int, conn: Connection) -> None:
     """Child process: Admin and S3 seeded with a synthetic month, and a second Admin that adds
-    `latency` seconds to every call, until told to stop."""
+    `latency` seconds to every call, until told to stop (the threaded servers with a thread for
+    each of the client's `workers` calls in flight)."""
     month = synthetic_month(
         attempts=executions,
         signalled=executions // 10,
@@ -81,8 +82,8 @@ def _serve(executions: int, latency: float, conn: Connection) -> None:
         noise_lines=0,
     )
     sc = month.scenario
-    admin, s3 = AdminServer(sc), S3Server(sc)
-    slow = AdminServer(sc, AdminFaults(latency=latency))
+    admin, s3 = AdminServer(sc, workers=workers), S3Server(sc)
+    slow = AdminServer(sc, AdminFaults(latency=latency), workers=workers)
     refs = [(ex.project, ex.domain, ex.name) for ex in sc.executions]
     dirs = [
         sc.output_dir(ex, node, a.attempt)
@@ -92,7 +93,7 @@ def _serve(executions: int, latency: float, conn: Connection) -> None:
     ]
     address = admin.start()
     canned = _Canned(address, refs[0], latency)
-    threaded = grpc.server(ThreadPoolExecutor(max_workers=8))
+    threaded = grpc.server(ThreadPoolExecutor(max_workers=workers))
     admin_pb2_grpc.add_AdminServiceServicer_to_server(canned, threaded)
     threaded_port = threaded.add_insecure_port("127.0.0.1:0")
     threaded.start()
@@ -402,7 +403,9 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     here, there = ctx.Pipe()
     latency = args.latency_ms / 1000
-    child = ctx.Process(target=_serve, args=(args.executions, latency, there), daemon=True)
+    child = ctx.Process(
+        target=_serve, args=(args.executions, latency, args.workers, there), daemon=True
+    )
     child.start()
     address, s3_url, slow, refs, dirs, control = here.recv()
     try:

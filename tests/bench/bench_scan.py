@@ -15,7 +15,8 @@ recorded. Rows:
   1x, 10x noise the same attempts under 10,000,000 noise lines: cost must not follow log volume
   10x           200,000 attempts, 20,000 signalled, 3,000 affected, 10,000,000 noise lines
   latency-check 2,000 attempts with ten times the latency: where CPU does not bind, how close
-                the pipeline gets to its bound
+                the pipeline gets to its bound; then the same with `--workers 32` (what raising
+                the workers buys where the servers are far: docs/performance.md)
   1x, 4 nodes   the 1x month with three plain (non-elastic) nodes beside each elastic one: the
                 sweep lists task executions only where an elastic task can run
   1x, real Loki the 1x month with Loki's latency growing with the lines a query scans (60 us a
@@ -104,6 +105,7 @@ PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_quer
 ADMIN_PAGE = 100  # the client's Admin page size
 SKEW = timedelta(minutes=5)  # [flyte] clock_skew's default: the sweep widens its listings by it
 DEFAULT_WORKERS = Settings.workers
+WIDE = 32  # the latency-check row's second run: --workers 32
 ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real")
 # A real Loki answers a 24 h shard of a month of 1M lines in seconds (it reads every chunk of
 # the selected streams in the range to apply the line filters): 2 s per ~33,000 lines.
@@ -328,7 +330,8 @@ def _serve(kind: str, size: Size, lat: Latency, conn: Connection) -> None:
     month = month_of(size)
     server: AdminServer | S3Server
     if kind == "admin":
-        server = AdminServer(month.scenario, AdminFaults(latency=lat.admin))
+        # flyteadmin serves many calls at once: a thread for each the widest row has in flight.
+        server = AdminServer(month.scenario, AdminFaults(latency=lat.admin), workers=WIDE)
     else:
         server = S3Server(month.scenario, S3Faults(latency=lat.s3))
     conn.send((server.start(), len(month.scenario.executions)))
@@ -810,7 +813,7 @@ def main() -> None:
         if "latency" in rows:
             small = Size(*(v // 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
             slow = Latency(lat.loki * 10, lat.admin * 10, lat.s3 * 10)
-            runs += run_size("latency-check", small, slow, [None], home, console, reference)
+            runs += run_size("latency-check", small, slow, [None, WIDE], home, console, reference)
     total = time.perf_counter() - began
 
     out = Console(width=240)
