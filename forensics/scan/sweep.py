@@ -73,12 +73,12 @@ def list_executions(
     on_execution: Callable[[ExecutionRecord], None],
 ) -> SourceError | None:
     """Hand every execution of one listing to `on_execution`, each page read holding an Admin
-    slot; the error that ended the listing early, or None."""
-    executions = admin.list_executions(project, domain, filters=filters)
+    slot (not each execution handed on: the sweep's own calls wait for the slots); the error
+    that ended the listing early, or None."""
+    executions = admin.list_executions(project, domain, filters=filters, gate=slots)
     while True:
         try:
-            with slots:
-                ex = next(executions, None)
+            ex = next(executions, None)
         except SourceError as e:
             return e
         if ex is None:

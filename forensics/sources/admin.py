@@ -53,6 +53,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
@@ -481,14 +482,18 @@ class AdminClient:
         filters: str | Sequence[Any] | None = None,
         sort_by: str | None = DEFAULT_EXECUTION_SORT,
         page_size: int = 100,
+        gate: AbstractContextManager[Any] | None = None,
     ) -> Iterator[ExecutionRecord]:
         """Executions of a project/domain matching flyteadmin `filters`, every page, each once.
 
-        Admin adds its implicit `state = ACTIVE` filter unless `filters` names `state`.
+        Admin adds its implicit `state = ACTIVE` filter unless `filters` names `state`. `gate`
+        (the scan's bound on Admin calls in flight) is held while a page is read, not while its
+        executions are handed on.
         """
         if page_size <= 0:
             raise ValueError("page_size must be positive (flyteadmin rejects limit 0)")
         rendered, sort = join_filters(filters), parse_sort(sort_by)
+        hold = nullcontext() if gate is None else gate
 
         def fetch(token: str) -> tuple[Sequence[execution_pb2.Execution], str]:
             req = common_pb2.ResourceListRequest(
@@ -498,7 +503,8 @@ class AdminClient:
                 filters=rendered,
                 sort_by=sort,
             )
-            page = Raw.list_executions_paginated(self._client, req)
+            with hold:
+                page = Raw.list_executions_paginated(self._client, req)
             return page.executions, page.token
 
         seen: set[ExecutionRef] = set()

@@ -13,6 +13,7 @@ instead for a single object or prefix.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -74,10 +75,16 @@ class AdminReader(Protocol):
         ...
 
     def list_executions(
-        self, project: str, domain: str, *, filters: str | Sequence[Any] | None = None
+        self,
+        project: str,
+        domain: str,
+        *,
+        filters: str | Sequence[Any] | None = None,
+        gate: AbstractContextManager[Any] | None = None,
     ) -> Iterator[ExecutionRecord]:
         """The executions matching flyteadmin `filters`, page by page, each once (a page read
-        when the iterator advances to it; a failed page raises from `next`)."""
+        when the iterator advances to it, holding `gate` if given; a failed page raises from
+        `next`)."""
         ...
 
     def get_execution(self, ref: ExecutionRef) -> ExecutionRecord:

@@ -166,6 +166,34 @@ def test_listing_follows_tokens_across_pages(admin) -> None:
     assert {r.sort_by.key for r in server.calls_of("ListExecutions")} == {"id"}
 
 
+class Gate:
+    """A context manager that counts how often it is entered and whether it is held."""
+
+    def __init__(self) -> None:
+        self.held = 0
+        self.entered = 0
+
+    def __enter__(self) -> None:
+        self.held += 1
+        self.entered += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.held -= 1
+
+
+def test_the_gate_is_held_while_a_page_is_read_not_while_it_is_handed_on(admin) -> None:
+    # The scan bounds Admin calls in flight with a semaphore: a listing that held it while its
+    # consumer sweeps each execution would take a slot from the sweep's own calls.
+    server, client = admin(Scenario(executions=many(250)))
+    gate = Gate()
+    seen = 0
+    for _ in client.list_executions(PROJECT, DOMAIN, page_size=100, gate=gate):
+        assert gate.held == 0
+        seen += 1
+    assert seen == 250
+    assert gate.entered == server.call_counts()["ListExecutions"] == 3
+
+
 def test_listing_an_exact_multiple_reads_the_empty_last_page(admin) -> None:
     server, client = admin(Scenario(executions=many(200)))
     assert len(list(client.list_executions(PROJECT, DOMAIN, page_size=100))) == 200

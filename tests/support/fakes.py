@@ -16,6 +16,7 @@ import threading
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -251,6 +252,7 @@ class FakeAdmin:
         filters: str | Sequence[Any] | None = None,
         sort_by: str | None = None,
         page_size: int | None = None,
+        gate: AbstractContextManager[Any] | None = None,
     ) -> Iterator[ExecutionRecord]:
         text = join_filters(filters)
         try:
@@ -262,7 +264,8 @@ class FakeAdmin:
         limit = page_size or self.page_size
         offset, seen = 0, set()
         while True:
-            self._call("ListExecutions", f"{project}/{domain}")
+            with gate or nullcontext():
+                self._call("ListExecutions", f"{project}/{domain}")
             with self._lock:  # each page is a query of its own: rows added meanwhile shift it
                 rows = [
                     r
