@@ -447,13 +447,16 @@ def measure(
     cmd = [sys.executable, "-m", "forensics", "scan", "-o", "json", "--no-progress"]
     if OPTIONS.get("profile"):
         # py-spy samples the CLI's thread that holds the interpreter lock (`--gil`): where its
-        # CPU goes (threads waiting for a lock, a socket or the GIL are not counted).
+        # CPU goes (threads waiting for a lock, a socket or the GIL are not counted). Without
+        # `--nonblocking` it stops the process for every sample, which slowed a 1x scan from
+        # ~44 to ~75 s and inflated what runs between syscalls (start-up read as 46%).
         out = Path(OPTIONS["profile"]) / f"{_file_name(label, cli, turn)}.txt"
         spy = Path(sys.executable).with_name("py-spy")
         cmd = [
             str(spy) if spy.exists() else "py-spy",
             "record",
             "--gil",
+            "--nonblocking",
             "-f",
             "raw",
             "-r",
