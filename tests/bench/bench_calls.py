@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import grpc
 from flyteidl.admin import node_execution_pb2, task_execution_pb2
@@ -184,18 +185,12 @@ def _start_aio(
 _FRAME = struct.Struct("!BI")  # a request's kind (0 nodes, 1 tasks) and length; an answer's length
 
 
-def _frame(sock: socket.socket, kind: int, body: bytes) -> None:
-    sock.sendall(_FRAME.pack(kind, len(body)) + body)
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return out
+def _read(rfile: Any, n: int) -> bytes:
+    """`n` bytes from a buffered socket file; ConnectionError when it closes first."""
+    data = rfile.read(n)
+    if len(data) < n:
+        raise ConnectionError("closed")
+    return data
 
 
 class _SocketServer(socketserver.ThreadingTCPServer):
@@ -209,55 +204,51 @@ class _SocketServer(socketserver.ThreadingTCPServer):
         super().__init__(("127.0.0.1", 0), _SocketHandler)
 
 
-class _SocketHandler(socketserver.BaseRequestHandler):
+class _SocketHandler(socketserver.StreamRequestHandler):
+    disable_nagle_algorithm = True
+
     def handle(self) -> None:
-        sock, canned = self.request, self.server.canned  # type: ignore[attr-defined]
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        canned = self.server.canned  # type: ignore[attr-defined]
         kinds = (
             (node_execution_pb2.NodeExecutionListRequest, canned.nodes),
             (task_execution_pb2.TaskExecutionListRequest, canned.tasks),
         )
         while True:
             try:
-                kind, n = _FRAME.unpack(_read(sock, _FRAME.size))
+                kind, n = _FRAME.unpack(_read(self.rfile, _FRAME.size))
                 request_type, answer = kinds[kind]
-                request_type.FromString(_read(sock, n))
+                request_type.FromString(_read(self.rfile, n))
             except ConnectionError:
                 return
             time.sleep(canned.latency)
             body = answer.SerializeToString()
-            _frame(sock, kind, body)
+            self.wfile.write(_FRAME.pack(kind, len(body)) + body)
 
 
-def _socket_client(
-    address: str, executions: Sequence[ExecutionRef], workers: int
-) -> tuple[float, float, int]:
-    """The bare stub's calls over `_SocketServer`: a connection per thread, the same protobuf
-    work, no gRPC."""
-    host, port = address.rsplit(":", 1)
-    local = threading.local()
-    calls = [0]
-    lock = threading.Lock()
+class _SocketStub:
+    """The two listing calls of flyteidl's stub over `_SocketServer`: a connection per thread,
+    the same protobuf work, no gRPC."""
 
-    def call(kind: int, request: object, answer_type: type) -> object:
-        if not hasattr(local, "sock"):
-            local.sock = socket.create_connection((host, int(port)))
-            local.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _frame(local.sock, kind, request.SerializeToString())  # type: ignore[attr-defined]
-        _, n = _FRAME.unpack(_read(local.sock, _FRAME.size))
-        return answer_type.FromString(_read(local.sock, n))  # type: ignore[attr-defined]
+    def __init__(self, address: str) -> None:
+        host, port = address.rsplit(":", 1)
+        self._address = (host, int(port))
+        self._local = threading.local()
 
-    def both(ref: ExecutionRef) -> None:
-        nodes = call(0, _node_request(ref), node_execution_pb2.NodeExecutionList)
-        tasks = _task_requests(nodes)  # type: ignore[arg-type]
-        for req in tasks:
-            call(1, req, task_execution_pb2.TaskExecutionList)
-        with lock:
-            calls[0] += 1 + len(tasks)
+    def _call(self, kind: int, request: Any, answer_type: Any) -> Any:
+        if not hasattr(self._local, "sock"):
+            sock = socket.create_connection(self._address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._local.sock, self._local.rfile = sock, sock.makefile("rb")
+        body = request.SerializeToString()
+        self._local.sock.sendall(_FRAME.pack(kind, len(body)) + body)
+        _, n = _FRAME.unpack(_read(self._local.rfile, _FRAME.size))
+        return answer_type.FromString(_read(self._local.rfile, n))
 
-    for ref in executions[:50]:
-        both(ref)
-    return _cpu_per_call(both, executions, workers, lambda: calls[0])
+    def ListNodeExecutions(self, request: Any, timeout: float) -> Any:
+        return self._call(0, request, node_execution_pb2.NodeExecutionList)
+
+    def ListTaskExecutions(self, request: Any, timeout: float) -> Any:
+        return self._call(1, request, task_execution_pb2.TaskExecutionList)
 
 
 def _cpu_per_call(
@@ -307,7 +298,23 @@ def _bare_stub(
 ) -> tuple[float, float, int]:
     """The same calls through flyteidl's generated stub on a plain channel: no flytekit
     interceptors, no conversion, no retry policy — what Python gRPC's blocking client reaches."""
-    stub = admin_pb2_grpc.AdminServiceStub(grpc.insecure_channel(address))
+    return _stub_calls(
+        admin_pb2_grpc.AdminServiceStub(grpc.insecure_channel(address)), executions, workers
+    )
+
+
+def _socket_client(
+    address: str, executions: Sequence[ExecutionRef], workers: int
+) -> tuple[float, float, int]:
+    """The bare stub's calls over `_SocketServer`: the control with no gRPC."""
+    return _stub_calls(_SocketStub(address), executions, workers)
+
+
+def _stub_calls(
+    stub: Any, executions: Sequence[ExecutionRef], workers: int
+) -> tuple[float, float, int]:
+    """ListNodeExecutions, then ListTaskExecutions per task node, through `stub` on every
+    execution from `workers` threads (after 50 to warm up)."""
     calls = [0]
     lock = threading.Lock()
 
