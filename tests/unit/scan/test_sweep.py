@@ -144,3 +144,48 @@ def test_relaunches_that_cannot_be_listed_are_a_gap_not_a_no():
     assert [(g.source, g.start) for g in gaps] == [("admin", ex.created_at)]
     assert "relaunched_as may be missing" in gaps[0].error
     assert ExecutionRef("gs1", "production", "o" * 20) == ex.ref
+
+
+class CountingSlots(threading.BoundedSemaphore):
+    """The scan's slots, counting how often one is taken."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.taken = 0
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        got = super().acquire(blocking, timeout)
+        self.taken += got
+        return got
+
+    __enter__ = acquire
+
+
+def test_a_listing_takes_a_slot_per_page_read_not_per_execution_handed_on():
+    # The slots bound Admin calls in flight; a listing that took one for every execution it
+    # handed on (most of them read from a page already in hand) kept the sweep's calls waiting.
+    admin = FakeAdmin()
+    admin.page_size = 2
+    for i in range(5):
+        admin.add(execution(f"e{i:019d}"))
+    slots = CountingSlots(1)
+    held_while_read = []
+    original = admin._call
+
+    def call(rpc, target):
+        if rpc == "ListExecutions":
+            free = slots.acquire(blocking=False)
+            if free:
+                slots.release()
+                slots.taken -= 1  # this probe is not the listing's
+            held_while_read.append(not free)
+        return original(rpc, target)
+
+    admin._call = call
+    names = []
+    error = sweep.list_executions(
+        admin, slots, "gs1", "production", "", lambda ex: names.append(ex.ref.name)
+    )
+    assert error is None and len(names) == 5
+    assert held_while_read == [True] * 3  # pages of 2, 2 and 1
+    assert slots.taken == 3
