@@ -1,4 +1,5 @@
-"""What the command line does to the process as a whole: signal handlers, other libraries' logs.
+"""What the command line does to the process as a whole: signal handlers, other libraries' logs,
+the garbage collector and the scheduling policy.
 
 The library never does these on import or on its own; the commands call them.
 """
@@ -6,6 +7,7 @@ The library never does these on import or on its own; the commands call them.
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import threading
 from typing import TYPE_CHECKING
@@ -36,11 +38,34 @@ def open_sources(settings: Settings) -> Sources:
     from forensics.cli.verbosity import adopt_flytekit
     from forensics.sources import Sources
 
+    batch_scheduling()  # before the clients and the lanes start their threads
     sources = Sources.from_settings(settings)
     keep_ctrl_c()
     adopt_flytekit()
     freeze_imports()
     return sources
+
+
+def batch_scheduling() -> bool:
+    """Schedule the calling thread, and every thread it starts from now on, as a batch job
+    (Linux's SCHED_BATCH, what `chrt --batch 0` sets; the nice value is unchanged); False where
+    the system has no such policy or refuses it.
+
+    A scan's threads wake each other and gRPC's own threads tens of thousands of times (each
+    Admin call: its answer, then the interpreter lock). Under the default policy a woken
+    thread preempts the one running, usually the thread holding the interpreter lock, only to
+    wait for that lock at once; under SCHED_BATCH a wake-up does not preempt. At 1x that
+    removed four fifths of the CLI's involuntary context switches and about a tenth of its CPU
+    (docs/performance.md). It changes no priority: other processes are not slowed."""
+    setter = getattr(os, "sched_setscheduler", None)
+    policy = getattr(os, "SCHED_BATCH", None)
+    if setter is None or policy is None:
+        return False
+    try:
+        setter(0, policy, os.sched_param(0))
+    except OSError:  # a seccomp profile may refuse it: the scan runs as before
+        return False
+    return True
 
 
 def freeze_imports() -> None:

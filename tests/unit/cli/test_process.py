@@ -1,8 +1,14 @@
-"""What the command line does to the process: the imports kept out of the collector's passes."""
+"""What the command line does to the process: the imports kept out of the collector's passes,
+and the batch scheduling policy its threads inherit."""
 
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
+
+import pytest
 
 from forensics.cli.process import freeze_imports
 
@@ -21,3 +27,26 @@ def test_imports_are_frozen_once_per_process():
     made_later = []  # a scan's objects: collected as usual, never frozen by a second call
     freeze_imports()
     assert _collected(made_later)
+
+
+_BATCH_PROBE = """
+import os, threading
+from forensics.cli.process import batch_scheduling
+before = os.sched_getscheduler(0)
+ok = batch_scheduling()
+seen = []
+t = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(threading.get_native_id())))
+t.start(); t.join()
+print(before, ok, os.sched_getscheduler(0), seen[0], os.SCHED_OTHER, os.SCHED_BATCH)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH on this system")
+def test_batch_scheduling_reaches_the_threads_started_after_it():
+    # In a child: the policy stays with the process that set it.
+    out = subprocess.run(
+        [sys.executable, "-c", _BATCH_PROBE], capture_output=True, text=True, check=True
+    ).stdout.split()
+    before, ok, after, thread, other, batch = out
+    assert (before, ok) == (other, "True")
+    assert after == thread == batch
