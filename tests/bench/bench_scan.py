@@ -182,6 +182,7 @@ class Run:
     wall: float = 0.0
     bound: float = 0.0
     cli_cpu: float = 0.0
+    cli_switches: tuple[int, int] = (0, 0)  # the CLI's context switches: voluntary, involuntary
     srv_cpu: float = 0.0  # this process: the Loki server
     admin_cpu: float = 0.0  # the Admin server's process
     s3_cpu: float = 0.0  # the S3 server's process
@@ -578,6 +579,13 @@ def _cpu(who: int) -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _switches() -> tuple[int, int]:
+    """The context switches of the children waited for so far: voluntary (a thread waited: a
+    lock, the interpreter's lock, a socket), involuntary (the kernel preempted it)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_nvcsw, r.ru_nivcsw
+
+
 def measure(
     label: str,
     box: Stack,
@@ -624,6 +632,7 @@ def measure(
     (admin0, admin_cpu0), (s3_0, s3_cpu0) = box.admin.stats(), box.s3.stats()
     load0 = os.getloadavg()[0]
     cli0, srv0 = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF)
+    switches0 = _switches()
     started = time.perf_counter()
     proc = subprocess.Popen(
         cmd, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -639,6 +648,8 @@ def measure(
     poller.join()
     run = Run(label, size, workers or DEFAULT_WORKERS, lat, cli, wall=wall, rss_mb=peak[0] / 1024)
     run.cli_cpu = _cpu(resource.RUSAGE_CHILDREN) - cli0
+    (vol0, invol0), (vol1, invol1) = switches0, _switches()
+    run.cli_switches = (vol1 - vol0, invol1 - invol0)
     run.srv_cpu = _cpu(resource.RUSAGE_SELF) - srv0
     (admin1, admin_cpu1), (s3_1, s3_cpu1) = box.admin.stats(), box.s3.stats()
     run.admin, run.admin_cpu = admin1 - admin0, admin_cpu1 - admin_cpu0
@@ -836,6 +847,7 @@ def table(runs: list[Run]) -> Table:
         ("Admin calls (/cand)", "right"),
         ("Admin /exec", "right"),
         ("CLI CPU ms /cand", "right"),
+        ("CLI switches k vol/invol", "right"),
         ("S3 calls (/cand)", "right"),
         ("peak RSS MB", "right"),
         ("findings", "right"),
@@ -861,6 +873,7 @@ def table(runs: list[Run]) -> Table:
             f"{admin:,} ({admin / max(r.examined, 1):.2f})",
             f"{admin / max(r.executions, 1):.2f}",
             f"{1000 * r.cli_cpu / max(r.examined, 1):.2f}",
+            f"{r.cli_switches[0] / 1000:.0f}/{r.cli_switches[1] / 1000:.0f}",
             f"{r.s3:,} ({r.s3 / max(r.examined, 1):.2f})",
             f"{r.rss_mb:.0f}",
             f"{len(r.findings):,}",
@@ -1070,6 +1083,10 @@ def main() -> None:
                         "attempts_examined": r.examined,
                         "executions": r.executions,
                         "cli_cpu_ms_per_candidate": 1000 * r.cli_cpu / max(r.examined, 1),
+                        "cli_context_switches": {
+                            "voluntary": r.cli_switches[0],
+                            "involuntary": r.cli_switches[1],
+                        },
                         "peak_rss_mb": r.rss_mb,
                         "findings": len(r.findings),
                         "same": r.same,
