@@ -49,7 +49,8 @@ def open_sources(settings: Settings) -> Sources:
 def batch_scheduling() -> bool:
     """Schedule the calling thread, and every thread it starts from now on, as a batch job
     (Linux's SCHED_BATCH, what `chrt --batch 0` sets; the nice value is unchanged); False where
-    the system has no such policy or refuses it.
+    the system has no such policy or refuses it, and where the command was started under a
+    policy other than the default (`chrt --idle 0 elastic-audit scan`): that one is kept.
 
     A scan's threads wake each other and gRPC's own threads tens of thousands of times (each
     Admin call: its answer, then the interpreter lock). Under the default policy a woken
@@ -62,6 +63,8 @@ def batch_scheduling() -> bool:
     if setter is None or policy is None:
         return False
     try:
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            return False  # the caller chose one (idle, real-time): theirs to keep
         setter(0, policy, os.sched_param(0))
     except OSError:  # a seccomp profile may refuse it: the scan runs as before
         return False

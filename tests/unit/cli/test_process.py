@@ -30,8 +30,10 @@ def test_imports_are_frozen_once_per_process():
 
 
 _BATCH_PROBE = """
-import os, threading
+import os, sys, threading
 from forensics.cli.process import batch_scheduling
+if len(sys.argv) > 1:  # started under another policy, as `chrt --idle 0` would
+    os.sched_setscheduler(0, int(sys.argv[1]), os.sched_param(0))
 before = os.sched_getscheduler(0)
 ok = batch_scheduling()
 seen = []
@@ -50,3 +52,16 @@ def test_batch_scheduling_reaches_the_threads_started_after_it():
     before, ok, after, thread, other, batch = out
     assert (before, ok) == (other, "True")
     assert after == thread == batch
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE on this system")
+def test_a_policy_the_caller_chose_is_kept():
+    out = subprocess.run(
+        [sys.executable, "-c", _BATCH_PROBE, str(os.SCHED_IDLE)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    before, ok, after, thread, _, _ = out
+    assert before == after == thread == str(os.SCHED_IDLE)
+    assert ok == "False"
