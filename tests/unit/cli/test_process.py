@@ -32,8 +32,9 @@ def test_imports_are_frozen_once_per_process():
 _BATCH_PROBE = """
 import os, sys, threading
 from forensics.cli.process import batch_scheduling
-if len(sys.argv) > 1:  # started under another policy, as `chrt --idle 0` would
-    os.sched_setscheduler(0, int(sys.argv[1]), os.sched_param(0))
+# The policy this command starts under (a child inherits its parent's: this test process is a
+# batch job once an in-process command ran), SCHED_OTHER or, as `chrt --idle 0` sets, SCHED_IDLE.
+os.sched_setscheduler(0, int(sys.argv[1]), os.sched_param(0))
 before = os.sched_getscheduler(0)
 ok = batch_scheduling()
 seen = []
@@ -47,7 +48,10 @@ print(before, ok, os.sched_getscheduler(0), seen[0], os.SCHED_OTHER, os.SCHED_BA
 def test_batch_scheduling_reaches_the_threads_started_after_it():
     # In a child: the policy stays with the process that set it.
     out = subprocess.run(
-        [sys.executable, "-c", _BATCH_PROBE], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _BATCH_PROBE, str(os.SCHED_OTHER)],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     before, ok, after, thread, other, batch = out
     assert (before, ok) == (other, "True")
