@@ -40,32 +40,31 @@ ok = batch_scheduling()
 seen = []
 t = threading.Thread(target=lambda: seen.append(os.sched_getscheduler(threading.get_native_id())))
 t.start(); t.join()
-print(before, ok, os.sched_getscheduler(0), seen[0], os.SCHED_OTHER, os.SCHED_BATCH)
+print(before, ok, os.sched_getscheduler(0), seen[0])
 """
+
+
+def _probe(policy: int) -> tuple[int, bool, int, int]:
+    """In a child started under `policy` (the policy stays with the process that set it):
+    its policy before, what batch_scheduling answered, its policy after, a later thread's."""
+    before, ok, after, thread = subprocess.run(
+        [sys.executable, "-c", _BATCH_PROBE, str(policy)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return int(before), ok == "True", int(after), int(thread)
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH on this system")
 def test_batch_scheduling_reaches_the_threads_started_after_it():
-    # In a child: the policy stays with the process that set it.
-    out = subprocess.run(
-        [sys.executable, "-c", _BATCH_PROBE, str(os.SCHED_OTHER)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    before, ok, after, thread, other, batch = out
-    assert (before, ok) == (other, "True")
-    assert after == thread == batch
+    before, ok, after, thread = _probe(os.SCHED_OTHER)
+    assert (before, ok) == (os.SCHED_OTHER, True)
+    assert after == thread == os.SCHED_BATCH
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE on this system")
 def test_a_policy_the_caller_chose_is_kept():
-    out = subprocess.run(
-        [sys.executable, "-c", _BATCH_PROBE, str(os.SCHED_IDLE)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    before, ok, after, thread, _, _ = out
-    assert before == after == thread == str(os.SCHED_IDLE)
-    assert ok == "False"
+    before, ok, after, thread = _probe(os.SCHED_IDLE)
+    assert before == after == thread == os.SCHED_IDLE
+    assert not ok
