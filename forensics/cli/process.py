@@ -54,18 +54,16 @@ def batch_scheduling() -> bool:
 
     A scan's threads wake each other and gRPC's own threads tens of thousands of times (each
     Admin call: its answer, then the interpreter lock). Under the default policy a woken
-    thread preempts the one running, usually the thread holding the interpreter lock, only to
+    thread preempts the one running, often the thread holding the interpreter lock, only to
     wait for that lock at once; under SCHED_BATCH a wake-up does not preempt. At 1x that
     removed four fifths of the CLI's involuntary context switches and about a tenth of its CPU
     (docs/performance.md). It changes no priority: other processes are not slowed."""
-    setter = getattr(os, "sched_setscheduler", None)
-    policy = getattr(os, "SCHED_BATCH", None)
-    if setter is None or policy is None:
+    if not hasattr(os, "SCHED_BATCH"):  # Linux only, with sched_[gs]etscheduler
         return False
     try:
         if os.sched_getscheduler(0) != os.SCHED_OTHER:
             return False  # the caller chose one (idle, real-time): theirs to keep
-        setter(0, policy, os.sched_param(0))
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     except OSError:  # a seccomp profile may refuse it: the scan runs as before
         return False
     return True
