@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import math
 import os
-import posixpath
-import re
-import tarfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
 
 from forensics import __version__
+from forensics import archive as archive_mod
+from forensics.archive import EXTRACT_LIMIT, MEMBER_LIMIT
 from forensics.config import Secret
 from forensics.errors import FailureKind, SourceError
 from forensics.failures import http_status_kind, os_error, os_failure
@@ -32,8 +31,6 @@ from forensics.retry import ONE_TRY, Again, RetryPolicy, call
 
 DEFAULT_API_URL = "https://api.github.com"
 ARCHIVE_LIMIT = 256 * 1024**2  # bytes downloaded; flytekit's tarball is a few MB
-EXTRACT_LIMIT = 1024**3  # bytes unpacked (decompression bombs)
-MEMBER_LIMIT = 100_000
 MAX_BRANCHES = 200  # compare calls are one request each; unauthenticated quota is 60/hour
 
 
@@ -363,46 +360,13 @@ class GitHubClient:
         return extract_tarball(archive, dest / "src")
 
 
-def _unsafe_member(m: tarfile.TarInfo) -> str | None:
-    name = m.name
-    if name.startswith(("/", "\\")) or re.match(r"[A-Za-z]:", name):
-        return "absolute path"
-    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
-        return "path with '..'"
-    if m.ischr() or m.isblk() or m.isfifo():
-        return "device or fifo"
-    if m.issym() or m.islnk():
-        if m.linkname.startswith("/"):
-            return "link to an absolute path"
-        base = posixpath.dirname(name) if m.issym() else ""
-        target = posixpath.normpath(posixpath.join(base, m.linkname))
-        if target == ".." or target.startswith("../"):
-            return "link out of the archive"
-    elif not (m.isfile() or m.isdir()):
-        return "unsupported member type"
-    return None
-
-
 def extract_tarball(
     archive: Path, into: Path, *, max_bytes: int = EXTRACT_LIMIT, max_members: int = MEMBER_LIMIT
 ) -> Path:
     """Unpack a .tar.gz refusing absolute paths, '..', escaping links, devices and bombs."""
     try:
-        with tarfile.open(archive, "r:*") as tar:
-            members = []
-            total = 0
-            for m in tar:
-                why = _unsafe_member(m)
-                if why:
-                    raise UnsafeArchiveError(f"source archive member {m.name!r}: {why}")
-                total += max(m.size, 0)
-                if total > max_bytes or len(members) >= max_members:
-                    raise UnsafeArchiveError("source archive unpacks to more than the limit")
-                members.append(m)
-            into.mkdir(parents=True, exist_ok=True)
-            extra: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-            tar.extractall(into, members=members, **extra)
-    except (tarfile.TarError, EOFError, OSError) as e:
-        raise UnsafeArchiveError(f"source archive cannot be unpacked: {e}") from None
-    entries = list(into.iterdir())
-    return entries[0] if len(entries) == 1 and entries[0].is_dir() else into
+        return archive_mod.extract_tarball(
+            archive, into, max_bytes=max_bytes, max_members=max_members
+        )
+    except archive_mod.UnsafeArchive as e:
+        raise UnsafeArchiveError(f"source archive {e}") from None

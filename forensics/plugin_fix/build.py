@@ -6,7 +6,6 @@ import hashlib
 import re
 import subprocess
 import sys
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from forensics.archive import UnsafeArchive, extract_tarball
 from forensics.errors import UsageError
 from forensics.fsutil import write_atomic
 from forensics.params import Param, ParamError
@@ -108,8 +108,10 @@ def _download(release: str, dest: Path) -> Path:
 
 
 def _unpack(tarball: Path, dest: Path) -> Path:
-    with tarfile.open(tarball) as tar:
-        tar.extractall(dest, filter="data")  # refuses absolute paths, `..` and links out
+    try:
+        extract_tarball(tarball, dest)
+    except UnsafeArchive as e:
+        raise UsageError(f"{tarball.name}: {e}") from None
     tops = [p for p in dest.iterdir() if p.is_dir()]
     if len(tops) != 1:
         raise UsageError(f"{tarball.name}: not a single-directory sdist")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import socket
 import tarfile
@@ -23,6 +21,7 @@ from support.pins import (
     run_cli,
     snapshot,
 )
+from support.tarballs import member, tarball
 
 from forensics.config import Secret
 from forensics.pinbump.github import (
@@ -219,35 +218,19 @@ def test_require_fix_refuses_a_commit_without_the_fix_and_writes_nothing(
     assert snapshot(tree.base) == before
 
 
-def _tarball(*members: tuple[tarfile.TarInfo, bytes | None]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for info, data in members:
-            if data is not None:
-                info.size = len(data)
-            tar.addfile(info, io.BytesIO(data) if data is not None else None)
-    return gzip.compress(buf.getvalue())
-
-
-def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type, info.linkname = kind, link
-    return info
-
-
 HOSTILE = {
-    "path with '..'": (_member("top/../../escaped.py"), b"x"),
-    "absolute path": (_member("/tmp/escaped.py"), b"x"),
-    "link out of the archive": (_member("top/link", tarfile.SYMTYPE, "../../../etc"), None),
-    "link to an absolute path": (_member("top/hard", tarfile.LNKTYPE, "/etc/passwd"), None),
-    "device or fifo": (_member("top/null", tarfile.CHRTYPE), None),
+    "path with '..'": (member("top/../../escaped.py"), b"x"),
+    "absolute path": (member("/tmp/escaped.py"), b"x"),
+    "link out of the archive": (member("top/link", tarfile.SYMTYPE, "../../../etc"), None),
+    "link to an absolute path": (member("top/hard", tarfile.LNKTYPE, "/etc/passwd"), None),
+    "device or fifo": (member("top/null", tarfile.CHRTYPE), None),
 }
 
 
 @pytest.mark.parametrize("why", sorted(HOSTILE))
 def test_hostile_archive_members_are_refused_before_extraction(tmp_path: Path, why) -> None:
     archive = tmp_path / "a.tar.gz"
-    archive.write_bytes(_tarball((_member("top/ok.txt"), b"fine"), HOSTILE[why]))
+    archive.write_bytes(tarball((member("top/ok.txt"), b"fine"), HOSTILE[why]))
     with pytest.raises(UnsafeArchiveError, match=why):
         extract_tarball(archive, tmp_path / "src")
     assert not (tmp_path / "src").exists()  # refused before anything was unpacked
@@ -256,9 +239,9 @@ def test_hostile_archive_members_are_refused_before_extraction(tmp_path: Path, w
 def test_archive_with_internal_links_unpacks_to_its_top_directory(tmp_path: Path) -> None:
     archive = tmp_path / "a.tar.gz"
     archive.write_bytes(
-        _tarball(
-            (_member("top/pkg/real.py"), b"print(1)\n"),
-            (_member("top/pkg/alias.py", tarfile.SYMTYPE, "real.py"), None),
+        tarball(
+            (member("top/pkg/real.py"), b"print(1)\n"),
+            (member("top/pkg/alias.py", tarfile.SYMTYPE, "real.py"), None),
         )
     )
     top = extract_tarball(archive, tmp_path / "src")
@@ -268,7 +251,7 @@ def test_archive_with_internal_links_unpacks_to_its_top_directory(tmp_path: Path
 
 def test_path_traversal_archive_from_github_is_refused_with_nothing_written(tree) -> None:
     state, fork = fork_network(fixed=True)
-    fork.archives[NEW_SHA] = _tarball((_member("exa-top/../../../pwned.txt"), b"pwned"))
+    fork.archives[NEW_SHA] = tarball((member("exa-top/../../../pwned.txt"), b"pwned"))
     before = snapshot(tree.base)
     with serve_github(state) as gh:
         proc = run_cli(

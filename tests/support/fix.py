@@ -9,12 +9,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from forensics.archive import extract_tarball
 from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
 from support.cli import run_process
 
@@ -64,10 +64,8 @@ def download_sdist(cache_dir: Path, release: str = PLUGIN_VERSION) -> Path:
 
 def unpack(tarball: Path, dest: Path) -> Path:
     """Unpack the sdist under `dest`; returns its single top-level directory."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(tarball) as tar:
-        tar.extractall(dest, filter="data")
-    (top,) = [p for p in dest.iterdir() if p.is_dir()]
+    top = extract_tarball(tarball, dest)
+    assert top != dest, f"{tarball.name}: not a single-directory sdist"
     return top
 
 
