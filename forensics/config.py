@@ -439,10 +439,16 @@ def load_settings(
     n = workers if workers is not None else file.get("scan", {}).get("workers", Settings.workers)
     if not 1 <= n <= 256:
         raise ParamConfigError(Param("workers"), f" must be from 1 to 256, not {n}")
+    loki_origin = _loki_origin(loki_url, env, path, floki)
     origins = {
-        "loki": _loki_origin(loki_url, env, path, floki),
+        "loki": loki_origin,
         "admin": _admin_origin(flyte_config, env, path, fflyte),
         "s3": _s3_origin(env),
+        # The events are read from Loki's address unless [k8s_events] names another.
+        "k8s-events": f"from [k8s_events] url in {path}"
+        if file.get("k8s_events", {}).get("url")
+        else f"Loki's address, {loki_origin}",
+        "prometheus": f"from [prometheus] url in {path}",
     }
     return Settings(
         loki=loki,

@@ -140,8 +140,13 @@ def source_endpoints(scanner: Any) -> dict[str, str]:
     """The address each of a scanner's sources talks to (never a credential)."""
     from forensics.secrets import safe_url
 
-    return {
-        "loki": safe_url(scanner.settings.loki.url, keep_path=True),
+    settings = scanner.settings
+    endpoints = {
+        "loki": safe_url(settings.loki.url, keep_path=True),
+        "k8s-events": safe_url(settings.k8s_events.url or settings.loki.url, keep_path=True),
         "admin": str(scanner.admin.endpoint),
         "s3": str(scanner.store.endpoint),
     }
+    if settings.prometheus.url:
+        endpoints["prometheus"] = safe_url(settings.prometheus.url, keep_path=True)
+    return endpoints

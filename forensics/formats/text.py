@@ -44,7 +44,13 @@ def coverage_line(report: Report) -> str:
     return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"
 
 
-SOURCE_NAMES = {"loki": "Loki", "admin": "Flyte Admin", "s3": "S3"}
+SOURCE_NAMES = {
+    "loki": "Loki",
+    "admin": "Flyte Admin",
+    "s3": "S3",
+    "k8s-events": "Kubernetes events (Loki)",
+    "prometheus": "Prometheus",
+}
 
 
 def incomplete_headline(report: Report) -> str:

@@ -147,6 +147,23 @@ def test_events_source_down_is_a_gap_never_an_all_clear(capsys, tmp_path):
     assert found[(*PREEMPTED, "n0", 0)]["verdict"] == "suspected"
 
 
+def test_events_source_down_names_its_address_and_where_it_came_from(capsys, tmp_path):
+    port = _closed_port()
+    _config(tmp_path, EVENTS_CONFIG + f'url = "http://127.0.0.1:{port}"\n')
+    code, _, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    assert code == 3
+    (line,) = [ln for ln in err.splitlines() if "Kubernetes events (Loki) failed" in ln]
+    assert f"nothing answers at http://127.0.0.1:{port}, from [k8s_events] url in" in line, line
+
+
+def test_events_on_loki_s_address_name_loki_s_origin_when_they_fail(capsys, tmp_path):
+    _config(tmp_path, EVENTS_CONFIG + "selector = '{job=~\"(\"}'\n")
+    code, _, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    assert code == 3
+    (line,) = [ln for ln in err.splitlines() if "Kubernetes events (Loki) failed" in ln]
+    assert " ?," not in line and "Loki's address, from " in line, line
+
+
 def test_events_selector_loki_rejects_is_a_gap(capsys, tmp_path):
     _config(tmp_path, EVENTS_CONFIG + "selector = '{job=~\"(\"}'\n")
     code, report = _scan(capsys)
@@ -205,10 +222,13 @@ def test_prometheus_down_is_a_gap_never_an_all_clear(capsys, tmp_path, prometheu
     _config(tmp_path, CONFIG + f'[prometheus]\nurl = "{url}"\n')
     server.status = 503
     try:
-        code, report = _scan(capsys)
+        code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
     finally:
         server.status = None
+    report = json.loads(out)
     assert code == 3 and report["complete"] is False
+    (line,) = [ln for ln in err.splitlines() if "Prometheus failed" in ln]
+    assert f"{url}, from [prometheus] url in" in line, line
     assert {g["source"] for g in report["gaps"]} == {"prometheus"}  # every shard of the window
     assert all("HTTP 503" in g["error"] for g in report["gaps"])
     found = {key(f): f for f in report["findings"]}
