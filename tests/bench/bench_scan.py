@@ -58,6 +58,10 @@ sandbox servers and the client share the cores, so the table also shows the CPU 
 CLI process (`cli`), of the Admin process (`adm`), of this process (`loki`) and of the S3
 process (`s3`), and `floor`, the wall time that CPU alone forces: the largest of the four, or
 their sum / cores — each process is one Python interpreter whose threads take turns on one core.
+`--cli-cpus 0` keeps them apart, as servers on other machines are: the CLI runs on CPU 0 only and
+this process and every server it starts on the others (the floor is then the largest of the CLI's
+CPU and the servers' sum over their CPUs). The issue's own measurement was on independent servers;
+sharing two cores, a server's turn on a core is a turn the CLI waits for.
 
 Columns: requests per source as the servers recorded them (retries included) with the minimum in
 parentheses and the ratio per candidate attempt (`summary.attempts_examined`); bytes of Loki
@@ -124,6 +128,9 @@ DISRUPTIONS = False  # --disruptions: Kubernetes events in Loki, `[k8s_events]` 
 ELASTIC = {("pytorch", 0), ("pytorch", 1), ("python-task", 1)}
 OPTIONS: dict[str, str] = {}  # --profile, --reports
 CLIS: list[str] = [""]  # --cli-pythonpath: each CLI's PYTHONPATH ("": this checkout's)
+# --cli-cpus: the CPUs the CLI runs on, and those left to the servers (empty: all share all).
+CLI_CPUS: frozenset[int] = frozenset()
+SERVER_CPUS: frozenset[int] = frozenset()
 REPEAT = 1  # --repeat: each row's scan this many times per CLI, the CLIs in turn
 
 
@@ -203,8 +210,12 @@ class Run:
 
     @property
     def floor(self) -> float:
-        """The wall time CPU alone forces: each process runs on one core at a time."""
-        parts = (self.cli_cpu, self.admin_cpu, self.srv_cpu, self.s3_cpu)
+        """The wall time CPU alone forces: each process runs on one core at a time, and with
+        `--cli-cpus` the CLI has its CPUs and the servers the others."""
+        servers = (self.admin_cpu, self.srv_cpu, self.s3_cpu)
+        if CLI_CPUS:
+            return max(self.cli_cpu, *servers, sum(servers) / len(SERVER_CPUS))
+        parts = (self.cli_cpu, *servers)
         return max(*parts, sum(parts) / (os.cpu_count() or 1))
 
 
@@ -634,6 +645,8 @@ def measure(
     cli0, srv0 = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF)
     switches0 = _switches()
     started = time.perf_counter()
+    if CLI_CPUS:  # the CLI on its own CPUs: it sets its affinity, then becomes the command
+        cmd = [sys.executable, "-c", _PINNED, ",".join(map(str, sorted(CLI_CPUS))), *cmd]
     proc = subprocess.Popen(
         cmd, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -936,8 +949,52 @@ def verdicts(runs: list[Run]) -> list[str]:
     return out
 
 
+# `python -c _PINNED CPUS CMD...`: run CMD on CPUS only (what `taskset -c CPUS CMD` does).
+_PINNED = (
+    "import os, sys; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')}); "
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
+
+
+def _cpus(cpus: frozenset[int]) -> str:
+    return ",".join(map(str, sorted(cpus)))
+
+
+def _machine() -> str:
+    """The cores, and with `--cli-cpus` who ran where."""
+    if not CLI_CPUS:
+        return f"{os.cpu_count()} cores"
+    return (
+        f"{os.cpu_count()} cores (the CLI on CPU {_cpus(CLI_CPUS)}, "
+        f"the servers on CPU {_cpus(SERVER_CPUS)})"
+    )
+
+
+def _cpu_split(spec: str) -> tuple[frozenset[int], frozenset[int]]:
+    """`--cli-cpus 0` (or `0,1`): the CLI's CPUs and the servers', of those this process may
+    use; SystemExit when either side would be empty."""
+    usable = frozenset(os.sched_getaffinity(0))
+    try:
+        cli = frozenset(int(c) for c in spec.split(","))
+    except ValueError:
+        raise SystemExit(f"--cli-cpus {spec!r}: CPU numbers separated by commas") from None
+    servers = usable - cli
+    if not cli <= usable or not servers:
+        raise SystemExit(
+            f"--cli-cpus {spec!r}: this process may use CPUs {sorted(usable)}; the CLI needs "
+            "some of them and the servers at least one other"
+        )
+    return cli, servers
+
+
 def _apply_options(args: argparse.Namespace) -> None:
-    """The options every run reads: --profile, --cli-pythonpath, --reports, --disruptions."""
+    """The options every run reads: --profile, --cli-pythonpath, --reports, --disruptions,
+    --cli-cpus (this process, and the servers it starts, keep to the CPUs the CLI does not
+    have: set before any server or thread starts, which inherit it)."""
+    global CLI_CPUS, SERVER_CPUS
+    if args.cli_cpus:
+        CLI_CPUS, SERVER_CPUS = _cpu_split(args.cli_cpus)
+        os.sched_setaffinity(0, SERVER_CPUS)
     if args.profile:
         Path(args.profile).mkdir(parents=True, exist_ok=True)
         OPTIONS["profile"] = args.profile
@@ -997,6 +1054,12 @@ def main() -> None:
         "reports of two checkouts' CLIs byte for byte)",
     )
     parser.add_argument(
+        "--cli-cpus",
+        metavar="CPUS",
+        help="run the CLI on these CPUs only (e.g. 0) and the servers on the others, as servers "
+        "on other machines would run: the servers' CPU no longer takes the CLI's cores",
+    )
+    parser.add_argument(
         "--disruptions",
         action="store_true",
         help="also ship Karpenter events for the signalled pods and scan with [k8s_events] on",
@@ -1052,7 +1115,7 @@ def main() -> None:
     loads = ", ".join(f"{r.label}: {r.load[0]:.1f}->{r.load[1]:.1f}" for r in runs)
     out.print(
         f"latency: Loki {lat.loki * 1000:.0f} ms, Admin {lat.admin * 1000:.0f} ms, "
-        f"S3 {lat.s3 * 1000:.0f} ms per request (latency-check: x10); {os.cpu_count()} cores; "
+        f"S3 {lat.s3 * 1000:.0f} ms per request (latency-check: x10); {_machine()}; "
         f"load average {loads}; benchmark took {total / 60:.1f} min",
         highlight=False,
     )
