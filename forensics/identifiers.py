@@ -8,8 +8,10 @@ from urllib.parse import unquote, urlparse
 from forensics.errors import UsageError
 from forensics.model import ExecutionRef
 
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+# Whole strings (`fullmatch`): Python's `$` also matches before a final newline, which
+# flyteadmin's Go `^…$` (RE2, end of text only) does not; `p\n:d:name` is not an execution.
+_NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _URL_PATH = re.compile(r"/projects/([^/]+)/domains/([^/]+)/executions/([^/?#]+)")
 
 FORMS = (
@@ -44,9 +46,9 @@ def parse_execution(
         if len(parts) != 3:
             raise UsageError(f"execution {text!r}: unknown form (expected {FORMS})")
     p, d, n = parts
-    if not _PART.match(p) or not _PART.match(d):
+    if not _PART.fullmatch(p) or not _PART.fullmatch(d):
         raise UsageError(f"execution {text!r}: project and domain must be letters, digits, - or _")
-    if not _NAME.match(n):
+    if not _NAME.fullmatch(n):
         raise UsageError(
             f"execution {text!r}: execution names match ^[a-z][a-z0-9-]*$ and have at most 63 characters"
         )

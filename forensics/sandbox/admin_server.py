@@ -444,7 +444,9 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
                 raise Abort(
                     Status.INVALID_ARGUMENT, f"size of name exceeded length 63 : {name.lower()}"
                 )
-            if not re.match(r"^[a-z][a-z\-0-9]*$", name.lower()):
+            # flyteadmin `validation.go`: `^[a-z][a-z\-0-9]*$` in Go's RE2, where `$` is the
+            # end of the text, so a name with a final newline is refused: a whole-string match.
+            if not re.fullmatch(r"[a-z][a-z\-0-9]*", name.lower()):
                 raise Abort(Status.INVALID_ARGUMENT, f"invalid name format: {name.lower()}")
         else:
             name = random_name()

@@ -126,7 +126,9 @@ RETRYABLE = frozenset({Status.UNAVAILABLE, Status.RESOURCE_EXHAUSTED, Status.DEA
 
 # flyteadmin `validation.CheckValidExecutionID`: the name is lower-cased, then must match this and
 # be at most 63 characters (20 before flyteadmin raised it to the Kubernetes label limit).
-EXECUTION_NAME_RE = re.compile(r"^[a-z][a-z\-0-9]*$")
+# flyteadmin's `^[a-z][a-z\-0-9]*$` in Go, where `$` is the end of the text: a whole-string
+# match here (Python's `$` would let a final newline through).
+EXECUTION_NAME_RE = re.compile(r"[a-z][a-z\-0-9]*")
 EXECUTION_NAME_MAX = 63
 
 # Node and task lists join the executions table, where a bare `id` would be ambiguous; these
@@ -280,7 +282,7 @@ def _wf_id(ref: ExecutionRef) -> identifier_pb2.WorkflowExecutionIdentifier:
 
 
 def _check_name(name: str) -> None:
-    if len(name) > EXECUTION_NAME_MAX or not EXECUTION_NAME_RE.match(name.lower()):
+    if len(name) > EXECUTION_NAME_MAX or not EXECUTION_NAME_RE.fullmatch(name.lower()):
         raise UsageError(
             f"relaunch name {name!r}: Flyte execution names match ^[a-z][a-z-0-9]*$ "
             f"and have at most {EXECUTION_NAME_MAX} characters"

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support.cli import run, use_sandbox
 from support.pins import OLD_A, build_tree, snapshot
@@ -367,6 +367,8 @@ EXECUTIONS = [
     "gs1+x:production:abc",
     "gs1:production:a\x00b",
     "gs1:production:a b",
+    "gs1\n:production:abc",  # Python's `$` matches before a final newline; Admin's does not
+    "gs1:production\n:abc",
 ]
 
 
@@ -379,6 +381,7 @@ def test_hostile_execution_identifiers_are_refused(cli, command, ref):
 
 @MANY
 @given(text=st.text(max_size=80), project=st.one_of(st.none(), st.text(max_size=10)))
+@example(text="a", project="0\n")  # found by this test in CI: a project ending in a newline
 def test_any_execution_text_is_a_valid_ref_or_a_usage_error(text, project):
     try:
         ref = parse_execution(text, project=project, domain=project)

@@ -363,6 +363,7 @@ def test_relaunch_duplicate_name_is_already_exists(serve) -> None:
     [
         ("9lives", "invalid name format: 9lives"),
         ("under_score", "invalid name format: under_score"),
+        ("orig-rerun\n", "invalid name format: orig-rerun\n"),  # Go's `$`: end of text only
         ("a" * 64, f"size of name exceeded length 63 : {'a' * 64}"),
     ],
 )

@@ -467,10 +467,11 @@ def test_name_taken_by_an_unrelated_execution_is_not_already_relaunched(admin) -
     assert server.relaunches_of(ref("orig")) == []
 
 
-def test_invalid_relaunch_name_is_refused_before_any_call(admin) -> None:
+@pytest.mark.parametrize("name", ["Orig_rerun", "orig-rerun\n"])
+def test_invalid_relaunch_name_is_refused_before_any_call(admin, name: str) -> None:
     server, client = admin(Scenario(executions=[execution("orig")]))
     with pytest.raises(UsageError):
-        client.relaunch(ref("orig"), name="Orig_rerun")
+        client.relaunch(ref("orig"), name=name)
     assert server.calls == []
 
 
