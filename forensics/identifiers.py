@@ -5,13 +5,17 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlparse
 
+from forensics.config import FLYTE_NAME
 from forensics.errors import UsageError
 from forensics.model import ExecutionRef
 
-# Whole strings (`fullmatch`): Python's `$` also matches before a final newline, which
-# flyteadmin's Go `^…$` (RE2, end of text only) does not; `p\n:d:name` is not an execution.
-_NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
-_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+# flyteadmin `validation.CheckValidExecutionID`: the name is lower-cased, then must match
+# `^[a-z][a-z\-0-9]*$` and be at most 63 characters (20 before flyteadmin raised it to the
+# Kubernetes label limit). That is Go's RE2, where `$` is the end of the text; Python's `$` also
+# matches before a final newline, so names (and FLYTE_NAME's projects and domains) are matched
+# whole: `p\n:d:name` is not an execution.
+EXECUTION_NAME_MAX = 63
+_NAME = re.compile(r"[a-z][a-z0-9-]*")
 _URL_PATH = re.compile(r"/projects/([^/]+)/domains/([^/]+)/executions/([^/?#]+)")
 
 FORMS = (
@@ -46,10 +50,16 @@ def parse_execution(
         if len(parts) != 3:
             raise UsageError(f"execution {text!r}: unknown form (expected {FORMS})")
     p, d, n = parts
-    if not _PART.fullmatch(p) or not _PART.fullmatch(d):
+    if not FLYTE_NAME.fullmatch(p) or not FLYTE_NAME.fullmatch(d):
         raise UsageError(f"execution {text!r}: project and domain must be letters, digits, - or _")
-    if not _NAME.fullmatch(n):
+    if not is_execution_name(n):
         raise UsageError(
             f"execution {text!r}: execution names match ^[a-z][a-z0-9-]*$ and have at most 63 characters"
         )
     return ExecutionRef(p, d, n)
+
+
+def is_execution_name(name: str) -> bool:
+    """Whether flyteadmin accepts `name` as an execution name as it stands (it lower-cases a
+    name it is given first; a caller that sends one does that itself)."""
+    return len(name) <= EXECUTION_NAME_MAX and _NAME.fullmatch(name) is not None

@@ -48,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import re
 import threading
 import time
 from collections import Counter
@@ -84,6 +83,7 @@ from forensics.errors import (
     UsageError,
 )
 from forensics.failures import os_failure
+from forensics.identifiers import EXECUTION_NAME_MAX, is_execution_name
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.notices import retrying
 from forensics.retry import Again, RetryPolicy, call
@@ -124,12 +124,6 @@ Status = grpc.StatusCode
 # INVALID_ARGUMENT and ALREADY_EXISTS are answers, and repeating them only costs round trips.
 RETRYABLE = frozenset({Status.UNAVAILABLE, Status.RESOURCE_EXHAUSTED, Status.DEADLINE_EXCEEDED})
 
-# flyteadmin `validation.CheckValidExecutionID`: the name is lower-cased, then must match this and
-# be at most 63 characters (20 before flyteadmin raised it to the Kubernetes label limit).
-# flyteadmin's `^[a-z][a-z\-0-9]*$` in Go, where `$` is the end of the text: a whole-string
-# match here (Python's `$` would let a final newline through).
-EXECUTION_NAME_RE = re.compile(r"[a-z][a-z\-0-9]*")
-EXECUTION_NAME_MAX = 63
 
 # Node and task lists join the executions table, where a bare `id` would be ambiguous; these
 # columns exist only on their own table and are unique within one node / one execution.
@@ -282,7 +276,7 @@ def _wf_id(ref: ExecutionRef) -> identifier_pb2.WorkflowExecutionIdentifier:
 
 
 def _check_name(name: str) -> None:
-    if len(name) > EXECUTION_NAME_MAX or not EXECUTION_NAME_RE.fullmatch(name.lower()):
+    if not is_execution_name(name.lower()):  # flyteadmin lower-cases the name first
         raise UsageError(
             f"relaunch name {name!r}: Flyte execution names match ^[a-z][a-z-0-9]*$ "
             f"and have at most {EXECUTION_NAME_MAX} characters"
