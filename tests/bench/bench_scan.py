@@ -58,10 +58,11 @@ sandbox servers and the client share the cores, so the table also shows the CPU 
 CLI process (`cli`), of the Admin process (`adm`), of this process (`loki`) and of the S3
 process (`s3`), and `floor`, the wall time that CPU alone forces: the largest of the four, or
 their sum / cores — each process is one Python interpreter whose threads take turns on one core.
-`--cli-cpus 0` keeps them apart, as servers on other machines are: the CLI runs on CPU 0 only and
-this process and every server it starts on the others (the floor is then the largest of the CLI's
-CPU and the servers' sum over their CPUs). The issue's own measurement was on independent servers;
-sharing two cores, a server's turn on a core is a turn the CLI waits for.
+`--cli-cpus 0` keeps them apart, as servers on other machines are: the CLI runs on CPU 0 only
+(under `taskset`) and this process and every server it starts on the others (the floor is then
+the largest of the CLI's CPU and the servers' sum over their CPUs). The issue's own
+measurement was on independent servers; sharing two cores, a server's turn on a core is a turn
+the CLI waits for.
 
 Columns: requests per source as the servers recorded them (retries included) with the minimum in
 parentheses and the ratio per candidate attempt (`summary.attempts_examined`); bytes of Loki
@@ -645,8 +646,8 @@ def measure(
     cli0, srv0 = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF)
     switches0 = _switches()
     started = time.perf_counter()
-    if CLI_CPUS:  # the CLI on its own CPUs: it sets its affinity, then becomes the command
-        cmd = [sys.executable, "-c", _PINNED, ",".join(map(str, sorted(CLI_CPUS))), *cmd]
+    if CLI_CPUS:  # the CLI on its own CPUs
+        cmd = ["taskset", "--cpu-list", _cpus(CLI_CPUS), *cmd]
     proc = subprocess.Popen(
         cmd, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -949,13 +950,6 @@ def verdicts(runs: list[Run]) -> list[str]:
     return out
 
 
-# `python -c _PINNED CPUS CMD...`: run CMD on CPUS only (what `taskset -c CPUS CMD` does).
-_PINNED = (
-    "import os, sys; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')}); "
-    "os.execvp(sys.argv[2], sys.argv[2:])"
-)
-
-
 def _cpus(cpus: frozenset[int]) -> str:
     return ",".join(map(str, sorted(cpus)))
 
@@ -972,7 +966,9 @@ def _machine() -> str:
 
 def _cpu_split(spec: str) -> tuple[frozenset[int], frozenset[int]]:
     """`--cli-cpus 0` (or `0,1`): the CLI's CPUs and the servers', of those this process may
-    use; SystemExit when either side would be empty."""
+    use; SystemExit when either side would be empty, or without util-linux's `taskset`."""
+    if shutil.which("taskset") is None:
+        raise SystemExit("--cli-cpus runs the CLI under taskset (util-linux), not found on PATH")
     usable = frozenset(os.sched_getaffinity(0))
     try:
         cli = frozenset(int(c) for c in spec.split(","))
