@@ -500,16 +500,19 @@ class GoAdmin:
         self._in, self._out = self._process.stdin, self._process.stdout
         self.address, self.answers = self._out.readline().split()
         self.misses = 0
+        self.applied_ms = 0.0  # the latency it applied, on average over its calls so far
 
     def stats(self) -> tuple[Counter[str], float]:
         """Calls by method, and the server's CPU seconds (/proc: utime + stime)."""
         self._in.write("stats\n")
         self._in.flush()
-        misses, *counts = self._out.readline().split()
+        misses, slept_us, *counts = self._out.readline().split()
         self.misses = int(misses)
+        calls = Counter({m: int(n) for m, n in (c.split("=") for c in counts)})
+        self.applied_ms = int(slept_us) / 1000 / max(calls.total(), 1)
         fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return Counter({m: int(n) for m, n in (c.split("=") for c in counts)}), cpu
+        return calls, cpu
 
     def stop(self) -> None:
         self._in.close()
@@ -787,6 +790,10 @@ def run_go_admin(
                 go = replace(python, box=replace(box, admin=server, env=env))
                 label = "1x, Admin in Go (replay)"
                 runs.append(go.run(label, None, cli, turn, console, reference))
+                console.log(
+                    f"go-admin: the Go Admin held each call {server.applied_ms:.2f} ms on "
+                    f"average ({lat.admin * 1000:g} ms asked)"
+                )
     return runs
 
 

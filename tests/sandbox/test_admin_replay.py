@@ -83,3 +83,14 @@ def test_a_request_never_recorded_is_a_failure_not_an_answer(binary: Path, recor
     assert err.value.kind is FailureKind.SERVER_FAILED
     assert "no recorded answer" in str(err.value)
     assert go.misses == 1
+
+
+def test_the_replay_holds_each_call_for_the_latency_asked(binary: Path, recorded: Any) -> None:
+    """The bound counts the latency asked: the replay applies at least that to every call and
+    reports, in microseconds, what it applied (how close it comes is the benchmark's to log)."""
+    _, answers, _ = recorded
+    with GoAdmin(binary, answers, latency=0.005) as go, _client(go.address) as admin:
+        _read(admin)
+        calls, _ = go.stats()
+    assert calls.total() > 10
+    assert 5.0 <= go.applied_ms < 50.0

@@ -8,7 +8,8 @@
 // a gap: a replay that does not match the scan cannot pass for a complete one.
 //
 // Usage: admin_replay -records FILE -latency 5ms. It prints "HOST:PORT ANSWERS" once it
-// listens; each line read on stdin is answered with the calls so far, "MISSES METHOD=N ...";
+// listens; each line read on stdin is answered with the calls so far, "MISSES SLEPT_US
+// METHOD=N ..." (SLEPT_US: the latency applied, summed over the calls, in microseconds);
 // stdin's end stops it.
 //
 // FILE: records of (method, request, status code, answer or status message), each field
@@ -91,6 +92,7 @@ func main() {
 	}
 	var mu sync.Mutex
 	calls, misses := map[string]int{}, 0
+	var slept time.Duration // the latency applied, summed over the calls
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		// A unary call's body is one message: a compression flag (0), a length, the bytes.
@@ -98,10 +100,13 @@ func main() {
 			http.Error(w, "not a uncompressed unary gRPC call", http.StatusBadRequest)
 			return
 		}
-		time.Sleep(*latency)
+		start := time.Now()
+		sleep(*latency)
+		waited := time.Since(start)
 		a, ok := answers[r.URL.Path+"\x00"+string(body[5:])]
 		mu.Lock()
 		calls[path.Base(r.URL.Path)]++
+		slept += waited
 		if !ok {
 			misses++
 		}
@@ -136,7 +141,7 @@ func main() {
 		in := bufio.NewScanner(os.Stdin)
 		for in.Scan() {
 			mu.Lock()
-			line := []string{strconv.Itoa(misses)}
+			line := []string{strconv.Itoa(misses), strconv.FormatInt(slept.Microseconds(), 10)}
 			for method, n := range calls {
 				line = append(line, fmt.Sprintf("%s=%d", method, n))
 			}
