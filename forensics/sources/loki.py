@@ -360,10 +360,14 @@ class LokiClient:
             # query_range gets its own adapter: a timeout there is raised as one, to be split
             # rather than retried as is (requests picks the longest mounted prefix). Retries are
             # `_get`'s (forensics/retry.py), never urllib3's.
+            # Two readers may share this client at once, each with up to `workers` requests in
+            # flight: the signals (then the coverage probe) and the Kubernetes events when
+            # they live in the same Loki. A smaller pool opens connections it then drops, and
+            # urllib3 warns of each ("Connection pool is full") at -v.
             adapter = HTTPAdapter(
                 max_retries=_ONE_TRY_SPLIT if split else ONE_TRY,
                 pool_connections=1,
-                pool_maxsize=max(10, workers),
+                pool_maxsize=max(10, 2 * workers),
             )
             self._session.mount(prefix, adapter)
         self._headers = {"User-Agent": f"elastic-audit/{__version__}", "Accept": "application/json"}

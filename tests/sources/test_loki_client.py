@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _thread
+import logging
 import signal
 import threading
 import time
@@ -638,3 +639,28 @@ def test_a_loki_that_times_out_on_everything_gives_the_shard_up_after_a_bounded_
     assert outcome.failures == ((HOUR, outcome.error),)  # the whole shard, one gap
     assert "timed out" in outcome.error and "504" in outcome.error
     assert tries == c._split_budget(HOUR)  # log2(60) halvings to the floor, rounded up, + 1
+
+
+def test_two_readers_at_full_concurrency_reuse_their_connections(caplog):
+    # The signals and the Kubernetes events read the same Loki through one client, each with
+    # `workers` requests in flight: no connection is opened only to be dropped (urllib3's
+    # "Connection pool is full" warning, which -v shows).
+    workers = 8
+    with LokiServer(some_signals(), faults=LokiFaults(latency=0.3)) as server:
+        c = client(server, workers=workers)
+        barrier = threading.Barrier(2 * workers)
+
+        def read() -> None:
+            barrier.wait()
+            list(c.query_range(SIGTERM, HOUR))
+
+        with caplog.at_level(logging.WARNING, logger="urllib3.connectionpool"):
+            threads = [threading.Thread(target=read) for _ in range(2 * workers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        sent = len(server.requests.snapshot())
+        c.close()
+    assert sent >= 2 * workers
+    assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
