@@ -108,7 +108,8 @@ VerboseOpt = typer.Option(
     "--verbose",
     count=True,
     show_default=False,
-    help="-v: the tool's decisions on stderr (window, shards, candidates, calls per source); "
+    help="-v: the tool's decisions on stderr (window, shards, candidates, calls per source, "
+    "time per step); "
     "-vv: also the libraries' debug logs. Secrets are never logged.",
 )
 

@@ -1,7 +1,7 @@
 """Logging for every command: stderr only, the tool's own story at -v, libraries' at -vv, no secret.
 
 Levels: no flag → the tool's warnings, libraries' errors; `-v` → what the tool decides (window,
-shards, candidates, calls per source), libraries' warnings; `-vv` → also the libraries' debug
+shards, candidates, calls per source, time per step), libraries' warnings; `-vv` → also the libraries' debug
 logs (botocore, urllib3, grpc, flytekit). botocore's debug log prints request headers —
 `x-amz-security-token` among them — and its canonical request, so every record, of any logger
 at any level, passes a filter that replaces each credential the process can see by `***` before

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -198,6 +199,8 @@ class ScanRun:
         self._s3_lane = Lane("s3", workers, self._stop, self._errors)
         self._outputs_batch: list[Candidate] = []  # outputs.pb checks not yet sent (`_batch`)
         self._refused: set[str] = set()  # buckets whose listing failed (logged once each)
+        # (step, wall clock, process CPU) at the end of each step of `_run`: the -v timing line
+        self._steps: list[tuple[str, float, float]] = []
 
     def run(self) -> Report:
         """Scan the window: findings, summary and gaps (docs/report.md)."""
@@ -208,8 +211,12 @@ class ScanRun:
             self._admin_lane.close()
             self._s3_lane.close()
 
+    def _step(self, name: str) -> None:
+        self._steps.append((name, time.perf_counter(), time.process_time()))
+
     def _run(self) -> Report:
         window = self.window
+        self._step("start")
         # One ListProjects first: the Loki query, the namespace mapping and the sweep all need
         # each project's domains (and a scope naming an unknown one stops here, exit 2).
         self.projects.load(self.sources.admin, self.scope, self.lookups.slots)
@@ -223,15 +230,20 @@ class ScanRun:
                     failure=self.projects.failure,
                 )
             )
+        self._step("projects")
         self.coverage.selector = task_selector(
             self.settings, self.scope, self.projects.scope_domains(self.scope)
         )
         self._read_everything()
         self.tally.add_gaps(coverage_gaps(self.coverage, self.sources.loki))
         self._resolve_unclaimed()
+        self._step("unclaimed pods")
         self._s3_lane.drain()
+        self._step("outputs.pb checks")
         report = self.tally.report(window, self._relaunched)
+        self._step("relaunches and report")
         self._log_calls(report.gaps)
+        self._log_timing()
         return report
 
     def _relaunched(self, findings: list[Finding]) -> list[Finding]:
@@ -283,8 +295,11 @@ class ScanRun:
             t.start()
         for t in listers:
             join(t, self._errors)
+        self._step("sweep")
         join(loki, self._errors)  # signals are final from here on
+        self._step("signals")
         self._admin_lane.drain()  # every swept execution matched and its checks batched
+        self._step("sweep's last executions")
         with self._lock:
             last, self._outputs_batch = self._outputs_batch, []
         self._send_checks(last)
@@ -300,6 +315,23 @@ class ScanRun:
             store.call_count,
             store.endpoint,
             len(gaps),
+        )
+
+    def _log_timing(self) -> None:
+        """Where the run's time went, step by step (`-v`; the scale benchmark's `--phases`)."""
+        if not log.isEnabledFor(logging.INFO):
+            return
+        (_, wall0, cpu0), (_, wall1, cpu1) = self._steps[0], self._steps[-1]
+        steps = ", ".join(
+            f"{name} {wall - before:.1f} s"
+            for (_, before, _), (name, wall, _) in zip(self._steps, self._steps[1:], strict=False)
+        )
+        log.info(
+            "timing: %s; %.1f s in all, %.1f CPU-seconds (%.1f before the scan began)",
+            steps,
+            wall1 - wall0,
+            cpu1 - cpu0,
+            cpu0,
         )
 
     # -- Loki, then the join index ---------------------------------------------------------------

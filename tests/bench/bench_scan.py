@@ -209,6 +209,7 @@ class Run:
     minimum: Minimum | None = None
     seed_s: dict[str, float] = field(default_factory=dict)
     load: tuple[float, float] = (0.0, 0.0)
+    timing: str = ""  # the CLI's -v timing line (--phases)
 
     @property
     def floor(self) -> float:
@@ -639,6 +640,8 @@ def measure(
             *cmd,
         ]
     cmd += ["--since", w.start.strftime("%Y-%m-%d"), "--until", w.end.strftime("%Y-%m-%d")]
+    if OPTIONS.get("phases"):
+        cmd.append("-v")
     if workers is not None:
         cmd += ["--workers", str(workers)]
     env = box.child_environ() | {"XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(home)}
@@ -687,6 +690,8 @@ def measure(
     run.loki_unfiltered = sum(
         1 for r in loki if r.path.endswith("query_range") and "|~" not in r.params.get("query", "")
     )
+    timing = re.search(r"(?m)^elastic-audit: timing: (.*)$", err)
+    run.timing = timing.group(1) if timing else ""
     run.examined = report["summary"]["attempts_examined"]
     run.executions = len(month.scenario.executions)
     run.findings = report["findings"]
@@ -832,6 +837,8 @@ class Scan:
             f"{name} ({cli_name(cli)}): {run.wall:.1f}s (bound {run.bound:.1f}s), "
             f"findings {run.same}"
         )
+        if run.timing:
+            console.log(f"{name} ({cli_name(cli)}) timing: {run.timing}")
         return run
 
 
@@ -992,7 +999,7 @@ def _cpu_split(spec: str) -> tuple[frozenset[int], frozenset[int]]:
 
 
 def _apply_options(args: argparse.Namespace) -> None:
-    """The options every run reads: --profile, --cli-pythonpath, --reports, --disruptions,
+    """The options every run reads: --profile, --cli-pythonpath, --reports, --phases, --disruptions,
     --cli-cpus (this process, and the servers it starts, keep to the CPUs the CLI does not
     have: set before any server or thread starts, which inherit it)."""
     global CLI_CPUS, SERVER_CPUS
@@ -1009,6 +1016,8 @@ def _apply_options(args: argparse.Namespace) -> None:
     if args.reports:
         Path(args.reports).mkdir(parents=True, exist_ok=True)
         OPTIONS["reports"] = args.reports
+    if args.phases:
+        OPTIONS["phases"] = True
     global DISRUPTIONS
     DISRUPTIONS = args.disruptions
 
@@ -1062,6 +1071,13 @@ def main() -> None:
         metavar="CPUS",
         help="run the CLI on these CPUs only (e.g. 0) and the servers on the others, as servers "
         "on other machines would run: the servers' CPU no longer takes the CLI's cores",
+    )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="run the CLI with -v and log where each scan's time went (its `timing:` line: "
+        "wall seconds per step, CPU seconds); -v adds a log line per candidate, so compare "
+        "phases only between runs with this option",
     )
     parser.add_argument(
         "--disruptions",
@@ -1159,6 +1175,7 @@ def main() -> None:
                         "same": r.same,
                         "seed_s": r.seed_s,
                         "load": r.load,
+                        "timing": r.timing,
                     }
                     for r in runs
                 ],

@@ -60,6 +60,14 @@ def test_verbose_tells_the_tools_decisions_and_keeps_library_debug_for_vv(box, w
     assert re.search(
         r"calls: Loki 7 shard\(s\), Flyte Admin \d+ \(.+\), S3 \d+ \(http://127\.0\.0\.1:\d+\)", err
     )
+    # where the run's time went, one step after the other (the scale benchmark's --phases)
+    assert re.search(
+        r"(?m)^elastic-audit: timing: projects \d+\.\d s, sweep \d+\.\d s, signals \d+\.\d s, "
+        r"sweep's last executions \d+\.\d s, unclaimed pods \d+\.\d s, outputs\.pb checks "
+        r"\d+\.\d s, relaunches and report \d+\.\d s; \d+\.\d s in all, \d+\.\d CPU-seconds "
+        r"\(\d+\.\d before the scan began\)$",
+        err,
+    )
     # third-party debug stays out of -v (it was ~220 lines of botocore/urllib3 before)
     assert not re.search(r"(?m)^elastic-audit: debug: (botocore|urllib3|grpc)", err)
     vv = cli("scan", *WINDOW, "-vv", "-o", "json", "--no-progress", env=env, cwd=work)
