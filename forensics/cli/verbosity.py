@@ -1,11 +1,12 @@
 """Logging for every command: stderr only, the tool's own story at -v, libraries' at -vv, no secret.
 
 Levels: no flag → the tool's warnings, libraries' errors; `-v` → what the tool decides (window,
-shards, candidates, calls per source, time per step), libraries' warnings; `-vv` → also the libraries' debug
-logs (botocore, urllib3, grpc, flytekit). botocore's debug log prints request headers —
-`x-amz-security-token` among them — and its canonical request, so every record, of any logger
-at any level, passes a filter that replaces each credential the process can see by `***` before
-it is formatted (docs/configuration.md: secrets are never printed, `--verbose` output included).
+shards, candidates, calls per source, time per step), libraries' warnings; `-vv` → also the
+libraries' debug logs (botocore, urllib3, grpc, flytekit). botocore's debug log prints request
+headers — `x-amz-security-token` among them — and its canonical request, so every record, of any
+logger at any level, passes a filter that replaces each credential the process can see by `***`
+before it is formatted (docs/configuration.md: secrets are never printed, `--verbose` output
+included).
 """
 
 from __future__ import annotations
