@@ -866,6 +866,10 @@ def test_namespace_for_renders_ours_and_flyteadmins_templates() -> None:
     assert namespace_for("llm-fine-tuning", "development") == "llm-fine-tuning-development"
     assert namespace_for("p", "dev", "{{ project }}-{{ domain }}") == "p-dev"
     assert namespace_for("p", "dev", "{{ org }}{{ project }}-{{ domain }}") == "p-dev"
+    assert namespace_for("p", "dev", "{domain}.{project}.{domain}") == "dev.p.dev"
+    # A value is never read as a placeholder (the library takes any string as a project).
+    assert namespace_for("{domain}", "dev") == "{domain}-dev"
+    assert namespace_for("p", "{project}") == "p-{project}"
 
 
 @pytest.mark.parametrize(
