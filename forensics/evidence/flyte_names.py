@@ -189,17 +189,13 @@ def _normalise_template(template: str) -> str:
     return template
 
 
-_PLACEHOLDER = re.compile(r"\{(project|domain)\}")
-
-
 def namespace_for(project: str, domain: str, template: str = "{project}-{domain}") -> str:
     """The Kubernetes namespace flyteadmin maps a project and domain to.
 
-    Both placeholders are filled in one pass, so a value is never read as a placeholder:
-    flyteadmin's `GetNamespaceName` fills `{{ project }}` then `{{ domain }}`, and a project
-    named `{domain}` (no valid Flyte name, but the library takes any string) stays literal."""
-    values = {"project": project, "domain": domain}
-    return _PLACEHOLDER.sub(lambda m: values[m[1]], _normalise_template(template))
+    `[flyte] namespace_template` is a str.format template (config.py checks its fields), and
+    is filled as one: a value is never read as a placeholder, so a project named `{domain}`
+    (no valid Flyte name, but the library takes any string) stays literal."""
+    return _normalise_template(template).format(project=project, domain=domain)
 
 
 def namespace_to_project_domain(

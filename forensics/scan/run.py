@@ -20,6 +20,7 @@ of them live in `sweep`, `join`, `resolve`, `callplan`, `signals`, `disruptions`
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -324,7 +325,7 @@ class ScanRun:
         (_, wall0, cpu0), (_, wall1, cpu1) = self._steps[0], self._steps[-1]
         steps = ", ".join(
             f"{name} {wall - before:.1f} s"
-            for (_, before, _), (name, wall, _) in zip(self._steps, self._steps[1:], strict=False)
+            for (_, before, _), (name, wall, _) in itertools.pairwise(self._steps)
         )
         log.info(
             "timing: %s; %.1f s in all, %.1f CPU-seconds (%.1f before the scan began)",
