@@ -7,6 +7,7 @@ Helpers are in tests/support/, imported as `support.*`: pytest puts this directo
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,15 @@ from support.guard import HTTPRecorder
 
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import Sandbox, sandbox
+
+
+@pytest.fixture(autouse=True)
+def _collector_thresholds() -> Iterator[None]:
+    """A command run in this process turns its garbage collector's full passes off
+    (`process.no_full_collections`, for the command's one scan); the next test gets them back."""
+    before = gc.get_threshold()
+    yield
+    gc.set_threshold(*before)
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ What a run does, its state, notifications and metrics: docs/deployment.md.
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from dataclasses import replace
@@ -146,6 +147,7 @@ def _loop(
                 started = time.monotonic()
                 run += 1
                 options = _run(run, settings, scope, options, since, scan, collector, signals)
+                gc.collect()  # the full pass the run went without (process.no_full_collections)
                 time.sleep(max(0.0, period.total_seconds() - (time.monotonic() - started)))
     except Terminated:
         print("elastic-audit: terminated; exiting", file=sys.stderr, flush=True)

@@ -1,5 +1,6 @@
 """What the command line does to the process: the imports kept out of the collector's passes,
-and the batch scheduling policy its threads inherit."""
+no full pass during a command (and one after each of watch's runs), and the batch scheduling
+policy its threads inherit."""
 
 from __future__ import annotations
 
@@ -7,10 +8,15 @@ import gc
 import os
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 
+from forensics.cli import watch
 from forensics.cli.process import freeze_imports
+from forensics.config import Settings
+from forensics.guard.run import GuardOptions, Terminated
+from forensics.scan.scope import ScanScope
 
 
 def _collected(obj: object) -> bool:
@@ -27,6 +33,73 @@ def test_imports_are_frozen_once_per_process():
     made_later = []  # a scan's objects: collected as usual, never frozen by a second call
     freeze_imports()
     assert _collected(made_later)
+
+
+_COLLECTOR_PROBE = """
+import gc, sys
+from forensics.cli.process import no_full_collections
+if sys.argv[1] == "off":
+    no_full_collections()
+passes = [0, 0, 0]
+freed = [0]
+def count(phase, info):
+    if phase == "stop":
+        passes[info["generation"]] += 1
+        freed[0] += info["collected"]
+gc.callbacks.append(count)
+kept = []
+for i in range(300_000):
+    kept.append([i])  # what a scan keeps until its report
+    if i % 100 == 0:
+        loop = []
+        loop.append(loop)  # and a little cyclic garbage
+print(*passes, freed[0])
+"""
+
+
+def _passes(full: str) -> tuple[int, int, int, int]:
+    """Per generation, the collector's passes while a child keeps 300,000 objects, and the
+    objects they freed."""
+    out = subprocess.run(
+        [sys.executable, "-c", _COLLECTOR_PROBE, full], capture_output=True, text=True, check=True
+    ).stdout.split()
+    young, middle, old, freed = map(int, out)
+    return young, middle, old, freed
+
+
+def test_a_command_makes_no_full_pass_and_still_frees_its_cyclic_garbage():
+    assert _passes("on")[2] > 0  # the default: the kept objects walked again and again
+    young, middle, old, freed = _passes("off")
+    assert old == 0
+    assert young > 0 and middle > 0
+    assert freed >= 2_900  # the 3,000 self-referencing lists, by the young passes
+
+
+def test_watch_collects_in_full_after_each_run(monkeypatch):
+    events: list[str] = []
+
+    def one_run(*args: object) -> GuardOptions:
+        events.append("run")
+        return args[3]  # the options, as a run returns them for the next
+
+    def asleep(seconds: float) -> None:
+        if events.count("run") == 2:
+            raise Terminated  # SIGTERM while asleep after the second run
+        events.append("sleep")
+
+    def full_pass(phase: str, info: dict) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            events.append("full pass")
+
+    monkeypatch.setattr(watch, "_run", one_run)
+    monkeypatch.setattr(watch.time, "sleep", asleep)
+    options = GuardOptions(state="state.json")
+    gc.callbacks.append(full_pass)
+    try:
+        assert watch._loop(Settings(), ScanScope(), options, "1d", timedelta(hours=1), None) == 0
+    finally:
+        gc.callbacks.remove(full_pass)
+    assert events == ["run", "full pass", "sleep", "run", "full pass"]
 
 
 _BATCH_PROBE = """
