@@ -26,10 +26,16 @@ from typing import Any, ClassVar
 from botocore import handlers
 from botocore.parsers import ResponseParserFactory, RestXMLParser
 from botocore.session import Session
+from botocore.utils import is_json_value_header
 
 _SCALARS = frozenset(
     {"string", "character", "integer", "long", "float", "double", "boolean", "timestamp", "blob"}
 )
+
+# A string member read as botocore's string handler reads it (the element's text, "" when
+# empty), without its four calls: a listing page's thousand keys, ETags and storage classes.
+_TEXT = object()
+_BOTOCORE_STRING = RestXMLParser._handle_string
 
 # Per structure shape name (one service model per session): the short path's plan, or None.
 Plan = dict[str, tuple[str, Any, Callable[..., Any] | None, bool]] | None
@@ -47,19 +53,20 @@ class FlatStructureParser(RestXMLParser):
             return super()._handle_structure(shape, node)
         parsed: dict[str, Any] = {}
         for child in node:
-            tag = child.tag
-            if tag[:1] == "{":
-                tag = tag.rpartition("}")[2]
-            member = plan.get(tag)
+            member = plan.get(child.tag) or _namespaced(plan, child.tag)
             if member is None:
                 continue  # botocore reads declared members only
             name, member_shape, handle, flat = member
             if handle is None or (not flat and name in parsed):
                 return super()._handle_structure(shape, node)
-            if flat:
-                parsed.setdefault(name, []).append(handle(self, member_shape, child))
+            if handle is _TEXT:
+                value: Any = child.text or ""  # botocore's string handler, without its 4 calls
             else:
-                parsed[name] = handle(self, member_shape, child)
+                value = handle(self, member_shape, child)
+            if flat:
+                parsed.setdefault(name, []).append(value)
+            else:
+                parsed[name] = value
         return parsed
 
     def _plan(self, shape: Any) -> Plan:
@@ -83,9 +90,22 @@ class FlatStructureParser(RestXMLParser):
                 handle = None
                 if scalar.type_name in _SCALARS and (flat or member.type_name != "list"):
                     handle = getattr(type(self), f"_handle_{scalar.type_name}")
+                    if handle is _BOTOCORE_STRING and not is_json_value_header(scalar):
+                        handle = _TEXT
                 plan[key] = (name, scalar, handle, flat)
         self._plans[shape.name] = plan
         return plan
+
+
+def _namespaced(plan: dict[str, Any], tag: str) -> Any:
+    """The member an element names with its XML namespace (`{ns}Key`), kept in `plan` under
+    that tag for the next element (botocore drops the namespace the same way)."""
+    if tag[:1] != "{":
+        return None
+    member = plan.get(tag.rpartition("}")[2])
+    if member is not None:
+        plan[tag] = member
+    return member
 
 
 class _Factory(ResponseParserFactory):
