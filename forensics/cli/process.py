@@ -42,7 +42,6 @@ def open_sources(settings: Settings) -> Sources:
     sources = Sources.from_settings(settings)
     keep_ctrl_c()
     adopt_flytekit()
-    freeze_imports()
     no_full_collections()
     return sources
 
@@ -70,19 +69,6 @@ def batch_scheduling() -> bool:
     return True
 
 
-def freeze_imports() -> None:
-    """Keep what the imports made (flytekit, botocore's models, gRPC: most of the objects the
-    process holds) out of the garbage collector's full passes, once per process.
-
-    A scan allocates a few objects per candidate and keeps them, so the collector's full passes
-    come again and again, and each walked every object the imports made: a tenth of a scan's
-    CPU (docs/performance.md). The frozen objects are never collected, so this runs once,
-    after the imports, not per scan of a long-running `watch`."""
-    if gc.get_freeze_count() == 0:
-        gc.collect()
-        gc.freeze()
-
-
 # A generation-2 threshold no command reaches: the count it is compared with grows by one per
 # middle-generation pass (66 in a 1x scan).
 _NO_FULL_PASS = 1 << 30
@@ -94,9 +80,10 @@ def no_full_collections() -> None:
 
     A scan keeps what it allocates until its report (the candidates, their records) and makes
     almost no cyclic garbage that outlives two young passes, but the collector walked all it
-    held each time that grew by a quarter: at 1x seven full passes, 0.9-1.0 s with the
-    interpreter lock held (every lane waiting), which freed 108-385 objects
-    (docs/performance.md)."""
+    held, and all the imports made, each time that grew by a quarter. With the imports frozen
+    out of them (`gc.freeze()`, which this replaces) the passes still took 0.9-1.0 s at 1x,
+    seven of them with the interpreter lock held (every lane waiting), and freed 108-385
+    objects (docs/performance.md)."""
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, _NO_FULL_PASS)
 

@@ -1,6 +1,5 @@
-"""What the command line does to the process: the imports kept out of the collector's passes,
-no full pass during a command (and one after each of watch's runs), and the batch scheduling
-policy its threads inherit."""
+"""What the command line does to the process: no full garbage-collector pass during a command
+(and one after each of watch's runs), and the batch scheduling policy its threads inherit."""
 
 from __future__ import annotations
 
@@ -13,27 +12,9 @@ from datetime import timedelta
 import pytest
 
 from forensics.cli import watch
-from forensics.cli.process import freeze_imports
 from forensics.config import Settings
 from forensics.guard.run import GuardOptions, Terminated
 from forensics.scan.scope import ScanScope
-
-
-def _collected(obj: object) -> bool:
-    """Whether the collector's passes see `obj` (a frozen object is in none of its generations)."""
-    return any(o is obj for o in gc.get_objects())
-
-
-def test_imports_are_frozen_once_per_process():
-    made_before = []
-    freeze_imports()
-    assert gc.get_freeze_count() > 0
-    if _collected(made_before):  # frozen earlier in this test process, by another command
-        assert not _collected(freeze_imports)  # the imports were, though
-    made_later = []  # a scan's objects: collected as usual, never frozen by a second call
-    freeze_imports()
-    assert _collected(made_later)
-
 
 _COLLECTOR_PROBE = """
 import gc, sys
