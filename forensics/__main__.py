@@ -1,5 +1,5 @@
 """`python -m forensics` runs the CLI."""
 
-from forensics.cli import main
+from forensics.cli import console
 
-main()
+console()

@@ -14,7 +14,7 @@ import sys
 import textwrap
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 import typer.core
@@ -39,6 +39,7 @@ from forensics.cli import (
 )
 from forensics.cli.errors import message as worded
 from forensics.cli.options import with_flag_groups
+from forensics.cli.process import leave
 from forensics.errors import ElasticAuditError
 
 
@@ -209,6 +210,17 @@ fix_app.add("apply", fix.apply_cmd, fix.APPLY_EXAMPLES)
 fix_app.add("build", fix.build_cmd, fix.BUILD_EXAMPLES)
 fix_app.add("check", fix.check_cmd, fix.CHECK_EXAMPLES)
 app.add_typer(fix_app, name="fix")
+
+
+def console() -> NoReturn:
+    """The console script and `python -m forensics`: the command, then the process's end
+    without the interpreter's teardown (`process.leave`). `main` ends the ordinary way, for
+    callers that run commands in their own process."""
+    try:
+        main()
+    except SystemExit as e:
+        leave(e.code)
+    leave(0)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -145,9 +145,13 @@ def _loop(
         with installed(signals):
             while True:
                 started = time.monotonic()
+                if run:
+                    # The full pass the last run went without (process.no_full_collections).
+                    # Not right after its line: a Ctrl-C that lands in an object's finalizer
+                    # during a pass is lost, and after the line is when one comes.
+                    gc.collect()
                 run += 1
                 options = _run(run, settings, scope, options, since, scan, collector, signals)
-                gc.collect()  # the full pass the run went without (process.no_full_collections)
                 time.sleep(max(0.0, period.total_seconds() - (time.monotonic() - started)))
     except Terminated:
         print("elastic-audit: terminated; exiting", file=sys.stderr, flush=True)

@@ -31,7 +31,11 @@ _RESULT = (
     "comes next, and the reports are byte-identical for every consumer"
 )
 ALLOWED: list[tuple[str, str, str]] = [
-    ("forensics/__main__.py", "from forensics.cli import main", "`python -m forensics` is the CLI"),
+    (
+        "forensics/__main__.py",
+        "from forensics.cli import console",
+        "`python -m forensics` is the CLI",
+    ),
     ("forensics/detect.py", "elastic-audit relaunch --parent", _RESULT),
     ("forensics/formats/markdown.py", 'f"--parent {f.attempt.execution}"', _RESULT),
     ("forensics/formats/table.py", "relaunch --parent", _RESULT),

@@ -1,5 +1,5 @@
 """What the command line does to the process: no full garbage-collector pass during a command
-(and one after each of watch's runs), and the batch scheduling policy its threads inherit."""
+(and one between watch's runs), and the batch scheduling policy its threads inherit."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_a_command_makes_no_full_pass_and_still_frees_its_cyclic_garbage():
     assert freed >= 2_900  # the 3,000 self-referencing lists, by the young passes
 
 
-def test_watch_collects_in_full_after_each_run(monkeypatch):
+def test_watch_collects_in_full_between_its_runs(monkeypatch):
     events: list[str] = []
 
     def one_run(*args: object) -> GuardOptions:
@@ -80,7 +80,7 @@ def test_watch_collects_in_full_after_each_run(monkeypatch):
         assert watch._loop(Settings(), ScanScope(), options, "1d", timedelta(hours=1), None) == 0
     finally:
         gc.callbacks.remove(full_pass)
-    assert events == ["run", "full pass", "sleep", "run", "full pass"]
+    assert events == ["run", "sleep", "full pass", "run"]
 
 
 _BATCH_PROBE = """
@@ -122,3 +122,40 @@ def test_a_policy_the_caller_chose_is_kept():
     before, ok, after, thread = _probe(os.SCHED_IDLE)
     assert before == after == thread == os.SCHED_IDLE
     assert not ok
+
+
+_LEAVE_PROBE = """
+import atexit, sys, threading, time
+from forensics.cli.process import leave
+
+class Torn:
+    def __del__(self):
+        sys.__stderr__.write("torn down\\n")
+
+TORN = Torn()  # a module global: freed in the interpreter's teardown, if there is one
+atexit.register(lambda: sys.__stderr__.write("exit handler\\n"))
+sys.stdout.write("the report, not yet flushed")
+if sys.argv[1] == "thread":  # not a daemon: Python waits for it, and so does the command
+    threading.Thread(target=lambda: (time.sleep(0.3), sys.__stderr__.write("thread done\\n"))).start()
+leave(int(sys.argv[2]))
+"""
+
+
+def _leave(case: str, code: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _LEAVE_PROBE, case, str(code)], capture_output=True, text=True
+    )
+
+
+def test_a_command_ends_without_the_teardown_but_with_its_exit_handlers_and_output():
+    p = _leave("alone", 3)
+    assert p.returncode == 3
+    assert p.stdout == "the report, not yet flushed"
+    assert p.stderr == "exit handler\n"  # and no "torn down": the teardown was skipped
+
+
+def test_a_thread_still_running_is_waited_for_as_python_would():
+    p = _leave("thread", 0)
+    assert p.returncode == 0
+    assert p.stdout == "the report, not yet flushed"
+    assert p.stderr.splitlines() == ["thread done", "exit handler", "torn down"]
