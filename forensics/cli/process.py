@@ -84,7 +84,7 @@ def no_full_collections() -> None:
     almost no cyclic garbage that outlives two young passes, but the collector walked all it
     held, and all the imports made, each time that grew by a quarter. With the imports frozen
     out of them (`gc.freeze()`, which this replaces) the passes still took 0.9-1.0 s at 1x,
-    seven of them with the interpreter lock held (every lane waiting), and freed 108-385
+    seven of them with the interpreter lock held (every lane waiting), and freed 108-136
     objects (docs/performance.md)."""
     young, middle, _ = gc.get_threshold()
     gc.set_threshold(young, middle, _NO_FULL_PASS)
