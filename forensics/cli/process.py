@@ -1,5 +1,5 @@
 """What the command line does to the process as a whole: signal handlers, other libraries' logs,
-the garbage collector and the scheduling policy.
+the garbage collector, the scheduling policy and the process's end.
 
 The library never does these on import or on its own; the commands call them.
 """
