@@ -38,7 +38,8 @@ _TEXT = object()
 _BOTOCORE_STRING = RestXMLParser._handle_string
 
 # Per structure shape name (one service model per session): the short path's plan, or None.
-Plan = dict[str, tuple[str, Any, Callable[..., Any] | None, bool]] | None
+# A member's reader is botocore's scalar handler, `_TEXT`, or None (not flat: botocore's path).
+Plan = dict[str, tuple[str, Any, Callable[..., Any] | object | None, bool]] | None
 
 
 class FlatStructureParser(RestXMLParser):
