@@ -133,7 +133,7 @@ CLIS: list[str] = [""]  # --cli-pythonpath: each CLI's PYTHONPATH ("": this chec
 # --cli-cpus: the CPUs the CLI runs on, and those left to the servers (empty: all share all).
 CLI_CPUS: frozenset[int] = frozenset()
 SERVER_CPUS: frozenset[int] = frozenset()
-REPEAT = 1  # --repeat: each row's scan this many times per CLI, the CLIs in turn
+REPEAT = 1  # --repeat: each row's scan this many times per CLI, the CLIs in turn (`turns`)
 
 
 @dataclass(frozen=True)
@@ -758,10 +758,20 @@ def run_size(
     with stack(month, size, lat, home, times) as box:
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
         scan = Scan(box, month, size, lat, home, minimal, times)
-        for workers, turn, cli in itertools.product(worker_counts, range(REPEAT), CLIS):
+        for workers, (turn, cli) in itertools.product(worker_counts, list(turns())):
             name = label if workers is None else f"{label} workers={workers}"
             runs.append(scan.run(name, workers, cli, turn, console, reference))
     return runs
+
+
+def turns() -> Iterator[tuple[int, str]]:
+    """Each repeat of a row with every CLI once, the CLIs' order reversed every other repeat
+    (A B, B A, A B, ...). This VM's CPU drifts within minutes (the same CLI spent 10 and then
+    14 CPU-seconds on the same row, five minutes apart); a fixed order hands the drift to
+    whichever CLI always runs second."""
+    for turn in range(REPEAT):
+        for cli in CLIS if turn % 2 == 0 else CLIS[::-1]:
+            yield turn, cli
 
 
 def run_go_admin(
@@ -786,7 +796,7 @@ def run_go_admin(
         recorder, answers = box.admin, home / "admin-answers.bin"
         assert isinstance(recorder, Child)
         (home / "go-admin").mkdir()
-        for turn, cli in itertools.product(range(REPEAT), CLIS):
+        for turn, cli in turns():
             label = "1x, Admin in Python (recording)"
             runs.append(python.run(label, None, cli, turn, console, reference))
             console.log(f"go-admin: {recorder.write_answers(answers):,} answers recorded")
@@ -1057,8 +1067,9 @@ def main() -> None:
         "--repeat",
         type=int,
         default=1,
-        help="scan each row this many times per CLI, the CLIs in turn (this machine's noise "
-        "is seconds: interleaved runs compare two CLIs under the same noise)",
+        help="scan each row this many times per CLI, the CLIs in turn, their order reversed "
+        "every other time (this machine's noise is seconds: interleaved runs compare two CLIs "
+        "under the same noise)",
     )
     parser.add_argument(
         "--reports",
