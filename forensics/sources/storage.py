@@ -48,6 +48,13 @@ _THROTTLE_CODES = frozenset(
 )
 
 
+class BrokenListing(BotoCoreError):
+    """A ListObjectsV2 page that says the listing goes on but gives no new token to go on from:
+    what follows cannot be read, and the listing must not pass for complete."""
+
+    fmt = "S3 answered a truncated listing page without a new continuation token"
+
+
 class UnreadableURI(ValueError):
     """A location this store cannot read: not `s3://`, or no bucket (or key) in it."""
 
@@ -95,6 +102,8 @@ def describe_error(err: BaseException) -> str:
         if status == 301 or code in ("PermanentRedirect", "AuthorizationHeaderMalformed"):
             return f"bucket is in another region ({what})"
         return f"S3 error ({what})"
+    if isinstance(err, BrokenListing):
+        return str(err)
     if isinstance(err, (NoCredentialsError, PartialCredentialsError)):
         return "no usable AWS credentials (standard chain: env, profile, instance role)"
     if isinstance(err, ParamValidationError):
@@ -136,6 +145,8 @@ def failure_of(err: BaseException) -> FailureKind:
         if status >= 300:  # a redirect to another region, a malformed request
             return FailureKind.REJECTED
         return FailureKind.FAILED
+    if isinstance(err, BrokenListing):
+        return FailureKind.BAD_ANSWER
     if isinstance(err, (NoCredentialsError, PartialCredentialsError)):
         return FailureKind.NO_CREDENTIALS
     if isinstance(err, (ParamValidationError, UnreadableURI)):
@@ -425,10 +436,27 @@ class ObjectStore:
         return KeyPage(start_after, frozenset(keys), keys[-1] if go_on else None, prefix)
 
     def _pages(self, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
-        """ListObjectsV2's pages under `prefix` (botocore's paginator follows the tokens)."""
-        yield from self._client.get_paginator("list_objects_v2").paginate(
-            Bucket=bucket, Prefix=prefix
-        )
+        """ListObjectsV2's pages under `prefix`, following the continuation tokens.
+
+        Not botocore's paginator: its first use in a client loads the pagination model from
+        disk, scanning botocore's data folder (~90 ms of CPU, once per thread that gets there
+        before the first has cached it: the check is not locked), and each `get_paginator`
+        builds a class. A scan lists a checkpoint per finding, from eight threads at once, in
+        the step where the CLI's core is what binds (docs/performance.md). And where the
+        paginator ends quietly at a truncated page without a token, this raises
+        `BrokenListing`: a listing cut short is no count of what a prefix holds."""
+        args = {"Bucket": bucket, "Prefix": prefix}
+        seen: set[str] = set()
+        while True:
+            page = self._client.list_objects_v2(**args)
+            yield page
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+            if not token or token in seen:
+                raise BrokenListing()
+            seen.add(token)
+            args["ContinuationToken"] = token
 
     def put_page(self, uri: str, body: bytes, content_type: str) -> str:
         """Write one object (the incident page); its HTTPS address at this endpoint. SourceError

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import boto3
 import pytest
 
-from forensics.errors import ConfigError
+from forensics.errors import ConfigError, FailureKind, SourceError
 from forensics.model import ObjectCheck
 from forensics.sandbox.s3_server import S3Faults, S3Rule, S3Server
 from forensics.sandbox.scenario import (
@@ -410,3 +410,34 @@ def test_a_truncated_page_without_keys_answers_nothing(store):
         page = store.list_from("exa-models", "run/", "run/a")
     assert isinstance(page, ObjectCheck) and page.state == "unknown"
     assert "truncated listing page without keys" in (page.reason or "")
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        {"IsTruncated": True},  # no token to go on from
+        {"IsTruncated": True, "NextContinuationToken": "t1"},  # the token it gave before
+    ],
+    ids=["no-token", "repeated-token"],
+)
+def test_a_listing_cut_short_is_unknown_never_a_count(store, second):
+    # botocore's paginator ends quietly where a truncated page gives no token; a checkpoint
+    # count (and the checkpoint write times) from such a listing would pass a part for the whole.
+    from botocore.stub import Stubber
+
+    first = {
+        "IsTruncated": True,
+        "NextContinuationToken": "t1",
+        "Contents": [{"Key": "run/ckpt/a.pt", "LastModified": SIGNAL, "Size": 1}],
+    }
+    with Stubber(store._client) as stub:
+        for page in (first, second, first, second):
+            stub.add_response(
+                "list_objects_v2", {**page, "KeyCount": len(page.get("Contents", []))}
+            )
+        listing = store.list_prefix("s3://exa-models/run/ckpt")
+        with pytest.raises(SourceError) as raised:
+            store.object_times("s3://exa-models/run/ckpt")
+    assert (listing.state, listing.failure) == ("unknown", FailureKind.BAD_ANSWER)
+    assert "truncated listing page without a new continuation token" in (listing.reason or "")
+    assert raised.value.kind == FailureKind.BAD_ANSWER
