@@ -471,10 +471,10 @@ class LokiServer:
         t0 = time.perf_counter()
         served = self._served(start, end)
         sees = self._tenant_sees_data(org) and served is not None
-        streams = self._store.matching(query.selects) if sees else []
+        start, end = served or (start, end)
+        streams = self._store.matching(query).within(start, end) if sees else []
         if query.label_filters:
             streams = [s for s in streams if query.passes(s.labels)]
-        start, end = served or (start, end)
         if self.max_query_bytes_read is not None:
             nbytes = sum(
                 sum(map(len, s.lines[lo:hi]))
