@@ -7,7 +7,7 @@ import heapq
 import threading
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import compress, islice, repeat
 from typing import Any
 
@@ -183,25 +183,21 @@ def select(
         if lo >= hi:
             continue
         scanned += hi - lo
-        if forward:
-            # Slices, not islice: islice steps over the `lo` entries before the range one by
-            # one, and a 24 h shard's range starts deep in a month-long stream.
-            ts_it: Iterable[int] = iter(s.ts[lo:hi])
-
-            def lines_it(s: Stream = s, lo: int = lo, hi: int = hi) -> Iterator[str]:
-                return iter(s.lines[lo:hi])
-        else:
-            ts_it = reversed(s.ts[lo:hi])
-
-            def lines_it(s: Stream = s, lo: int = lo, hi: int = hi) -> Iterator[str]:
-                return reversed(s.lines[lo:hi])
-
-        items: Iterator[tuple[int, int, str]] = zip(ts_it, repeat(idx), lines_it())
+        # Positions, not islice: islice steps over the `lo` entries before the range one by
+        # one, and a 24 h shard's range starts deep in a month-long stream.
+        at: Sequence[int] = range(lo, hi)
         if query.filters:
-            # The first filter runs at C speed over the whole span; the rest see survivors.
-            items = compress(items, query.filters[0].selectors(lines_it()))
-            for f in query.filters[1:]:
-                items = filter(lambda it, f=f: f.keep(it[2]), items)
+            # The first filter runs at C speed over the span (a slice), and a stream none of
+            # whose entries pass it (most, for a scan's filtered queries) goes no further.
+            at = list(compress(at, query.filters[0].selectors(iter(s.lines[lo:hi]))))
+            if not at:
+                continue
+        order = at if forward else at[::-1]
+        items: Iterator[tuple[int, int, str]] = zip(
+            map(s.ts.__getitem__, order), repeat(idx), map(s.lines.__getitem__, order), strict=False
+        )
+        for f in query.filters[1:]:
+            items = filter(lambda it, f=f: f.keep(it[2]), items)
         iters.append(items)
     # (ts, stream index) orders entries, like Loki's merge across streams: limit applies to
     # the first `limit` entries in direction order over all streams.

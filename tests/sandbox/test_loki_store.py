@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from forensics.sandbox.loki_logql import parse_log_query
-from forensics.sandbox.loki_store import HOUR_NS, Store
+from forensics.sandbox.loki_store import HOUR_NS, Store, select
 from forensics.sandbox.scenario import SandboxLogLine
 
 DAY_NS = 24 * HOUR_NS
@@ -63,3 +63,49 @@ def test_entries_added_after_a_query_are_read_by_the_next():
     chosen = store.matching(query).within(0, 2 * HOUR_NS)
     assert [s.lines for s in chosen] == [["earlier", "first"]]
     assert [s.lines for s in store.matching(query).within(8 * HOUR_NS, DAY_NS)] == [["other"]]
+
+
+def test_a_query_returns_the_first_entries_that_pass_its_filters_in_its_direction():
+    rng = random.Random(5)
+    store = Store()
+    words = ["sigterm", "signal 15", "noise", "step", "SIGTERM received"]
+    lines = []
+    for pod in range(60):
+        labels = {"namespace": "ns", "pod": f"p{pod % 40}", "c": str(pod % 2)}
+        first = rng.randrange(0, 3 * DAY_NS)
+        for _ in range(rng.randrange(1, 40)):
+            t = first + rng.randrange(0, 6 * HOUR_NS) // 1000 * 1000  # equal times happen
+            lines.append(SandboxLogLine(t, labels, f"{rng.choice(words)} {rng.randrange(9)}"))
+    store.add(lines)
+    queries = [
+        '{namespace="ns"}',
+        '{namespace="ns"} |= "sig"',
+        '{namespace="ns"} |~ "(?i)sigterm" != "3"',
+        '{namespace="ns"} |= "signal" |~ "[0-4]$"',
+    ]
+    for text in queries:
+        query = parse_log_query(text)
+        for _ in range(40):
+            start = rng.randrange(-HOUR_NS, 3 * DAY_NS)
+            end = start + rng.randrange(1, 2 * DAY_NS)
+            limit, forward = rng.choice([1, 7, 100, 5000]), rng.random() < 0.5
+            chosen = store.matching(query).within(start, end)
+            result, returned, scanned, _ = select(chosen, query, start, end, limit, forward=forward)
+            # By definition: every entry in range that passes every filter, ordered by (time,
+            # stream) in the query's direction, the first `limit` of them, grouped by stream.
+            every = [
+                (t, i, line)
+                for i, s in enumerate(chosen)
+                for t, line in zip(s.ts, s.lines, strict=True)
+                if start <= t < end and all(f.keep(line) for f in query.filters)
+            ]
+            every.sort(reverse=not forward)
+            first = every[:limit]
+            expected: dict[int, list[list[str]]] = {}
+            for t, i, line in first:
+                expected.setdefault(i, []).append([str(t), line])
+            assert result == [
+                {"stream": dict(chosen[i].labels), "values": expected[i]} for i in sorted(expected)
+            ]
+            assert returned == len(first)
+            assert scanned == sum(start <= t < end for s in chosen for t in s.ts)
