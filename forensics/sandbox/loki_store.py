@@ -12,6 +12,7 @@ from itertools import compress, islice, repeat
 from typing import Any
 
 from forensics.sandbox.loki_logql import LogQuery
+from forensics.sandbox.loki_params import NS
 from forensics.sandbox.scenario import SandboxLogLine
 
 
@@ -64,7 +65,7 @@ class Stream:
         return bisect_left(self.ts, start), bisect_left(self.ts, end)
 
 
-HOUR_NS = 3_600 * 10**9
+HOUR_NS = 3_600 * NS
 
 
 class Selection:
@@ -123,8 +124,6 @@ class Store:
         self._ordered: list[Stream] | None = None
         # Selections by their matchers, for the entries as they are: any add forgets them all.
         self._selections: dict[tuple[tuple[str, str, str], ...], Selection] = {}
-        self._version = 0  # adds so far: a selection chosen across an add is not kept
-        self._choosing = threading.Lock()  # one request chooses; those beside it wait for it
 
     def add(self, lines: Iterable[SandboxLogLine]) -> int:
         n = 0
@@ -132,7 +131,6 @@ class Store:
         stream: Stream | None = None
         with self.lock:
             self._selections.clear()
-            self._version += 1
             for entry in lines:
                 if entry.labels is not last_labels:
                     key = tuple(sorted(entry.labels.items()))
@@ -148,27 +146,28 @@ class Store:
 
     def ordered(self) -> list[Stream]:
         with self.lock:
-            if self._ordered is None:
-                self._ordered = sorted(self.streams.values(), key=lambda s: s.key)
-            return self._ordered
+            return self._sorted()
+
+    def _sorted(self) -> list[Stream]:
+        """Every stream in key order (under `lock`)."""
+        if self._ordered is None:
+            self._ordered = sorted(self.streams.values(), key=lambda s: s.key)
+        return self._ordered
 
     def matching(self, query: LogQuery) -> Selection:
         """The streams `query`'s selector chooses, their entries sorted by time; chosen once
         for each selector until entries are added."""
         key = tuple((m.name, m.op, m.value) for m in query.matchers)
-        with self._choosing:
-            with self.lock:
-                known, version = self._selections.get(key), self._version
-            if known is not None:
-                return known
-            chosen = [s for s in self.ordered() if query.selects(s.index_labels)]
-            with self.lock:
+        # Under the store's lock: a request beside this one waits for its choice, and no add
+        # can come between the choice and its keeping.
+        with self.lock:
+            known = self._selections.get(key)
+            if known is None:
+                chosen = [s for s in self._sorted() if query.selects(s.index_labels)]
                 for s in chosen:
                     s.settle()
-                selection = Selection(chosen)
-                if self._version == version:
-                    self._selections[key] = selection
-                return selection
+                known = self._selections[key] = Selection(chosen)
+            return known
 
 
 def select(

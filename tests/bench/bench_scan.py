@@ -758,7 +758,7 @@ def run_size(
     with stack(month, size, lat, home, times) as box:
         console.log(f"{label}: seeded in " + ", ".join(f"{k} {v:.1f}s" for k, v in times.items()))
         scan = Scan(box, month, size, lat, home, minimal, times)
-        for workers, (turn, cli) in itertools.product(worker_counts, list(turns())):
+        for workers, (turn, cli) in itertools.product(worker_counts, turns()):
             name = label if workers is None else f"{label} workers={workers}"
             runs.append(scan.run(name, workers, cli, turn, console, reference))
     return runs
