@@ -67,7 +67,8 @@ class Lane:
     """`workers` daemon threads running jobs from one bounded queue.
 
     Bounded: a producer waits while the queue is full (a few jobs per worker, or `capacity`), so
-    memory holds only what is in flight, however many jobs there are. Once it waits, it waits
+    memory holds only what is in flight, however many jobs there are; a job that has run is not
+    held by its worker. Once it waits, it waits
     until the queue is half empty (`_Jobs`). The first exception a job
     raises is kept in `errors`, sets `stop`, and is re-raised by `drain()` in the caller's thread;
     once `stop` is set, queued jobs are dropped and the workers end.
@@ -126,6 +127,10 @@ class Lane:
                 self._errors.append(e)
                 self._stop.set()
             finally:
+                # Let go of the job before it counts as done: an idle worker would otherwise
+                # keep it, and all it holds, until its next job. The S3 lane's last jobs hold a
+                # whole batch of outputs.pb checks, candidates and Admin records with them.
+                del job
                 with self._idle:
                     self._pending -= 1
                     if self._pending == 0:
