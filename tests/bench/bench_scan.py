@@ -618,11 +618,20 @@ def measure(
     read what the servers recorded; `turn` numbers the runs of a repeated row."""
     w = month.window
     cmd = [sys.executable, "-m", "forensics", "scan", "-o", "json", "--no-progress"]
+    cmd += ["--since", w.start.strftime("%Y-%m-%d"), "--until", w.end.strftime("%Y-%m-%d")]
+    if OPTIONS.get("phases"):
+        cmd.append("-v")
+    if workers is not None:
+        cmd += ["--workers", str(workers)]
+    if CLI_CPUS:  # the CLI on its own CPUs
+        cmd = ["taskset", "--cpu-list", _cpus(CLI_CPUS), *cmd]
     if OPTIONS.get("profile"):
         # py-spy samples the CLI's thread that holds the interpreter lock (`--gil`): where its
         # CPU goes (threads waiting for a lock, a socket or the GIL are not counted). Without
         # `--nonblocking` it stops the process for every sample, which slowed a 1x scan from
-        # ~44 to ~75 s and inflated what runs between syscalls (start-up read as 46%).
+        # ~44 to ~75 s and inflated what runs between syscalls (start-up read as 46%). With
+        # --cli-cpus it runs on the servers' CPUs: on the CLI's, it could sample only while the
+        # CLI was off the CPU (396 samples of a 1x scan that gave 833 sampled from the other).
         out = Path(OPTIONS["profile"]) / f"{_file_name(label, cli, turn)}.txt"
         spy = Path(sys.executable).with_name("py-spy")
         cmd = [
@@ -639,11 +648,6 @@ def measure(
             "--",
             *cmd,
         ]
-    cmd += ["--since", w.start.strftime("%Y-%m-%d"), "--until", w.end.strftime("%Y-%m-%d")]
-    if OPTIONS.get("phases"):
-        cmd.append("-v")
-    if workers is not None:
-        cmd += ["--workers", str(workers)]
     env = box.child_environ() | {"XDG_CONFIG_HOME": str(home), "XDG_STATE_HOME": str(home)}
     if cli:  # another checkout's CLI against the same servers
         env["PYTHONPATH"] = cli
@@ -653,8 +657,6 @@ def measure(
     cli0, srv0 = _cpu(resource.RUSAGE_CHILDREN), _cpu(resource.RUSAGE_SELF)
     switches0 = _switches()
     started = time.perf_counter()
-    if CLI_CPUS:  # the CLI on its own CPUs
-        cmd = ["taskset", "--cpu-list", _cpus(CLI_CPUS), *cmd]
     proc = subprocess.Popen(
         cmd, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
