@@ -68,10 +68,9 @@ class Lane:
 
     Bounded: a producer waits while the queue is full (a few jobs per worker, or `capacity`), so
     memory holds only what is in flight, however many jobs there are; a job that has run is not
-    held by its worker. Once it waits, it waits
-    until the queue is half empty (`_Jobs`). The first exception a job
-    raises is kept in `errors`, sets `stop`, and is re-raised by `drain()` in the caller's thread;
-    once `stop` is set, queued jobs are dropped and the workers end.
+    held by its worker. Once it waits, it waits until the queue is half empty (`_Jobs`). The
+    first exception a job raises is kept in `errors`, sets `stop`, and is re-raised by `drain()`
+    in the caller's thread; once `stop` is set, queued jobs are dropped and the workers end.
     """
 
     def __init__(
