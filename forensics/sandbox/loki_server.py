@@ -475,19 +475,19 @@ class LokiServer:
         streams = self._store.matching(query).within(start, end) if sees else []
         if query.label_filters:
             streams = [s for s in streams if query.passes(s.labels)]
-        if self.max_query_bytes_read is not None:
-            nbytes = sum(
-                sum(map(len, s.lines[lo:hi]))
-                for lo, hi, s in ((*s.span(start, end), s) for s in streams)
-            )
-            if nbytes > self.max_query_bytes_read:
-                raise BadRequest(
-                    ERR_TOO_MANY_BYTES.format(ibytes(nbytes), ibytes(self.max_query_bytes_read))
-                )
-        if self.query_timeout_lines is not None or self.faults.latency_per_line > 0:
-            scanned = sum(hi - lo for lo, hi in (s.span(start, end) for s in streams))
-            if self.faults.latency_per_line > 0:
-                self._stopping.wait(self.faults.latency_per_line * scanned)
+        latency = self.faults.latency_per_line
+        if self.max_query_bytes_read is not None or self.query_timeout_lines is not None or latency:
+            # Each stream's range once, for the byte limit, the timeout and the latency alike.
+            spans = [(s, *s.span(start, end)) for s in streams]
+            if self.max_query_bytes_read is not None:
+                nbytes = sum(sum(map(len, s.lines[lo:hi])) for s, lo, hi in spans)
+                if nbytes > self.max_query_bytes_read:
+                    raise BadRequest(
+                        ERR_TOO_MANY_BYTES.format(ibytes(nbytes), ibytes(self.max_query_bytes_read))
+                    )
+            scanned = sum(hi - lo for _, lo, hi in spans)
+            if latency > 0:
+                self._stopping.wait(latency * scanned)
             if self.query_timeout_lines is not None and scanned > self.query_timeout_lines:
                 self._stopping.wait(self.query_timeout_delay)
                 raise QueryTimeout()
