@@ -179,6 +179,10 @@ class Minimum:
         return max(t_loki, t_admin, t_s3)
 
 
+# Each (size without its noise, CLI)'s findings in its first run: what its later runs must equal.
+References = dict[tuple[Size, str], list[dict[str, Any]]]
+
+
 @dataclass
 class Run:
     """What one CLI run cost and found."""
@@ -740,7 +744,7 @@ def run_size(
     worker_counts: list[int | None],
     home: Path,
     console: Console,
-    reference: dict[tuple[Size, str], list[dict[str, Any]]],
+    reference: References,
 ) -> list[Run]:
     """Seed one month, then scan it once per worker count."""
     times: dict[str, float] = {}
@@ -781,7 +785,7 @@ def run_go_admin(
     lat: Latency,
     home: Path,
     console: Console,
-    reference: dict[tuple[Size, str], list[dict[str, Any]]],
+    reference: References,
 ) -> list[Run]:
     """The month against the sandbox Admin, which records its answers, and against
     admin_replay serving them, in turn: after each scan against the sandbox, the Go server
@@ -834,7 +838,7 @@ class Scan:
         cli: str,
         turn: int,
         console: Console,
-        reference: dict[tuple[Size, str], list[dict[str, Any]]],
+        reference: References,
     ) -> Run:
         """Scan once; the findings compared with the same CLI's first run on the same attempts."""
         run = measure(
@@ -1107,7 +1111,7 @@ def main() -> None:
     lat = Latency()
     began = time.perf_counter()
     runs: list[Run] = []
-    reference: dict[tuple[Size, str], list[dict[str, Any]]] = {}
+    reference: References = {}
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = set(rows) - set(ROWS)
     if unknown:
