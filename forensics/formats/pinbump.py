@@ -115,7 +115,7 @@ def summary_text(result: BumpResult, width: int | None = None) -> str:
         lines.append(f"{total} pin(s) in {len(doc['files'])} file(s) {verb}, from: {parts}")
     elif not doc["cannot_move"]:
         lines.append(f"all {doc['pins_found']} pin(s) already at {short}; nothing to change")
-    else:
+    elif doc["pins_found"]:
         lines.append(f"{doc['pins_found']} pin(s) it can move already at {short}")
     if doc["cannot_move"]:
         # Each is named on stderr as it is found ("cannot move: FILE:LINE: ...").

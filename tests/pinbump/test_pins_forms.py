@@ -209,3 +209,15 @@ def test_a_vcs_url_without_a_revision_floats_and_is_noted(tmp_path: Path) -> Non
     proc = run_cli(NEW_SHA, "--root", str(root), "--no-verify", "--check")
     assert proc.returncode == 0, proc.stderr
     assert "requirements.txt:2: not pinned to a commit (the default branch)" in proc.stderr
+
+
+def test_a_tree_whose_only_pin_cannot_move_is_named_not_called_pinless(tmp_path: Path) -> None:
+    # Not "no pin of exa-labs/flytekit under …" (a --repo typo's message): the pin is named.
+    url = f"https://api.github.com/repos/exa-labs/flytekit/tarball/{OLD_A}"
+    root = _tree(tmp_path / "repo", {"requirements.txt": f"flytekit @ {url}\n"})
+    proc = run_cli(NEW_SHA, "--root", str(root), "--no-verify", "--check", "-o", "table")
+    assert proc.returncode == 1, proc.stderr
+    assert "no pin of" not in proc.stderr
+    assert proc.stdout.splitlines()[1:] == [
+        "1 pin(s) it cannot move, left as they are: requirements.txt:1"
+    ]
