@@ -6,7 +6,6 @@ when the test ends. No binary: the test skips, saying why."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -18,6 +17,8 @@ from typing import Any
 
 import pytest
 import requests
+
+from support.processes import free_port, stop
 
 BINARY = "/usr/bin/prometheus"
 SCRAPE = 1  # seconds between scrapes: a condition of a few seconds is scraped a few times
@@ -91,12 +92,6 @@ class Exporter:
         self._server.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def real_prometheus(
     scratch: Path, jobs: list[tuple[str, Exporter, bool, dict[str, str]]]
@@ -105,7 +100,7 @@ def real_prometheus(
     labels) every SCRAPE seconds; yields its base URL once every target has been scraped."""
     exe = binary()
     scratch.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     cfg = scratch / "prometheus.yml"
     cfg.write_text(
         CONFIG.format(
@@ -138,12 +133,7 @@ def real_prometheus(
         _wait_scraped(proc, url, len(jobs), scratch / "prometheus.log")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
         shutil.rmtree(scratch / "data", ignore_errors=True)
 
