@@ -177,6 +177,7 @@ class _Series:
     uid: str
     reason: str
     steps: list[datetime] = field(default_factory=list)
+    exported: bool = False  # its pod labels renamed by a scrape without honor_labels
 
 
 @dataclass
@@ -184,7 +185,6 @@ class _Shard:
     """What one shard's answer holds: its series, and those that name no pod."""
 
     series: list[_Series] = field(default_factory=list)
-    exported: int = 0  # series whose pod labels a scrape without honor_labels renamed
     nameless: int = 0  # series with no namespace or pod label at all
     nameless_example: str | None = None
 
@@ -210,9 +210,8 @@ def read_series(result: list[dict[str, Any]]) -> _Shard:
             shard.nameless += 1
             shard.nameless_example = shard.nameless_example or _text(labels)
             continue
-        if any(EXPORTED + x in labels for x in POD_LABELS):
-            shard.exported += 1
-        shard.series.append(_Series(ns, pod, _label(labels, "uid") or "", reason, steps))
+        exported = any(EXPORTED + x in labels for x in POD_LABELS)
+        shard.series.append(_Series(ns, pod, _label(labels, "uid") or "", reason, steps, exported))
     return shard
 
 
@@ -267,7 +266,6 @@ def read_conditions(
     query = condition_query(step)
     out = EventsRead()
     series: dict[tuple[str, str, str, str], _Series] = {}
-    exported = 0
     for shard in window.split(step * MAX_STEPS):
         try:
             read = read_series(client.query_range(query, shard, step))
@@ -284,13 +282,13 @@ def read_conditions(
                 f"e.g. {read.nameless_example}): a relabelling drops them"
             )
             out.gaps.append(_gap(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
-        exported += read.exported
         for s in read.series:
             if keep is not None and not keep(s.namespace):
                 continue
             known = series.setdefault((s.namespace, s.pod, s.uid, s.reason), s)
             if known is not s:  # a series crossing shards: the boundary step is read twice
                 known.steps.extend(t for t in s.steps if t > known.steps[-1])
+    exported = sum(s.exported for s in series.values())
     if exported:
         log.warning(
             "Prometheus: %d series of %s carry the pod as exported_namespace/exported_pod: "
