@@ -104,6 +104,10 @@ class PrometheusServer:
     status: int | None = None
     answer: dict[str, Any] | None = None  # a 200 body served instead (a proxy's, a broken one)
     honor_labels: bool = True
+    # kube-state-metrics >= v2.20.0 writes the family's HELP/TYPE whenever it watches any pod
+    # (pkg/metrics_store/metrics_writer.go:83-105): the metadata API lists it (api.go
+    # metricMetadata, from the active targets' last scrape). False: an older one, or a denylist.
+    exposes_family: bool = True
     requests: int = 0
 
     def __post_init__(self) -> None:
@@ -162,6 +166,17 @@ class PrometheusServer:
             if values
         ]
         return 200, {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+    def metadata(self, params: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, body) for one /api/v1/metadata call: the family, if exposed."""
+        self.requests += 1
+        if self.status is not None:
+            return self.status, _error("unavailable", "sandbox fault")
+        data: dict[str, Any] = {}
+        if self.exposes_family and params.get("metric", METRIC) == METRIC:
+            help_text = "The pod disruption condition reason"
+            data[METRIC] = [{"type": "gauge", "help": help_text, "unit": ""}]
+        return 200, {"status": "success", "data": data}
 
     def _series(self) -> Iterator[tuple[dict[str, str], list[tuple[float, bool]]]]:
         """Each stored series: its labels and its samples (time, stale marker?), oldest first."""
@@ -282,10 +297,13 @@ def _handler(server: PrometheusServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _answer(self, params: dict[str, str]) -> None:
-            if urlsplit(self.path).path != "/api/v1/query_range":
-                status, body = 404, _error("not_found", "not found")
-            else:
+            path = urlsplit(self.path).path
+            if path == "/api/v1/query_range":
                 status, body = server.query_range(params)
+            elif path == "/api/v1/metadata":
+                status, body = server.metadata(params)
+            else:
+                status, body = 404, _error("not_found", "not found")
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -25,7 +25,9 @@ is never too strong.
 A scrape without `honor_labels: true` renames the pod's labels that collide with the target's to
 `exported_namespace` / `exported_pod` (scrape.go `mutateSampleLabels`): those are read, with a
 warning naming the scrape setting; a series that names no pod at all is a gap, never a silent
-empty read.
+empty read. A window with no series at all is checked against the metadata API: when no target
+declares the family (kube-state-metrics older than v2.20.0, or the family denied), a warning says
+the source is blind.
 
 Prometheus refuses more than 11,000 points per series (web/api/v1/api.go), so the window is read in
 shards of 10,000 steps; a shard that cannot be read is a gap of source `prometheus`.
@@ -84,6 +86,25 @@ class PrometheusClient:
 
     def close(self) -> None:
         self.session.close()
+
+    def exposed(self, metric: str) -> bool | None:
+        """Whether a scrape target exposes `metric`'s family now (its HELP/TYPE, in the metadata
+        API: prometheus web/api/v1/api.go `metricMetadata`); None when the API cannot say."""
+        try:
+            r = self.session.get(
+                f"{self.url}/api/v1/metadata",
+                params={"metric": metric},
+                timeout=self.settings.timeout,
+            )
+        except requests.RequestException as e:
+            log.debug("Prometheus metadata: %s", type(e).__name__)
+            return None
+        body = _json(r)
+        data = body.get("data")
+        if r.status_code != 200 or body.get("status") != "success" or not isinstance(data, dict):
+            log.debug("Prometheus metadata: HTTP %d", r.status_code)
+            return None
+        return bool(data.get(metric))
 
     def query_range(self, query: str, window: Window, step: timedelta) -> list[dict[str, Any]]:
         """The matrix `query` gives over `window` at `step`; SourceError with why if none."""
@@ -297,6 +318,13 @@ def read_conditions(
             METRIC,
         )
     _index(out, series, step)
+    if not series and not out.gaps and client.exposed(METRIC) is False:
+        log.warning(
+            "Prometheus: no scrape target exposes %s (kube-state-metrics older than v2.20.0, or "
+            "the family left out by its --metric-allowlist/--metric-denylist): it can witness "
+            "no DisruptionTarget condition",
+            METRIC,
+        )
     log.info(
         "Prometheus %s: %d pod(s) with a DisruptionTarget condition, %d gap(s), %d call(s)",
         query,

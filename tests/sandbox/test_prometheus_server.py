@@ -74,3 +74,10 @@ def test_a_query_the_sandbox_cannot_read_is_a_400():
             timeout=10,
         )
     assert r.status_code == 400 and r.json()["errorType"] == "bad_data"
+
+
+def test_the_metadata_api_lists_the_family_while_kube_state_metrics_exposes_it():
+    for exposes, expected in ((True, [METRIC]), (False, [])):
+        with PrometheusServer([], exposes_family=exposes) as url:
+            r = requests.get(f"{url}/api/v1/metadata", params={"metric": METRIC}, timeout=10)
+        assert r.status_code == 200 and list(r.json()["data"]) == expected

@@ -117,3 +117,14 @@ def test_series_that_name_no_pod_are_a_gap_never_an_empty_read(capsys, tmp_path)
     for gap in gaps:
         assert "1 series of kube_pod_status_disruption_reason name no pod" in gap["error"]
         assert 'reason="PreemptionByScheduler"' in gap["error"]
+
+
+def test_a_prometheus_where_no_target_exposes_the_metric_is_named_never_silent(capsys, tmp_path):
+    # kube-state-metrics older than v2.20.0: no series, and no HELP/TYPE for the family either
+    code, report, err = _scan(capsys, tmp_path, PrometheusServer([], exposes_family=False))
+    assert code == 1 and report["complete"] is True  # the window's other witnesses still hold
+    (line,) = [ln for ln in err.splitlines() if "no scrape target exposes" in ln]
+    assert "kube_pod_status_disruption_reason" in line and "v2.20.0" in line
+    # one that exposes it, with no condition in the window, is quiet
+    _, _, err = _scan(capsys, tmp_path, PrometheusServer([]))
+    assert "no scrape target exposes" not in err
