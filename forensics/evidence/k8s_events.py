@@ -364,7 +364,9 @@ _MESSAGES: tuple[tuple[re.Pattern[str], str, str], ...] = (
         "taint-eviction-controller",
     ),
     (re.compile(r"^deleting pod for node scale down"), "ScaleDown", "cluster-autoscaler"),
-    (re.compile(r"^The node was low on resource: "), "Evicted", "kubelet"),
+    # the kubelet's node-pressure eviction (pkg/kubelet/eviction/helpers.go nodeLowMessageFmt,
+    # nodeConditionMessageFmt)
+    (re.compile(r"^The node (?:was low on resource|had condition): "), "Evicted", "kubelet"),
 )
 
 
@@ -390,5 +392,5 @@ def fails_the_pod(d: Disruption) -> bool:
     if d.reason == "TerminationByKubelet":
         return True
     return d.reason == "Evicted" and (
-        d.initiator == "kubelet" or d.text.startswith("The node was low on resource")
+        d.initiator == "kubelet" or d.text.startswith(("The node was low on", "The node had"))
     )

@@ -113,6 +113,7 @@ def test_lines_that_are_no_event_are_none(line):
         ("Evicted pod: Forceful Termination", ("Evicted", "karpenter")),
         ("deleting pod for node scale down", ("ScaleDown", "cluster-autoscaler")),
         ("The node was low on resource: memory. ", ("Evicted", "kubelet")),
+        ("The node had condition: [DiskPressure]. ", ("Evicted", "kubelet")),
         ("Stopping container main", None),  # every container stop: corroborates, never proves
         ("Spot interruption warning was triggered", None),  # Karpenter's Node/NodeClaim only
         ("Cancelling deletion of Pod gs1-production/x", None),
