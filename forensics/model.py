@@ -181,6 +181,9 @@ class Disruption:
     namespace: str | None
     pod: str | None
     text: str  # the event's own message, as recorded
+    # `at` is the last of several occurrences (Alloy stamps an aggregated event, count > 1, with
+    # its lastTimestamp): the first is unknown, so it cannot place the disruption after an end.
+    last_only: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {
