@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from forensics.config import Settings
+from forensics.detect import wrong_join
 from forensics.evidence.flyte_names import namespace_for
 from forensics.model import AttemptRecord, Disruption, ExecutionRecord, Gap, Window
 from forensics.scan.resolve import pod_keys
@@ -55,9 +56,12 @@ class DisruptionIndex:
         self, ex: ExecutionRecord, att: AttemptRecord, settings: Settings
     ) -> Disruption | None:
         """The earliest disruption recorded for any of the attempt's pods (in Loki's events or
-        in Admin's `closure.reasons` for it), or None."""
+        in Admin's `closure.reasons` for it), or None. One that contradicts the attempt's success
+        (`detect.wrong_join`: another pod's) is chosen only when no other evidence exists, so a
+        wrong join never hides a genuine disruption recorded later."""
         found = self.all_for_attempt(ex, att, settings)
-        return found[0] if found else None
+        fitting = [d for d in found if not wrong_join(att, d)]
+        return (fitting or found or [None])[0]
 
     def all_for_attempt(
         self, ex: ExecutionRecord, att: AttemptRecord, settings: Settings
