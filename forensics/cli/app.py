@@ -39,7 +39,7 @@ from forensics.cli import (
 )
 from forensics.cli.errors import message as worded
 from forensics.cli.options import with_flag_groups
-from forensics.cli.process import leave
+from forensics.cli.process import finishing, interrupted, leave
 from forensics.errors import ElasticAuditError
 
 
@@ -217,10 +217,17 @@ def console() -> NoReturn:
     without the interpreter's teardown (`process.leave`). `main` ends the ordinary way, for
     callers that run commands in their own process."""
     try:
-        main()
-    except SystemExit as e:
-        leave(e.code)
-    leave(0)
+        try:
+            main()
+        except SystemExit as e:
+            code = e.code
+        else:
+            code = 0
+        finishing()  # a Ctrl-C from here on is noted: `leave` says it and exits 130
+    except KeyboardInterrupt:  # one that came past main's own handling (its last lines)
+        finishing()
+        code = interrupted()
+    leave(code)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -231,8 +238,7 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"elastic-audit: error: {worded(e)}", err=True)
         sys.exit(exits.for_error(e))
     except KeyboardInterrupt:
-        typer.echo("elastic-audit: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(interrupted())
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
@@ -263,5 +269,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exits.CRASHED)
     if rc == 130:
         # typer turns a KeyboardInterrupt inside a command into a silent Exit(130).
-        typer.echo("elastic-audit: interrupted", err=True)
+        interrupted()
     sys.exit(rc if isinstance(rc, int) else 0)

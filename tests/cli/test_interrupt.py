@@ -1,0 +1,134 @@
+"""Ctrl-C at any moment — while the CLI and flytekit are imported, during the scan, while the
+result is written — exits 130 with one line on stderr, no traceback and no half-written file;
+an output path that cannot be written is refused before the scan sends anything.
+
+Each run is `python -m forensics` in a child process against the sandbox, sent a real SIGINT.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from support.cli import CLI, run_process
+from support.scan import WINDOW
+from support.terminal import clean_env, one_error_line, work_dir
+
+from forensics.sandbox.loki_server import FaultRule
+
+INTERRUPTED = "elastic-audit: interrupted\n"
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    return work_dir(tmp_path)
+
+
+def _start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*CLI, *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _interrupted(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err == INTERRUPTED, err  # one line: no traceback, no "aborted", nothing else
+    return out, err
+
+
+def test_ctrl_c_while_the_cli_and_flytekit_are_imported_exits_130(box, work, tmp_path):
+    """Every 0.1 s from 0.3 s to 1.5 s: the CLI's imports, the settings, flytekit's import
+    (whose own SIGINT handler exits 1), the sources opening. Loki stalls, so the scan is never
+    done before the signal. (Before 0.1 s the interpreter runs site-packages' own start-up
+    hooks, the editable install's finder among them: no code of the tool's has run yet.)"""
+    stall = FaultRule("timeout", count="always", sleep=30)
+    box.loki.faults.rules.append(stall)
+    env = box.child_environ(clean_env(tmp_path))
+    out_dir = tmp_path / "reports"
+    out_dir.mkdir()
+    try:
+        for tenth in range(3, 16):
+            args = ["scan", *WINDOW, "-o", "json", "--no-progress"]
+            proc = _start([*args, "--report", str(out_dir / "r.json")], env, work)
+            time.sleep(tenth / 10)
+            assert proc.poll() is None, proc.communicate()
+            out, _ = _interrupted(proc)
+            assert out == ""
+            assert list(out_dir.iterdir()) == [], f"at {tenth / 10} s"
+    finally:
+        box.loki.faults.rules.remove(stall)
+
+
+def test_ctrl_c_during_the_scan_exits_130(box, work, tmp_path):
+    stall = FaultRule("timeout", count="always", sleep=30)
+    box.loki.faults.rules.append(stall)
+    env = box.child_environ(clean_env(tmp_path))
+    try:
+        proc = _start(["scan", *WINDOW, "-o", "json", "--no-progress"], env, work)
+        deadline = time.monotonic() + 60
+        while not stall.fired:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        out, _ = _interrupted(proc)
+        assert out == ""
+    finally:
+        box.loki.faults.rules.remove(stall)
+
+
+def test_ctrl_c_while_the_result_is_written_exits_130_and_leaves_whole_files(box, work, tmp_path):
+    """stdout is a pipe of one page nobody reads yet: the report file is written, then the
+    command blocks writing the report to stdout, and gets Ctrl-C there."""
+    env = box.child_environ(clean_env(tmp_path))
+    out_dir = tmp_path / "reports"
+    out_dir.mkdir()
+    report = out_dir / "r.json"
+    args = ["scan", *WINDOW, "-o", "json", "--no-progress", "--report", str(report)]
+    proc = _start(args, env, work)
+    assert proc.stdout is not None
+    fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)
+    deadline = time.monotonic() + 120
+    while not report.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    time.sleep(0.5)  # writing stdout, blocked on the full pipe
+    assert proc.poll() is None
+    _interrupted(proc)
+    assert json.loads(report.read_text())["findings"]  # whole
+    assert [p.name for p in out_dir.iterdir()] == ["r.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["--report", "--report-html", "--metrics-file", "--state"],
+)
+def test_an_output_path_that_cannot_be_written_is_refused_before_the_scan(
+    box, work, tmp_path, flag
+):
+    """/sys refuses a new file even to root (os.access says yes there): the check creates one,
+    as the write will. Refused with one line, exit 2, and not one request to Loki or Admin."""
+    env = box.child_environ(clean_env(tmp_path))
+    loki_before = len(box.loki.requests.snapshot())
+    admin_before = len(box.admin.calls)
+    r = run_process(
+        "scan", *WINDOW, "-o", "json", flag, "/sys/elastic-audit.out", env=env, cwd=work
+    )
+    one_error_line(r, f"{flag} /sys/elastic-audit.out: directory /sys is not writable")
+    assert r.stdout == ""
+    assert len(box.loki.requests.snapshot()) == loki_before
+    assert len(box.admin.calls) == admin_before
