@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from forensics.timeline import Timeline
 
 
-def window_of(
-    since: datetime | timedelta | str, until: datetime | str | None = None
-) -> Window:
+def window_of(since: datetime | timedelta | str, until: datetime | str | None = None) -> Window:
     """`[since, until)` from aware datetimes, a timedelta back from `until`, or the CLI's
     `--since`/`--until` texts (RFC 3339, a date, or `since` as a duration back from `until`,
     e.g. `7d`); `until` None is now. A bad value raises UsageError with the reason."""
