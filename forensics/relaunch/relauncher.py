@@ -58,9 +58,7 @@ class Relauncher:
         relauncher.sources = sources
         return relauncher
 
-    def plan(
-        self, ref: ExecutionRef | str, options: Options | None = None, **kw: Any
-    ) -> Plan:
+    def plan(self, ref: ExecutionRef | str, options: Options | None = None, **kw: Any) -> Plan:
         """Everything the operator must know before `ref` is relaunched (docs/commands.md,
         "relaunch"); `ref` an ExecutionRef or a form the CLI takes (`project:domain:name`)."""
         from forensics.arguments import execution_of
