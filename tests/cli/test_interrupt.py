@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.cli import CLI, run_process
+from support.cli import run_process, start_process
 from support.scan import WINDOW
 from support.terminal import clean_env, one_error_line, work_dir
 
@@ -27,18 +27,6 @@ INTERRUPTED = "elastic-audit: interrupted\n"
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
     return work_dir(tmp_path)
-
-
-def _start(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*CLI, *args],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _interrupted(proc: subprocess.Popen[str]) -> tuple[str, str]:
@@ -65,7 +53,7 @@ def test_ctrl_c_while_the_cli_and_flytekit_are_imported_exits_130(box, work, tmp
     try:
         for tenth in range(3, 16):
             args = ["scan", *WINDOW, "-o", "json", "--no-progress"]
-            proc = _start([*args, "--report", str(out_dir / "r.json")], env, work)
+            proc = start_process([*args, "--report", str(out_dir / "r.json")], env=env, cwd=work)
             time.sleep(tenth / 10)
             assert proc.poll() is None, proc.communicate()
             out, _ = _interrupted(proc)
@@ -80,7 +68,7 @@ def test_ctrl_c_during_the_scan_exits_130(box, work, tmp_path):
     box.loki.faults.rules.append(stall)
     env = box.child_environ(clean_env(tmp_path))
     try:
-        proc = _start(["scan", *WINDOW, "-o", "json", "--no-progress"], env, work)
+        proc = start_process(["scan", *WINDOW, "-o", "json", "--no-progress"], env=env, cwd=work)
         deadline = time.monotonic() + 60
         while not stall.fired:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -99,7 +87,7 @@ def test_ctrl_c_while_the_result_is_written_exits_130_and_leaves_whole_files(box
     out_dir.mkdir()
     report = out_dir / "r.json"
     args = ["scan", *WINDOW, "-o", "json", "--no-progress", "--report", str(report)]
-    proc = _start(args, env, work)
+    proc = start_process(args, env=env, cwd=work)
     assert proc.stdout is not None
     fcntl.fcntl(proc.stdout.fileno(), fcntl.F_SETPIPE_SZ, 4096)
     deadline = time.monotonic() + 120
