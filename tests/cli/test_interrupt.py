@@ -22,6 +22,7 @@ from support.terminal import clean_env, one_error_line, work_dir
 from forensics.sandbox.loki_server import FaultRule
 
 INTERRUPTED = "elastic-audit: interrupted\n"
+INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 
 
 @pytest.fixture
@@ -40,25 +41,37 @@ def _interrupted(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return out, err
 
 
-def test_ctrl_c_while_the_cli_and_flytekit_are_imported_exits_130(box, work, tmp_path):
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["scan", *WINDOW, "-o", "json", "--no-progress", "--report", "{out}/r.json"],
+        ["show", INCIDENT, "-o", "json"],
+        ["relaunch", INCIDENT, "--dry-run", "-o", "json", "--audit-log", "{out}/audit.jsonl"],
+    ],
+    ids=["scan", "show", "relaunch"],
+)
+def test_ctrl_c_while_the_cli_and_flytekit_are_imported_exits_130(box, work, tmp_path, command):
     """Every 0.1 s from 0.3 s to 1.5 s: the CLI's imports, the settings, flytekit's import
-    (whose own SIGINT handler exits 1), the sources opening. Loki stalls, so the scan is never
-    done before the signal. (Before 0.1 s the interpreter runs site-packages' own start-up
+    (whose own SIGINT handler exits 1), the sources opening. Loki stalls, so the command is
+    never done before the signal. (Before 0.1 s the interpreter runs site-packages' own start-up
     hooks, the editable install's finder among them: no code of the tool's has run yet.)"""
     stall = FaultRule("timeout", count="always", sleep=30)
     box.loki.faults.rules.append(stall)
     env = box.child_environ(clean_env(tmp_path))
-    out_dir = tmp_path / "reports"
+    out_dir = tmp_path / "out"
     out_dir.mkdir()
+    args = [a.format(out=out_dir) for a in command]
     try:
         for tenth in range(3, 16):
-            args = ["scan", *WINDOW, "-o", "json", "--no-progress"]
-            proc = start_process([*args, "--report", str(out_dir / "r.json")], env=env, cwd=work)
+            proc = start_process(args, env=env, cwd=work)
             time.sleep(tenth / 10)
             assert proc.poll() is None, proc.communicate()
             out, _ = _interrupted(proc)
             assert out == ""
-            assert list(out_dir.iterdir()) == [], f"at {tenth / 10} s"
+            # no report, no temporary file; an audit log holds no half line
+            for f in out_dir.iterdir():
+                assert f.name == "audit.jsonl", f"at {tenth / 10} s: {f}"
+                assert f.read_text() == "" or f.read_text().endswith("\n")
     finally:
         box.loki.faults.rules.remove(stall)
 
