@@ -71,9 +71,12 @@ def finishing() -> None:
 def importing_flytekit() -> Iterator[None]:
     """Import flytekit (with the Admin client) with Ctrl-C held back until its SIGINT handler
     is replaced by ours: flytekit's calls exit(1) — the findings code, silently — and it is
-    installed on import (flytekit/core/context_manager.py, `FlyteContextManager.initialize`,
-    flytekit 1.16.31), well before the import ends. A Ctrl-C meanwhile is delivered when the
-    block ends, as a KeyboardInterrupt. The import takes 0.5-1 s; nothing else is held."""
+    installed on import (flyteorg/flytekit, flytekit/core/context_manager.py: `initialize()`
+    at import, line 1052, installs `main_signal_handler`, lines 1012-1020; 1.16.24 and the
+    1.16.31 wheel; docs/upstream.md), well before the import ends. A Ctrl-C meanwhile is
+    delivered when the block ends, as a KeyboardInterrupt. The import takes 0.5-1 s; nothing
+    else is held. Only the calling (main) thread's mask changes: the commands call this before
+    they start threads of their own."""
     held = threading.current_thread() is threading.main_thread()
     if held:
         before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
