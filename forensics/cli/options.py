@@ -181,8 +181,16 @@ class SourceFlags:
     checkpoint_template: str | None
 
     def settings(self, workers: int | None = None) -> Settings:
-        """The settings these flags select (flag > environment > config file > default)."""
-        return load_settings(**asdict(self), workers=workers)
+        """The settings these flags select (flag > environment > config file > default).
+
+        Then flytekit, which every command taking these flags goes on to import, is imported
+        with Ctrl-C held until its SIGINT handler is replaced by ours (process.load_flytekit):
+        a Ctrl-C during that import exits 130, not flytekit's silent exit(1)."""
+        from forensics.cli.process import load_flytekit
+
+        settings = load_settings(**asdict(self), workers=workers)
+        load_flytekit()
+        return settings
 
 
 SOURCE_FLAGS = _group(
