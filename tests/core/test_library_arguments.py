@@ -106,3 +106,12 @@ def test_sources_used_after_their_with_block_raise_instead_of_reporting_gaps(set
         with pytest.raises(forensics.SourcesClosed, match="used after their `with` block"):
             call()
     assert issubclass(forensics.SourcesClosed, forensics.UsageError)
+
+
+def test_a_scan_scope_takes_one_project_as_one_name():
+    from forensics.scan.scope import ScanScope
+
+    scope = ScanScope(projects="gs1", domains="production")  # type: ignore[arg-type]
+    assert (scope.projects, scope.domains) == (("gs1",), ("production",))
+    assert scope.covers("gs1", "production")
+    assert not scope.covers("gs", "production")  # not a substring of the text
