@@ -19,7 +19,10 @@ What a merge does, and why it equals one scan of the whole window:
   slices and cleared in both cannot be recognised (a report does not list cleared attempts): it
   counts twice in `attempts_examined` and `cleared` — only when its signal and its end straddle
   a slice boundary, never for findings.
-- **order**: as a scan orders them (findings by signal time, else end; pending by signal time;
+- **scope**: every report's (`--project`/`--domain`, docs/report.md `scope`) must be the same; reports
+  of different scopes are refused (UsageError), never merged: a merged report states one scope, and
+  a gap is a stretch of time, so neither could say which projects a slice left out.
+- **order**: as a scan orders them (findings by signal time, else disruption, else end; pending by signal time;
   unresolved by signal time and pod; gaps by source and time).
 """
 
@@ -31,7 +34,7 @@ from typing import Any
 
 from forensics.cost import CostRow, totals_of
 from forensics.errors import UsageError
-from forensics.model import UTC, AttemptRef, ExecutionRef, rfc3339
+from forensics.model import UTC, AttemptRef, ExecutionRef, Scope, rfc3339
 
 SCHEMA_VERSION = 1
 SOURCES = ("loki", "admin", "s3")
@@ -66,6 +69,24 @@ def _check(reports: list[Doc]) -> None:
                 f"merge: report {i + 1} is not an elastic-audit scan report of schema_version "
                 f"{SCHEMA_VERSION} (schema_version {version!r})"
             )
+
+
+def _scope(reports: list[Doc]) -> Any:
+    """The reports' one scope; UsageError when they differ (module docstring)."""
+    scopes = [r.get("scope") for r in reports]
+    for i, scope in enumerate(scopes[1:], start=2):
+        if scope != scopes[0]:
+            raise UsageError(
+                f"merge: report {i} covers {_scope_words(scope)} but report 1 covers "
+                f"{_scope_words(scopes[0])}: merge only reports of the same projects and domains"
+            )
+    return scopes[0]
+
+
+def _scope_words(scope: Any) -> str:
+    if scope is None:
+        return "an unrecorded scope"
+    return str(Scope(tuple(scope["projects"]), tuple(scope["domains"])))
 
 
 def _windows(reports: list[Doc]) -> tuple[datetime, datetime, list[tuple[datetime, datetime]]]:
@@ -114,9 +135,9 @@ def _findings(reports: list[Doc], end: datetime) -> tuple[list[Doc], int]:
                 merged[k] = f
 
     def order(f: Doc) -> tuple[datetime, str]:
-        sig = f.get("signal")
-        at = _time(sig["at"]) if sig else _time(f.get("succeeded_at"))
-        return (at or end, _attempt_str(f))
+        # as the scan's tally orders them: signal, else disruption, else the attempt's end
+        at = (f.get("signal") or f.get("disruption") or {}).get("at") or f.get("succeeded_at")
+        return (_time(at) or end, _attempt_str(f))
 
     return sorted(merged.values(), key=order), duplicates
 
@@ -234,6 +255,7 @@ def merge_reports(reports: Iterable[Doc]) -> Doc:
     """One report (the JSON document of docs/report.md) from the reports of several scans."""
     docs = list(reports)
     _check(docs)
+    scope = _scope(docs)
     start, end, holes = _windows(docs)
     findings, dup_findings = _findings(docs, end)
     found = {_attempt_key(f) for f in findings}
@@ -245,6 +267,7 @@ def merge_reports(reports: Iterable[Doc]) -> Doc:
         "schema_version": SCHEMA_VERSION,
         "tool": docs[0]["tool"],
         "window": {"start": rfc3339(start), "end": rfc3339(end)},
+        "scope": scope,
         "complete": not gaps,
         "gaps": gaps,
         "summary": summary,

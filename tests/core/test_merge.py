@@ -162,3 +162,28 @@ def test_a_file_that_is_no_report_is_one_line_and_exit_2(capsys, tmp_path):
     (tmp_path / "nojson").write_text("nope")
     code, _, err = run(["merge", str(tmp_path / "nojson")], capsys)
     assert code == 2 and "not JSON" in err and "Traceback" not in err
+
+
+def test_reports_of_different_scopes_are_refused_not_merged(capsys, tmp_path):
+    # An all-projects slice and a one-project slice: merged, the other project's findings of
+    # the second stretch would be silently missing under `complete: true`.
+    (a, b), (c, d) = _slices([0, 3, 6])
+    whole = _scan(capsys, a, b)
+    project = whole["findings"][0]["execution"]["project"]
+    code, out, err = run(
+        ["scan", "--since", rfc3339(c), "--until", rfc3339(d), "-p", project, "-o", "json",
+         "--no-progress"], capsys)  # fmt: skip
+    assert code in (0, 1), err
+    assert json.loads(out)["scope"] == {"projects": [project], "domains": []}
+    (tmp_path / "all.json").write_text(json.dumps(whole))
+    (tmp_path / "one.json").write_text(out)
+    code, out, err = run(["merge", str(tmp_path / "all.json"), str(tmp_path / "one.json")], capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"elastic-audit: error: merge: report 2 covers project {project}; all domains but "
+        "report 1 covers all projects; all domains: merge only reports of the same "
+        "projects and domains"
+    )
+    # the same scope merges, and the merged report states it
+    code, out, _ = run(["merge", str(tmp_path / "all.json"), str(tmp_path / "all.json")], capsys)
+    assert json.loads(out)["scope"] == whole["scope"] == {"projects": [], "domains": []}
