@@ -52,6 +52,8 @@ def coverage_line(report: Report) -> str:
         # Read completely, yet some matched lines said nothing: their attempts may be missing.
         head += f"; {s.unparsed_lines} matched death-signal line(s) could not be read"
     if report.complete:
+        if report.scope is None:  # a saved report from before the scope was recorded
+            return head + "; coverage complete (scope not recorded)"
         narrowed = scope_text(report)
         return head + "; coverage complete" + (f" ({narrowed} only)" if narrowed else "")
     return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"

@@ -64,6 +64,18 @@ def test_a_report_with_nothing_in_its_scope_says_where_it_looked(capsys):
     assert "coverage complete (all projects; domain development only)" in md
 
 
+def test_a_saved_report_without_a_scope_says_so_and_merges_only_with_its_kind(capsys, tmp_path):
+    doc, path = _saved(capsys, tmp_path)
+    del doc["scope"]  # as reports were saved before the scope was recorded
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    code, table, _ = _cli(capsys, "merge", str(tmp_path / "old.json"), "-o", "table")
+    assert code == 1 and "Scope: not recorded" in table
+    assert "coverage complete (scope not recorded)" in table
+    code, out, err = _cli(capsys, "merge", str(tmp_path / "old.json"), path)
+    assert code == 2 and out == ""
+    assert "report 2 covers all projects; all domains but report 1 covers an unrecorded" in err
+
+
 # -- item 5: a saved or merged report renders ----------------------------------------------------
 
 
