@@ -317,13 +317,12 @@ def _run_block(
     diff: list[str] = []
     for i, cmd in enumerate(block.commands):
         printed = session.run(cmd.line, block, receiver.url if receiver and block.notify else None)
-        trailing = len(cmd.shown) - len(cmd.shown[: len(cmd.shown) - _blank_tail(cmd.shown)])
-        body += [
-            f"$ {cmd.line}",
-            *printed,
-            *([""] * (trailing if i < len(block.commands) - 1 else 0)),
-        ]
+        trailing = _blank_tail(cmd.shown)
         want, got = normalised(cmd.shown, block.unordered), normalised(printed, block.unordered)
+        # what the page shows stays when it equals the run: --update changes only what differs
+        kept = cmd.shown[: len(cmd.shown) - trailing] if want == got else printed
+        last = i == len(block.commands) - 1
+        body += [f"$ {cmd.line}", *kept, *([""] * (0 if last else trailing))]
         if want != got:
             diff += [f"--- line {block.start + 1}: $ {cmd.line}"]
             diff += list(difflib.unified_diff(want, got, "page", "run", lineterm="", n=1))
