@@ -27,7 +27,8 @@ Examples:
 Reports are `scan -o json` documents (docs/report.md); `-` reads one from stdin. The merged report
 prints as a scan of the whole window would, in any of scan's formats; one report alone prints as
 it is, so `merge FILE -o html|markdown|table` renders a saved report (docs/commands.md, "merge").
-Reports of different --project/--domain scopes are refused.
+Reports of one --project/--domain scope merge, and so do reports whose scopes split one
+scope into disjoint projects or domains (a backfill's slices); any other mix is refused.
 Exit codes: as scan's — 0 complete and nothing found, 1 findings, pending or unresolved,
 3 incomplete (a report's gaps, or a stretch of the window no report covers), 2 bad input.
 """

@@ -244,7 +244,8 @@ class ScanRun:
         self._step("outputs.pb checks")
         report = self.tally.report(window, self._relaunched)
         # What it covered, so that a scoped report never reads as all-clear for the rest.
-        report = replace(report, scope=Scope(self.scope.projects, self.scope.domains))
+        scope = Scope(tuple(sorted(self.scope.projects)), tuple(sorted(self.scope.domains)))
+        report = replace(report, scope=scope)
         self._step("relaunches and report")
         self._log_calls(report.gaps)
         self._log_timing()
