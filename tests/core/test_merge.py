@@ -64,6 +64,15 @@ def test_the_merged_report_of_slices_equals_one_scan_of_the_window(capsys, tmp_p
     jsonschema.validate(merged, SCHEMA)
     assert merged == whole
     assert len(merged["findings"]) == len(MONTH.expected)
+    # and it prints as that scan does, in every format; its page is the month's incident page
+    for fmt in ("table", "markdown", "csv"):
+        _, live, _ = run(["scan", "--since", rfc3339(START), "--until",
+                          rfc3339(START + timedelta(days=30)), "-o", fmt, "--no-progress"],
+                         capsys)  # fmt: skip
+        code, printed, err = run(["merge", *paths, "-o", fmt], capsys)
+        assert (code, printed) == (1, live), (fmt, err)
+    code, page, _ = run(["merge", *paths, "-o", "html"], capsys)
+    assert code == 1 and page.count('<article class="finding') == len(MONTH.expected)
 
 
 def test_an_attempt_two_slices_report_is_one_finding_the_signalled_one():
