@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 
@@ -55,6 +55,7 @@ from forensics.model import (
     KeyPage,
     ObjectCheck,
     Report,
+    Scope,
     SignalHit,
     Window,
     rfc3339,
@@ -251,6 +252,9 @@ class ScanRun:
         self._s3_lane.drain()
         self._step("outputs.pb checks")
         report = self.tally.report(window, self._relaunched)
+        # What it covered, so that a scoped report never reads as all-clear for the rest.
+        scope = Scope(tuple(sorted(self.scope.projects)), tuple(sorted(self.scope.domains)))
+        report = replace(report, scope=scope)
         self._step("relaunches and report")
         self._log_calls(report.gaps)
         self._log_timing()
