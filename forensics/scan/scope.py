@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from forensics.arguments import names_of
 from forensics.config import Settings
 from forensics.evidence.flyte_names import namespace_for
 from forensics.evidence.logs import SIGNAL_LINE_REGEX
@@ -20,9 +19,12 @@ class ScanScope:
     domains: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        # A library caller's `projects="gs1"` is one project, never its letters.
-        object.__setattr__(self, "projects", names_of(self.projects, param="projects"))
-        object.__setattr__(self, "domains", names_of(self.domains, param="domains"))
+        # A library caller's `projects="gs1"` is one project, never its letters. Names are
+        # checked where they enter (`arguments.names_of`); here they are only made tuples, so
+        # the selector's escaping is the last line of defence, not the only check.
+        for name in ("projects", "domains"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
 
     def covers(self, project: str, domain: str) -> bool:
         """Whether an attempt of `project`/`domain` is in scope."""
