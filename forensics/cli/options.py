@@ -181,8 +181,15 @@ class SourceFlags:
     checkpoint_template: str | None
 
     def settings(self, workers: int | None = None) -> Settings:
-        """The settings these flags select (flag > environment > config file > default)."""
-        return load_settings(**asdict(self), workers=workers)
+        """The settings these flags select (flag > environment > config file > default); the
+        credentials a config file's URLs carried are masked in every log record from now on."""
+        from forensics.cli.verbosity import add_basic_auth
+
+        settings = load_settings(**asdict(self), workers=workers)
+        for part in (settings.loki, settings.k8s_events, settings.prometheus):
+            if part.password:
+                add_basic_auth(part.username, part.password.value)
+        return settings
 
 
 SOURCE_FLAGS = _group(

@@ -49,6 +49,7 @@ class PrometheusServer:
     status: int | None = None
     answer: dict[str, Any] | None = None  # a 200 body served instead (a proxy's, a broken one)
     requests: int = 0
+    authorizations: list[str | None] = field(default_factory=list)  # each request's header
 
     def __post_init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -146,6 +147,7 @@ def _handler(server: PrometheusServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _answer(self, params: dict[str, str]) -> None:
+            server.authorizations.append(self.headers.get("Authorization"))
             if urlsplit(self.path).path != "/api/v1/query_range":
                 status, body = 404, _error("not_found", "not found")
             else:

@@ -87,7 +87,7 @@ from forensics.identifiers import EXECUTION_NAME_MAX, is_execution_name
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.notices import retrying
 from forensics.retry import Again, RetryPolicy, call
-from forensics.secrets import mask
+from forensics.secrets import mask, masked_url
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
@@ -325,7 +325,7 @@ class AdminClient:
         client: SynchronousFlyteClient | None = None,
     ) -> None:
         self._platform = dataclasses.replace(platform, rpc_retries=0)
-        self.endpoint = platform.endpoint
+        self.endpoint = masked_url(platform.endpoint)  # user:password never shown
         self._timeout = timeout
         # Exponential backoff from `backoff`, each wait between half and all of it, no deadline
         # beyond the calls' own.
