@@ -211,6 +211,9 @@ def setup_logging(verbosity: int | bool) -> None:
         # flytekit's own knob (pyflyte honours it): its records still come here, to stderr.
         logging.getLogger("flytekit").setLevel(int(os.environ["FLYTE_SDK_LOGGING_LEVEL"]))
     _levels.update({n: logging.getLogger(n).level for n in ("flytekit", "user_space", "developer")})
+    from forensics.cli.process import grpc_logging
+
+    grpc_logging(level)  # before any channel: gRPC reads its verbosity once
     # flytekit logs while it is imported (its config search warns about a FLYTECTL_CONFIG that
     # does not exist): without rich it writes those to a plain stderr handler, not stdout.
     os.environ["FLYTE_SDK_RICH_TRACEBACKS"] = "0"
