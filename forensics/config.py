@@ -715,7 +715,7 @@ def flytekit_config_file(env: Mapping[str, str]) -> tuple[str | None, str]:
     ):
         if candidate.is_file():
             return str(candidate), "flytekit's own search"
-    return None, "flytekit's own search found none (FLYTECTL_CONFIG unset, no ~/.flyte/config.yaml)"
+    return None, "flytekit's search: none (no FLYTECTL_CONFIG, ~/.flyte/config.yaml)"
 
 
 def _s3_origin(env: Mapping[str, str]) -> str:
