@@ -88,6 +88,9 @@ class LokiSettings:
     # Loki's 400 and adopted at run time; this only saves that first refused request.
     max_entries: int = 5000
 
+    def __post_init__(self) -> None:
+        _take_userinfo(self, "the Loki URL")
+
 
 @dataclass(frozen=True)
 class FlyteSettings:
@@ -132,6 +135,9 @@ class K8sEventsSettings:
     selector: str = '{job="loki.source.kubernetes_events"}'
     namespace_label: str = "namespace"  # Alloy's label for the event's object's namespace
 
+    def __post_init__(self) -> None:
+        _take_userinfo(self, "[k8s_events] url")
+
 
 @dataclass(frozen=True)
 class PrometheusSettings:
@@ -143,6 +149,26 @@ class PrometheusSettings:
     step: timedelta = timedelta(minutes=1)
     username: str | None = None  # basic auth, from the url's user:password
     password: Secret | None = None
+
+    def __post_init__(self) -> None:
+        _take_userinfo(self, "[prometheus] url")
+
+
+def _take_userinfo(settings: Any, what: str) -> None:
+    """A settings object whose `url` carries user:password (built by a library caller, not by
+    load_settings, which splits it first): the bare URL, the credentials as its fields."""
+    url = settings.url
+    if not url or "@" not in urlsplit(url).netloc:
+        return
+    bare, user, password = _url_credentials(url, what)
+    if getattr(settings, "bearer_token", None) or settings.username or settings.password:
+        raise ConfigError(
+            f"{what} {masked_url(url)} carries user:password and other credentials are set "
+            "too: give the credentials one way"
+        )
+    object.__setattr__(settings, "url", bare)
+    object.__setattr__(settings, "username", user)
+    object.__setattr__(settings, "password", password)
 
 
 @dataclass(frozen=True)

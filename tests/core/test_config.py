@@ -176,3 +176,23 @@ def test_config_lists_every_field_of_the_settings_model_with_its_origin(
     assert doc["prometheus.password"]["value"] == "***"
     assert doc["prometheus.password"]["from"].startswith("user:password in [prometheus] url")
     assert "lokisecret1" not in out + err and "promsecret1" not in out + err
+
+
+def test_a_url_user_password_becomes_basic_auth_however_the_settings_are_built(
+    tmp_path, monkeypatch
+):
+    from forensics.config import LokiSettings, PrometheusSettings
+
+    monkeypatch.chdir(tmp_path)
+    url = "https://123456:glc_tok%2Fen@logs-prod.grafana.net/"
+    env = {"LOKI_ADDR": url, "XDG_CONFIG_HOME": str(tmp_path)}
+    for loki in (load_settings(env=env).loki, LokiSettings(url=url)):  # the CLI's and a library's
+        assert loki.url.rstrip("/") == "https://logs-prod.grafana.net"
+        assert (loki.username, loki.password) == ("123456", Secret("glc_tok/en"))
+        assert "glc_tok" not in repr(loki)
+    assert PrometheusSettings(url="http://p:pw1234@prom:9090").url == "http://prom:9090"
+    with pytest.raises(ConfigError, match="one way"):
+        load_settings(env={**env, "LOKI_BEARER_TOKEN": "other-token"})
+    with pytest.raises(ConfigError, match="basic auth needs both") as e:
+        load_settings(env={**env, "LOKI_ADDR": "https://glc_tok@logs-prod.grafana.net"})
+    assert "glc_tok" not in str(e.value)
