@@ -349,6 +349,9 @@ def test_credentials_inside_every_url_are_masked_in_every_channel_and_still_sent
     assert prometheus.authorizations and set(prometheus.authorizations) == {_basic("prom")}
     assert set(hook.authorizations) == {_basic("hook")} and hook.posts()
     assert set(gateway.authorizations) == {_basic("push")}
+    for method, path, body in hook.requests + gateway.requests:  # the webhook's JSON, metrics
+        _assert_no_url_password(f"the body of {method} {path}", body)
+    assert any(b"cannot connect to Loki" in body for _, _, body in hook.requests)  # new_gaps
     assert gaps == 3 and "cannot connect to Loki at http://127.0.0.1:" in gaps_text
     gap_report = json.loads((run.work / "gaps.json").read_text())
     assert any("Loki" in g["error"] for g in gap_report["gaps"])
