@@ -88,7 +88,6 @@ from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, Executio
 from forensics.notices import retrying
 from forensics.retry import Again, RetryPolicy, call
 from forensics.secrets import mask, masked_url
-from forensics.sources.admin_channel import connect
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
@@ -339,10 +338,13 @@ class AdminClient:
             first_immediate=False,
         )
         self._owns_client = client is None
-        try:  # admin_channel.connect: flytekit's client with keepalive options Admin accepts
-            self._client = client if client is not None else connect(self._platform)
-        except Exception as e:  # bad endpoint / CA file: a configuration problem
-            raise ConfigError(f"Flyte Admin {self.endpoint}: {_one_line(str(e))}") from None
+        if client is not None:
+            self._client = client
+        else:
+            try:
+                self._client = SynchronousFlyteClient(self._platform)
+            except Exception as e:  # bad endpoint / CA file: a configuration problem
+                raise ConfigError(f"Flyte Admin {self.endpoint}: {_one_line(str(e))}") from None
         self._lock = threading.Lock()
         self.call_count: Counter[str] = Counter()
         self._task_cache: dict[tuple[str, str, str, str], tuple[str, int] | None] = {}
