@@ -100,30 +100,33 @@ def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
     return bare, user, password
 
 
-def masked_url(url: str) -> str:
-    """An address to show whole: `https://user:***@host/path` (a lone user, which may be a
-    token as in `https://TOKEN@host`, as `***@`). Also for gRPC targets (`user:pw@host:443`,
-    `dns:///host`), which urlsplit does not read as URLs."""
+def _authority(url: str) -> tuple[str, str, str, str]:
+    """(scheme and `://`, userinfo or "", host part, the rest) of a URL or of a gRPC target
+    (`user:pw@host:443`, `dns:///host`), which urlsplit does not read as URLs."""
     head, sep, rest = url.partition("://")
     if not sep:
         head, rest = "", url
     end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
-    authority = rest[:end]
-    if "@" not in authority:
+    userinfo, _, host = rest[:end].rpartition("@")
+    return head + sep, userinfo, host, rest[end:]
+
+
+def masked_url(url: str) -> str:
+    """An address to show whole: `https://user:***@host/path` (a lone user, which may be a
+    token as in `https://TOKEN@host`, as `***@`); gRPC targets alike."""
+    start, userinfo, host, rest = _authority(url)
+    if not userinfo:
         return url
-    userinfo, _, host = authority.rpartition("@")
     user, colon, _ = userinfo.partition(":")
-    shown = f"{user}:{MASK}" if colon else MASK
-    return f"{head}{sep}{shown}@{host}{rest[end:]}"
+    return f"{start}{f'{user}:{MASK}' if colon else MASK}@{host}{rest}"
 
 
 def userinfo_secrets(url: str) -> list[str]:
     """What a URL's user:password may be seen as: the password as written and decoded, a lone
     user (a token), and the basic-auth value requests makes of the two."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
+    userinfo = _authority(url)[1]
+    if not userinfo:
         return []
-    userinfo = parts.netloc.rpartition("@")[0]
     raw_user, colon, raw_password = userinfo.partition(":")
     if not colon:
         return [v for v in {raw_user, unquote(raw_user)} if v]

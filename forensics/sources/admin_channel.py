@@ -38,6 +38,8 @@ from flytekit.clients.auth_helper import (
 from flytekit.clients.raw import RawSynchronousFlyteClient
 from flytekit.configuration import PlatformConfig
 
+from forensics.secrets import userinfo_secrets
+
 KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_time_ms", 6 * 60 * 1000),
     ("grpc.keepalive_timeout_ms", 20 * 1000),
@@ -70,7 +72,14 @@ _RPCS = {
 
 
 def open_channel(platform: PlatformConfig) -> grpc.Channel:
-    """Admin's channel as flytekit opens it (raw.py:64-69), KEEPALIVE_OPTIONS first."""
+    """Admin's channel as flytekit opens it (raw.py:64-69), KEEPALIVE_OPTIONS first. A
+    user:password in the endpoint is refused: gRPC resolves it as part of the host name
+    ("Misformatted domain name"), and Flyte's credentials are flytekit's FLYTE_CREDENTIALS_*."""
+    if userinfo_secrets(platform.endpoint):
+        raise ValueError(
+            "its address carries user:password, which gRPC cannot use: give Flyte's "
+            "credentials as flytekit takes them (FLYTE_CREDENTIALS_*)"
+        )
     channel = get_channel(platform, options=[*KEEPALIVE_OPTIONS, *MESSAGE_OPTIONS])
     channel = upgrade_channel_to_proxy_authenticated(platform, channel)
     channel = upgrade_channel_to_authenticated(platform, channel)
