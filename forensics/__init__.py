@@ -26,6 +26,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "load_settings": ("forensics.config", "load_settings"),
     "Settings": ("forensics.config", "Settings"),
     "Sources": ("forensics.sources", "Sources"),
+    "SourcesClosed": ("forensics.sources", "SourcesClosed"),
     "LokiReader": ("forensics.sources.interfaces", "LokiReader"),
     "AdminReader": ("forensics.sources.interfaces", "AdminReader"),
     "ObjectReader": ("forensics.sources.interfaces", "ObjectReader"),
@@ -43,7 +44,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "execution_timeline": ("forensics.api", "execution_timeline"),
     "window_of": ("forensics.api", "window_of"),
     "execution_of": ("forensics.api", "execution_of"),
-    "merge_reports": ("forensics.merge", "merge_reports"),
+    "merge_reports": ("forensics.api", "merge_reports"),
     # relaunch
     "Relauncher": ("forensics.relaunch.relauncher", "Relauncher"),
     "RelaunchOptions": ("forensics.relaunch", "Options"),
@@ -132,6 +133,7 @@ __all__ = [
     "SignalHit",
     "SourceError",
     "Sources",
+    "SourcesClosed",
     "Summary",
     "Timeline",
     "Unresolved",
@@ -164,6 +166,7 @@ if TYPE_CHECKING:
         examine_execution,
         execution_of,
         execution_timeline,
+        merge_reports,
         scan_window,
         window_of,
     )
@@ -178,7 +181,6 @@ if TYPE_CHECKING:
         UsageError,
     )
     from forensics.guard import run_guard  # type: ignore[attr-defined]
-    from forensics.merge import merge_reports
     from forensics.model import (
         AttemptRecord,
         AttemptRef,
@@ -211,7 +213,7 @@ if TYPE_CHECKING:
     from forensics.scan.run import ScanRun
     from forensics.scan.run import scan as run_scan
     from forensics.scan.scope import ScanScope
-    from forensics.sources import Sources
+    from forensics.sources import Sources, SourcesClosed
     from forensics.sources.interfaces import AdminReader, LokiReader, ObjectReader
     from forensics.timeline import Timeline, build_timeline
 

@@ -10,10 +10,10 @@ of `sources.interfaces`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
-from datetime import datetime
-from typing import TYPE_CHECKING
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from forensics.config import Settings
 from forensics.model import ExecutionRef, Report, Window
@@ -26,29 +26,37 @@ if TYPE_CHECKING:
     from forensics.timeline import Timeline
 
 
-def window_of(since: datetime | str, until: datetime | str | None = None) -> Window:
-    """`[since, until)` from aware datetimes, or from the CLI's `--since`/`--until` texts
-    (RFC 3339, a date, or `since` as a duration back from `until`, e.g. `7d`); `until` None is
-    now. A bad value raises UsageError with the reason."""
-    from forensics.timeutil import parse_window
+def window_of(since: datetime | timedelta | str, until: datetime | str | None = None) -> Window:
+    """`[since, until)` from aware datetimes, a timedelta back from `until`, or the CLI's
+    `--since`/`--until` texts (RFC 3339, a date, or `since` as a duration back from `until`,
+    e.g. `7d`); `until` None is now. A bad value raises UsageError with the reason."""
+    from forensics import arguments
 
-    s = since.isoformat() if isinstance(since, datetime) else since
-    u = until.isoformat() if isinstance(until, datetime) else until
-    return parse_window(s, u)
+    return arguments.window_of(since, until)
 
 
 def execution_of(execution: ExecutionRef | str) -> ExecutionRef:
     """An ExecutionRef, or one parsed from `project:domain:name`, `project/domain/name` or a
     Flyte console URL (UsageError otherwise)."""
-    if isinstance(execution, ExecutionRef):
-        return execution
-    from forensics.identifiers import parse_execution
+    from forensics import arguments
 
-    return parse_execution(execution)
+    return arguments.execution_of(execution)
+
+
+def merge_reports(
+    reports: Report | Mapping[str, Any] | Iterable[Report | Mapping[str, Any]],
+) -> dict[str, Any]:
+    """One report (docs/report.md's document) from the reports of scans over slices of a window
+    (`forensics.merge.merge_reports`): each a Report or its `as_dict()` document."""
+    from forensics import arguments
+    from forensics.merge import merge_reports as merged
+
+    return merged(arguments.reports_of(reports))
 
 
 def _opened(settings: Settings, sources: Sources | None) -> AbstractContextManager[Sources]:
     if sources is not None:
+        sources.check_open()
         return nullcontext(sources)
     from forensics.sources import Sources
 
@@ -57,20 +65,24 @@ def _opened(settings: Settings, sources: Sources | None) -> AbstractContextManag
 
 def scan_window(
     settings: Settings,
-    since: datetime | str,
+    since: datetime | timedelta | str,
     until: datetime | str | None = None,
     *,
-    projects: Iterable[str] = (),
-    domains: Iterable[str] = (),
+    projects: str | Iterable[str] = (),
+    domains: str | Iterable[str] = (),
     sources: Sources | None = None,
 ) -> Report:
     """The report `elastic-audit scan --since SINCE --until UNTIL` prints (docs/report.md):
-    findings, summary and gaps of the window, within `projects` and `domains` (empty: all)."""
+    findings, summary and gaps of the window, within `projects` and `domains` (one name or
+    several; empty: all)."""
+    from forensics.arguments import names_of
     from forensics.scan.run import scan
     from forensics.scan.scope import ScanScope
 
     window = window_of(since, until)
-    scope = ScanScope(projects=tuple(projects), domains=tuple(domains))
+    scope = ScanScope(
+        projects=names_of(projects, param="projects"), domains=names_of(domains, param="domains")
+    )
     with _opened(settings, sources) as opened:
         return scan(opened, window, scope)
 

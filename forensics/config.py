@@ -130,9 +130,11 @@ class K8sEventsSettings:
     # Basic auth from the url's user:password (None: the Loki client's credentials)
     username: str | None = None
     password: Secret | None = None
-    # Alloy's `loki.source.kubernetes_events` default job label; the event exporter's Loki sink
-    # has only the `streamLabels` it is given (e.g. {app="kubernetes-event-exporter"}).
-    selector: str = '{job="loki.source.kubernetes_events"}'
+    # Alloy's `loki.source.kubernetes_events` default job label, or the one Grafana's
+    # k8s-monitoring chart gives it (grafana/k8s-monitoring-helm feature-cluster-events
+    # values.yaml:43); the event exporter's Loki sink has only the `streamLabels` it is given
+    # (e.g. {app="kubernetes-event-exporter"}).
+    selector: str = '{job=~"loki.source.kubernetes_events|integrations/kubernetes/eventhandler"}'
     namespace_label: str = "namespace"  # Alloy's label for the event's object's namespace
 
     def __post_init__(self) -> None:

@@ -146,6 +146,16 @@ def totals_of(rows: Iterable[CostRow]) -> dict[str, Any]:
     return total
 
 
+def known_sum(bucket: Mapping[str, Any], key: str) -> float | None:
+    """A total of `totals` (`gpu_hours`, `cpu_hours`) as a headline may state it: None
+    (unknown) when every finding in it has that number unknown — a sum of nothing known is not
+    0 hours; otherwise the sum (a lower bound when some are unknown)."""
+    findings = int(bucket.get("findings", 0))
+    if findings and int(bucket.get(f"{key}_unknown", 0)) >= findings:
+        return None
+    return bucket.get(key)
+
+
 TaskKey = tuple[str, str, str, str]
 
 

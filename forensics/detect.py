@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from forensics.config import Settings
 from forensics.evidence.flyte_names import unique_node_id
+from forensics.evidence.k8s_events import fails_the_pod
 from forensics.model import (
     AttemptRecord,
     AttemptRef,
@@ -70,6 +71,15 @@ class Cleared(_StrEnum):
     # evidence"), but outputs.pb exists: before the end (it finished its work in time), or after.
     DISRUPTION_OUTPUTS_WRITTEN = "disruption-then-outputs-written"
     DISRUPTION_AFTER_SUCCESS = "disruption-after-success"
+    # A disruption of a task whose success never writes outputs.pb: a raw container without
+    # declared outputs gets no uploader (flyteorg/flyte v1.16.8 flyteplugins/go/tasks/
+    # pluginmachinery/flytek8s/copilot.go:245-270, AddCoPilotToPod), so the artefact cannot tell
+    # loss from health and the event alone is no finding (docs/verdicts.md).
+    DISRUPTION_NO_ARTEFACT = "disruption-no-outputs-artefact"
+    # A disruption that sets its pod Failed before the kill (the kubelet's node-pressure eviction,
+    # graceful node shutdown) joined to a single-pod attempt Flyte recorded SUCCEEDED: the event
+    # is another pod's (a wrong join), not this attempt's end (docs/verdicts.md).
+    DISRUPTION_WRONG_JOIN = "disruption-contradicts-success"
     # No signal, and the attempt's node folder has expired (outputs.pb and the node's inputs.pb,
     # which propeller writes before the node runs, are both gone): nothing says it went wrong and
     # S3 can no longer say it went right. Not a finding on a guess (docs/verdicts.md).
@@ -159,6 +169,7 @@ def decide(
             and d.outcome is Verdict.SUSPECTED
             and d.note is None
             and disruption_precedes_end(attempt, disruption)
+            and not wrong_join(attempt, disruption)
         ):
             d = Decision(Verdict.AFFECTED)
     elif disruption is not None and attempt.phase == "SUCCEEDED":
@@ -181,12 +192,56 @@ def classify_disrupted(
     attempt: AttemptRecord, disruption: Disruption, outputs: ObjectCheck | None
 ) -> Decision:
     """A success whose pod Kubernetes recorded as disrupted, with no death-signal line: the
-    artefact decides, the event's time grades, as for a signal (docs/verdicts.md)."""
+    artefact decides, the event's time grades, as for a signal (docs/verdicts.md). Not where the
+    artefact cannot decide (a task that never writes outputs.pb), nor where the event contradicts
+    the success (it set a single pod Failed); an aggregated event's last time never places the
+    disruption after the end."""
+    if wrong_join(attempt, disruption):
+        return Decision(Cleared.DISRUPTION_WRONG_JOIN)
+    if never_writes_outputs(attempt):
+        return Decision(Cleared.DISRUPTION_NO_ARTEFACT)
+    before = disruption_precedes_end(attempt, disruption)
+    if disruption.last_only and not before:
+        d = grade_success(
+            attempt,
+            outputs,
+            False,
+            (Cleared.DISRUPTION_OUTPUTS_WRITTEN, Cleared.DISRUPTION_OUTPUTS_WRITTEN),
+        )
+        if d.outcome is Verdict.SUSPECTED and d.note is None:
+            d = replace(d, note=aggregated_note(attempt, disruption))
+        return d
     return grade_success(
         attempt,
         outputs,
-        disruption_precedes_end(attempt, disruption),
+        before,
         (Cleared.DISRUPTION_OUTPUTS_WRITTEN, Cleared.DISRUPTION_AFTER_SUCCESS),
+    )
+
+
+def never_writes_outputs(attempt: AttemptRecord) -> bool:
+    """A task whose success never writes outputs.pb: a raw container (flytekit's ContainerTask,
+    task type `raw-container`) that declares no outputs has no copilot uploader."""
+    return attempt.task_type == "raw-container" and not attempt.outputs_declared
+
+
+def single_pod(attempt: AttemptRecord) -> bool:
+    """An attempt of one pod (the container plugin), not a PyTorchJob's replicas."""
+    return attempt.task_type != "pytorch" and len(attempt.pods) <= 1
+
+
+def wrong_join(attempt: AttemptRecord, disruption: Disruption) -> bool:
+    """A disruption that set its pod Failed, joined to a single-pod attempt Flyte recorded
+    SUCCEEDED: the pod it stopped is not the attempt's (docs/verdicts.md)."""
+    return attempt.phase == "SUCCEEDED" and single_pod(attempt) and fails_the_pod(disruption)
+
+
+def aggregated_note(attempt: AttemptRecord, disruption: Disruption) -> str:
+    """Why an aggregated event after the end does not clear or place the disruption."""
+    return (
+        f"{disruption.reason} event for pod {disruption.namespace}/{disruption.pod} is an "
+        f"aggregated one last seen at {rfc3339(disruption.at)}, after the attempt's end; its "
+        "first occurrence is unknown"
     )
 
 
@@ -463,7 +518,11 @@ def build_finding(
         # made the verdict `suspected` (S3 unreadable, say).
         notes += (late_signal_note(att, signal),)
         signal = None
-    if disruption is not None and not disruption_precedes_end(att, disruption):
+    if (
+        disruption is not None
+        and not disruption.last_only
+        and not disruption_precedes_end(att, disruption)
+    ):
         notes += (late_disruption_note(att, disruption),)
     notes += shape_notes(ex, att)
     written = None if outputs is None or outputs.state == "unknown" else outputs.state == "present"

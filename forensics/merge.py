@@ -19,7 +19,13 @@ What a merge does, and why it equals one scan of the whole window:
   slices and cleared in both cannot be recognised (a report does not list cleared attempts): it
   counts twice in `attempts_examined` and `cleared` — only when its signal and its end straddle
   a slice boundary, never for findings.
-- **order**: as a scan orders them (findings by signal time, else end; pending by signal time;
+- **scope** (`--project`/`--domain`, docs/report.md `scope`): the reports' one scope; or, when their
+  scopes split one scope into disjoint cells — per project, per domain, per both, as the backfill's
+  slices do — that scope, each part's stretches checked on their own (a stretch one part does not
+  cover is a gap `not covered by any merged report of <part>`). Any other mix is refused
+  (UsageError), never merged: "every project" beside "project a", overlapping or missing parts —
+  no merged scope or time gap could say what was left out.
+- **order**: as a scan orders them (findings by signal time, else disruption, else end; pending by signal time;
   unresolved by signal time and pod; gaps by source and time).
 """
 
@@ -31,7 +37,7 @@ from typing import Any
 
 from forensics.cost import CostRow, totals_of
 from forensics.errors import UsageError
-from forensics.model import UTC, AttemptRef, ExecutionRef, rfc3339
+from forensics.model import UTC, AttemptRef, ExecutionRef, Scope, rfc3339
 
 SCHEMA_VERSION = 1
 SOURCES = ("loki", "admin", "s3")
@@ -68,18 +74,85 @@ def _check(reports: list[Doc]) -> None:
             )
 
 
-def _windows(reports: list[Doc]) -> tuple[datetime, datetime, list[tuple[datetime, datetime]]]:
-    """The merged window and the stretches of it no report covers."""
-    spans = sorted((_time(r["window"]["start"]), _time(r["window"]["end"])) for r in reports)
-    start, end = spans[0][0], max(e for _, e in spans)
-    assert start is not None and end is not None
+def _scope_of(r: Doc) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """A report's scope as sorted (projects, domains); None when it records none."""
+    scope = r.get("scope")
+    if scope is None:
+        return None
+    return tuple(sorted(scope["projects"])), tuple(sorted(scope["domains"]))
+
+
+def _scope_words(scope: tuple[tuple[str, ...], tuple[str, ...]] | None) -> str:
+    return "an unrecorded scope" if scope is None else str(Scope(*scope))
+
+
+def _scope(reports: list[Doc]) -> Any:
+    """The merged report's scope (module docstring): the reports' one scope, or the grid their
+    scopes tile; UsageError naming two scopes that neither equal nor tile."""
+    groups = list(dict.fromkeys(_scope_of(r) for r in reports))
+    if len(groups) == 1:
+        one = groups[0]
+        return None if one is None else {"projects": list(one[0]), "domains": list(one[1])}
+    if None not in groups:
+        grid = _grid(groups)  # type: ignore[arg-type]
+        if grid is not None:
+            return {"projects": list(grid[0]), "domains": list(grid[1])}
+    first = _scope_of(reports[0])
+    i = next(i for i, r in enumerate(reports) if _scope_of(r) != first)
+    raise UsageError(
+        f"merge: report {i + 1} covers {_scope_words(_scope_of(reports[i]))} but report 1 covers "
+        f"{_scope_words(first)}: merge only reports of one scope, or of scopes that split one "
+        "scope into disjoint projects or domains"
+    )
+
+
+def _grid(
+    groups: list[tuple[tuple[str, ...], tuple[str, ...]]],
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The scope that `groups` split into disjoint (project, domain) cells exactly — as a
+    backfill's slices per project do — or None. An axis left whole ("every") in one group must
+    be whole in all: "every project" and "project a" overlap in ways no cell list can say."""
+    for axis in (0, 1):
+        if len({not g[axis] for g in groups}) > 1:
+            return None
+    cells = [{(p, d) for p in g[0] or ("*",) for d in g[1] or ("*",)} for g in groups]
+    union = set().union(*cells)
+    if sum(len(c) for c in cells) != len(union):
+        return None  # two scopes share a cell: their findings would be counted twice
+    projects = tuple(sorted({p for g in groups for p in g[0]}))
+    domains = tuple(sorted({d for g in groups for d in g[1]}))
+    if union != {(p, d) for p in projects or ("*",) for d in domains or ("*",)}:
+        return None  # the cells leave a hole in the grid the merged scope would claim
+    return projects, domains
+
+
+def _holes(reports: list[Doc]) -> tuple[datetime, datetime, list[tuple[datetime, datetime, str]]]:
+    """The merged window, and each stretch of it that the reports of one scope do not cover
+    (every stretch for one scope; per scope when the scopes split a grid)."""
+    spans = [(_time(r["window"]["start"]), _time(r["window"]["end"])) for r in reports]
+    start = min(s for s, _ in spans if s is not None)
+    end = max(e for _, e in spans if e is not None)
+    groups: dict[Any, list[tuple[datetime, datetime]]] = {}
+    for r, span in zip(reports, spans, strict=True):
+        groups.setdefault(_scope_of(r), []).append(span)  # type: ignore[arg-type]
+    holes = []
+    for scope, group in groups.items():
+        error = UNCOVERED if len(groups) == 1 else f"{UNCOVERED} of {_scope_words(scope)}"
+        holes += [(s, e, error) for s, e in _uncovered(sorted(group), start, end)]
+    return start, end, holes
+
+
+def _uncovered(
+    spans: list[tuple[datetime, datetime]], start: datetime, end: datetime
+) -> list[tuple[datetime, datetime]]:
     holes, reach = [], start
     for s, e in spans:
-        assert s is not None and e is not None
         if s > reach:
             holes.append((reach, s))
         reach = max(reach, e)
-    return start, end, holes
+    if reach < end:
+        holes.append((reach, end))
+    return holes
 
 
 def _better(a: Doc, b: Doc) -> Doc:
@@ -114,9 +187,9 @@ def _findings(reports: list[Doc], end: datetime) -> tuple[list[Doc], int]:
                 merged[k] = f
 
     def order(f: Doc) -> tuple[datetime, str]:
-        sig = f.get("signal")
-        at = _time(sig["at"]) if sig else _time(f.get("succeeded_at"))
-        return (at or end, _attempt_str(f))
+        # as the scan's tally orders them: signal, else disruption, else the attempt's end
+        at = (f.get("signal") or f.get("disruption") or {}).get("at") or f.get("succeeded_at")
+        return (_time(at) or end, _attempt_str(f))
 
     return sorted(merged.values(), key=order), duplicates
 
@@ -163,16 +236,20 @@ def _attempt_ref(key: tuple[str, str, str, str, int]) -> AttemptRef:
 
 
 def _gaps(
-    reports: list[Doc], holes: Iterable[tuple[datetime, datetime]], start: datetime, end: datetime
+    reports: list[Doc],
+    holes: Iterable[tuple[datetime, datetime, str]],
+    start: datetime,
+    end: datetime,
 ) -> list[Doc]:
     seen: dict[tuple, Doc] = {}
     for r in reports:
         for g in r.get("gaps", ()):
             seen.setdefault((g["source"], g["start"], g["end"], g["error"]), g)
-    for s, e in holes:
+    for s, e, error in holes:
         for source in SOURCES:
-            g = {"source": source, "start": rfc3339(s), "end": rfc3339(e), "error": UNCOVERED}
-            seen.setdefault((source, g["start"], g["end"], UNCOVERED), g)
+            g = {"source": source, "kind": "failed", "start": rfc3339(s), "end": rfc3339(e),
+                 "error": error}  # fmt: skip
+            seen.setdefault((source, g["start"], g["end"], error), g)
 
     def order(g: Doc) -> tuple[str, datetime, datetime, str]:
         return (g["source"], _time(g["start"]) or start, _time(g["end"]) or end, g["error"])
@@ -234,7 +311,8 @@ def merge_reports(reports: Iterable[Doc]) -> Doc:
     """One report (the JSON document of docs/report.md) from the reports of several scans."""
     docs = list(reports)
     _check(docs)
-    start, end, holes = _windows(docs)
+    scope = _scope(docs)
+    start, end, holes = _holes(docs)
     findings, dup_findings = _findings(docs, end)
     found = {_attempt_key(f) for f in findings}
     pending, dup_pending = _pending(docs, found)
@@ -245,6 +323,7 @@ def merge_reports(reports: Iterable[Doc]) -> Doc:
         "schema_version": SCHEMA_VERSION,
         "tool": docs[0]["tool"],
         "window": {"start": rfc3339(start), "end": rfc3339(end)},
+        "scope": scope,
         "complete": not gaps,
         "gaps": gaps,
         "summary": summary,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from forensics.failures import FailureKind
 
@@ -181,6 +182,9 @@ class Disruption:
     namespace: str | None
     pod: str | None
     text: str  # the event's own message, as recorded
+    # `at` is the last of several occurrences (Alloy stamps an aggregated event, count > 1, with
+    # its lastTimestamp): the first is unknown, so it cannot place the disruption after an end.
+    last_only: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -587,6 +591,34 @@ class Activity:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """Which projects and domains a report covers (docs/report.md `scope`; `--project`,
+    `--domain`): empty means every project (every domain of each)."""
+
+    projects: tuple[str, ...] = ()
+    domains: tuple[str, ...] = ()
+
+    @property
+    def narrowed(self) -> bool:
+        return bool(self.projects or self.domains)
+
+    def __str__(self) -> str:
+        def part(names: tuple[str, ...], one: str, many: str, every: str) -> str:
+            if not names:
+                return every
+            return f"{one if len(names) == 1 else many} {', '.join(names)}"
+
+        return (
+            part(self.projects, "project", "projects", "all projects")
+            + "; "
+            + part(self.domains, "domain", "domains", "all domains")
+        )
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"projects": list(self.projects), "domains": list(self.domains)}
+
+
+@dataclass(frozen=True)
 class Report:
     """The result of a scan (docs/report.md)."""
 
@@ -599,6 +631,8 @@ class Report:
     unresolved: tuple[Unresolved, ...] = ()
     activity: Activity = field(default_factory=Activity)  # not in the JSON: the page's chart
     superseded: tuple[Superseded, ...] = ()
+    # What the scan covered; None: a saved report written before the scope was recorded.
+    scope: Scope | None = field(default_factory=Scope)
 
     @property
     def complete(self) -> bool:
@@ -609,6 +643,7 @@ class Report:
             "schema_version": 1,
             "tool": self.tool,
             "window": self.window.as_dict(),
+            "scope": self.scope.as_dict() if self.scope is not None else None,
             "complete": self.complete,
             "gaps": [g.as_dict() for g in self.gaps],
             "summary": self.summary.as_dict(),
@@ -620,3 +655,13 @@ class Report:
 
     def __iter__(self) -> Iterator[Finding]:
         return iter(self.findings)
+
+    @staticmethod
+    def from_json(doc: Mapping[str, Any]) -> Report:
+        """The typed report of a saved JSON report (docs/report.md, schema_version 1):
+        `from_json(r.as_dict()).as_dict() == r.as_dict()`. What the JSON does not hold stays
+        empty: `activity` (the page's hourly signals), a signal's log line and kind. ValueError
+        (or KeyError, TypeError) for a document that is not such a report."""
+        from forensics.report_json import report_from_json
+
+        return report_from_json(doc)

@@ -51,6 +51,9 @@ class IncidentPage:
     report: Report
     executions: tuple[ExecutionView, ...]
     gaps: tuple[Gap, ...] = ()
+    # Made from a saved JSON report (`merge -o html`): no source was read, so the executions'
+    # timelines and the hourly signals (not in the JSON) are not drawn, and the page says so.
+    saved: bool = False
 
     @property
     def relaunches(self) -> tuple[datetime, ...]:
@@ -60,6 +63,12 @@ class IncidentPage:
             for v in self.executions
             if v.relaunch is not None and v.relaunch.created_at is not None
         )
+
+
+def saved_page(report: Report) -> IncidentPage:
+    """The page of a saved or merged report (`merge -o html`): what the report holds, nothing
+    read from a source (docs/report.md, "The incident page")."""
+    return IncidentPage(report, (), saved=True)
 
 
 def _read(

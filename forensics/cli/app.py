@@ -39,8 +39,8 @@ from forensics.cli import (
 )
 from forensics.cli.errors import message as worded
 from forensics.cli.options import with_flag_groups
-from forensics.cli.process import leave
-from forensics.errors import ElasticAuditError
+from forensics.cli.process import finishing, interrupted, leave
+from forensics.errors import ElasticAuditError, UsageError
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -97,13 +97,62 @@ def _plain_argument(p: Any) -> None:
     p.display_type_rich = lambda ctx: None
 
 
+# The shells typer writes completion for (typer.completion's install and show callbacks).
+SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+COMPLETION_FLAGS = {"--install-completion": "install", "--show-completion": "show"}
+
+
+def _asked_shell(ctx: click.Context, args: list[str]) -> list[str]:
+    """`--install-completion SHELL` / `--show-completion=SHELL`: typer's flags take no value,
+    so the shell named was ignored and the running one's completion installed (bash's from a
+    bash prompt, asked for zsh's). The shell is taken out of `args` and kept in `ctx.meta`."""
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        flag, eq, value = arg.partition("=")
+        if flag in COMPLETION_FLAGS:
+            out.append(flag)
+            if not eq:
+                value = next(rest, "")
+                if not value or value.startswith("-"):
+                    out += [value] if value else []
+                    continue
+            if value not in SHELLS:
+                raise UsageError(f"{flag} {value!r}: not a shell ({', '.join(SHELLS)})")
+            ctx.meta["completion_shell"] = value
+            continue
+        out.append(arg)
+    return out
+
+
+def _for_shell(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """typer's install/show callback, given the shell named after the flag (else detected)."""
+
+    def run(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        return callback(ctx, param, ctx.meta.get("completion_shell", value) if value else value)
+
+    return run
+
+
 class _HelpStyle:
     """The tool's help style for a click command or group (see the module docstring)."""
 
     context_class = _HelpContext
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
-        return _check_placeholders(super().get_params(ctx))  # type: ignore[misc]
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for p in params:
+            if p.name in ("install_completion", "show_completion") and p.callback:
+                p.callback = _for_shell(p.callback)
+                action = "Install" if p.name == "install_completion" else "Show"
+                p.help = (
+                    f"{action} completion for the shell named after it ({', '.join(SHELLS)}), "
+                    "else for the current one."
+                )
+        return _check_placeholders(params)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _asked_shell(ctx, args))  # type: ignore[misc]
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Examples are written as they are typed: indented, never re-wrapped."""
@@ -217,10 +266,17 @@ def console() -> NoReturn:
     without the interpreter's teardown (`process.leave`). `main` ends the ordinary way, for
     callers that run commands in their own process."""
     try:
-        main()
-    except SystemExit as e:
-        leave(e.code)
-    leave(0)
+        try:
+            main()
+        except SystemExit as e:
+            code = e.code
+        else:
+            code = 0
+        finishing()  # a Ctrl-C from here on is noted: `leave` says it and exits 130
+    except KeyboardInterrupt:  # one that came past main's own handling (its last lines)
+        finishing()
+        code = interrupted()
+    leave(code)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -231,8 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"elastic-audit: error: {worded(e)}", err=True)
         sys.exit(exits.for_error(e))
     except KeyboardInterrupt:
-        typer.echo("elastic-audit: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(interrupted())
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
@@ -263,5 +318,5 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exits.CRASHED)
     if rc == 130:
         # typer turns a KeyboardInterrupt inside a command into a silent Exit(130).
-        typer.echo("elastic-audit: interrupted", err=True)
+        interrupted()
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -63,8 +63,25 @@ def check_writable_file(path: str, flag: str) -> None:
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise UsageError(f"{flag} {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK | os.X_OK):
+    if not _can_create_in(directory):
         raise UsageError(f"{flag} {path}: directory {directory} is not writable")
+
+
+def _can_create_in(directory: Path) -> bool:
+    """Whether a file can be created in `directory`, found by creating one (and removing it) as
+    write_atomic will: permission bits say yes to root where a read-only or virtual file system
+    (sysfs, a read-only mount) still refuses."""
+    import tempfile
+
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, name = tempfile.mkstemp(dir=directory, prefix=".elastic-audit-", suffix=".probe")
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(name)
+    return True
 
 
 def check_writable_dir(path: Path, flag: str) -> None:

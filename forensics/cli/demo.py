@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +50,10 @@ Examples:
 """
 
 ADD_REQUEST = "add-incident.json"  # in the sandbox directory: what --add-incident asks for
+# In the sandbox directory too: the pid of the demo serving it, flock-ed for as long as that
+# demo runs. `--add-incident` signals a pid only when this file names it and is still locked
+# (a lock goes with its process, even on SIGKILL: a reused pid never passes).
+PIDFILE = "demo.pid"
 
 # What the sandbox's S3 imports (forensics/sandbox/s3_server.py): the `demo` extra, which a plain
 # install lacks. Looked up, not imported: a missing one stops the demo before anything starts.
@@ -165,10 +172,50 @@ def demo(
         typer.echo("+ elastic-audit " + " ".join(args[3:]), err=True)
         rc = subprocess.run(args, env=box.child_environ() | env, check=False).returncode
         if keep_running:
-            _announce(env, env_file)
-            _serve(box, home)
+            with _pidfile(home):
+                _announce(env, env_file)
+                _serve(box, home)
     # The demo worked when the scan ran to completion: findings (exit 1) are its point.
     raise typer.Exit(0 if rc in (0, 1) else rc)
+
+
+@contextlib.contextmanager
+def _pidfile(home: Path) -> Iterator[None]:
+    """`home/demo.pid`: this process's pid, exclusively locked while the block runs."""
+    with open(home / PIDFILE, "w", encoding="ascii") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
+
+
+def _proven_demo(pid: str, home: Path) -> None:
+    """Refuse (one line) unless `pid` is the demo serving `home`: its pidfile names that pid
+    and is locked, so the process that wrote it still runs. Never signal anything else."""
+    from forensics.errors import ConfigError
+
+    path = home / PIDFILE
+    refuse = f"--add-incident: ELASTIC_AUDIT_DEMO_PID={pid} is not a demo running in {home}"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise ConfigError(f"{refuse} ({path}: {e.strerror or e}); nothing signalled") from None
+    try:
+        written = os.read(fd, 64).decode("ascii", "replace").strip()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            alive = False  # nobody holds the lock: the demo that wrote the file is gone
+        except BlockingIOError:
+            alive = True
+    finally:
+        os.close(fd)
+    if not alive:
+        raise ConfigError(
+            f"{refuse} (the demo that wrote {path} has stopped); nothing signalled; "
+            "`elastic_audit_deactivate` forgets its variables"
+        )
+    if written != pid:
+        raise ConfigError(f"{refuse} (that demo is pid {written}); nothing signalled")
 
 
 def _serve(box: Sandbox, home: Path) -> None:
@@ -217,6 +264,7 @@ def _ask_running_demo() -> None:
             "demo --keep-running --env-file sandbox.env`, then `. ./sandbox.env`)"
         )
     home = Path(config).parent
+    _proven_demo(pid, home)
     name = "n" + secrets.token_hex(10)[:19]  # a Flyte-like name: 20 characters, [a-z0-9]
     at = rfc3339(datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=5))
     try:

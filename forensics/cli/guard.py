@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from forensics.cli import exits
+from forensics.cli.common import check_writable_file
 from forensics.cli.verbosity import add_secret
 from forensics.errors import UsageError
 from forensics.guard import GuardOptions, Outcome, Page, Signals, run_guard, scanner
@@ -60,6 +61,8 @@ def guard_options(
         add_secret(part)  # its user:password (basic auth), masked like every credential
     if state is not None:
         open_store(state)  # a bad path or URI is a usage error now, not after the scan
+        if not state.startswith("s3://"):
+            check_writable_file(state, "--state")  # a file system that refuses even root
     return GuardOptions(
         state=state,
         overlap=lap,

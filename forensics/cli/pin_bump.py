@@ -40,8 +40,9 @@ Examples:
 
 Environment: GITHUB_API_URL (default https://api.github.com), GITHUB_TOKEN.
 
-Exit codes: 0 done or nothing to change; 1 --check found stale pins;
-2 refused (bad SHA, unverified commit, unparseable file), nothing written.
+Exit codes: 0 done or nothing to change; 1 --check found stale pins, or a pin of
+the fork is in a form pin-bump cannot move (any mode); 2 refused (bad SHA,
+unverified commit, unparseable file), nothing written.
 """
 
 
@@ -160,13 +161,21 @@ def pin_bump(
     if fmt is OutputFormat.diff:
         # for the person; stdout holds only the patch
         sys.stderr.write(summary_text(result, terminal_width()))
-    if check:
-        # In check mode the files listed are the stale ones (nothing moves).
-        raise typer.Exit(1 if plan.stale_pins else 0)
+    masked = [c.rel for c in plan.changes if c.masks_credentials]
+    if masked and result.diff(fmt) is not None:
+        _log(
+            f"the diff masks credentials in URLs (***) in {', '.join(masked)}: those hunks do "
+            "not apply as a patch; run pin-bump without --dry-run to write them"
+        )
     if mode == "write" and plan.stale_locks and not locked:
         stale = ", ".join(result.stale_locks)
         _log(f"uv.lock now stale: {stale} (re-run with --lock, or run `uv lock` there)")
-    raise typer.Exit(0)
+    if plan.unmovable:
+        # A pin left on the old commit is never an all-clear, whatever the mode.
+        _log(f"{len(plan.unmovable)} pin(s) of {repo} it cannot move: edit them by hand")
+        raise typer.Exit(1)
+    # In check mode the files listed are the stale ones (nothing moves).
+    raise typer.Exit(1 if check and plan.stale_pins else 0)
 
 
 def _mode(dry_run: bool, check: bool, lock: bool) -> str:
@@ -184,7 +193,9 @@ def _plan(tree: Path, sha: str, repo: str, packages: list[str] | tuple[str, ...]
     plan = plan_bump(tree, sha, repo=repo, packages=packages)
     for notice in plan.notices:
         _log(f"note: {notice.rel}:{notice.line}: {notice.message}")
-    if not plan.pins:
+    for u in plan.unmovable:
+        _log(f"cannot move: {u.rel}:{u.line}: {u.reason}: {u.text}")
+    if not plan.pins and not plan.unmovable:
         # Not "all 0 pins already at SHA": a --repo typo or the wrong --root must not pass a CI gate.
         raise UsageError(
             f"no pin of {repo} under {tree}: nothing to bump (check --repo and --root; a pin "

@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
@@ -55,6 +57,64 @@ def grpc_logging(verbosity: int) -> None:
     _grpc_verbosity_ours = True
 
 
+# -- Ctrl-C at any moment: exit 130 and one line (docs/exit-codes.md) ---------------------------
+
+INTERRUPTED = 130  # exits.INTERRUPTED (not imported: this module loads before anything else)
+_said: list[bool] = []
+_late: list[int] = []
+
+
+def interrupted() -> int:
+    """Say on stderr, once per process, that Ctrl-C stopped the command; its exit code."""
+    if not _said:
+        _said.append(True)
+        try:
+            sys.stderr.write("elastic-audit: interrupted\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # stderr closed: the exit code still says it
+            pass
+    return INTERRUPTED
+
+
+def _note(signum: int, frame: object) -> None:
+    _late.append(signum)
+
+
+def finishing() -> None:
+    """From here to the process's end (the result written, exit handlers running) a Ctrl-C is
+    noted, not raised: `leave` then ends with 130 and the one line, never a traceback out of
+    an exit handler."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _note)
+
+
+@contextmanager
+def importing_flytekit() -> Iterator[None]:
+    """Import flytekit (with the Admin client) with Ctrl-C held back until its SIGINT handler
+    is replaced by ours: flytekit's calls exit(1) — the findings code, silently — and it is
+    installed on import (flyteorg/flytekit, flytekit/core/context_manager.py: `initialize()`
+    at import, line 1052, installs `main_signal_handler`, lines 1012-1020; 1.16.24 and the
+    1.16.31 wheel; docs/upstream.md), well before the import ends. A Ctrl-C meanwhile is
+    delivered when the block ends, as a KeyboardInterrupt. The import takes 0.5-1 s; nothing
+    else is held. Only the calling (main) thread's mask changes: the commands call this before
+    they start threads of their own."""
+    held = threading.current_thread() is threading.main_thread()
+    if held:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        keep_ctrl_c()
+        if held:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def load_flytekit() -> None:
+    """Import the Admin client, and flytekit with it, Ctrl-C held meanwhile (above)."""
+    with importing_flytekit():
+        import forensics.sources.admin  # noqa: F401
+
+
 def open_sources(settings: Settings) -> Sources:
     """The production clients, with flytekit (imported by now) brought back into line: Ctrl-C
     is ours again, and its loggers go through ours, so its warnings never reach stdout."""
@@ -62,6 +122,7 @@ def open_sources(settings: Settings) -> Sources:
     from forensics.sources import Sources
 
     batch_scheduling()  # before the clients and the lanes start their threads
+    load_flytekit()
     sources = Sources.from_settings(settings)
     keep_ctrl_c()
     adopt_flytekit()
@@ -122,6 +183,7 @@ def leave(code: object) -> NoReturn:
     flushed. Where a thread that is not a daemon still runs (Python would wait for it), where
     the code is not a number, and where the flush fails (a closed pipe), the process ends the
     ordinary way instead."""
+    code = _said_if_interrupted(code)
     main = threading.main_thread()
     waited = any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate())
     if waited or not (code is None or isinstance(code, int)):
@@ -131,8 +193,14 @@ def leave(code: object) -> NoReturn:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):
-        sys.exit(code)  # Python's exit reports an unflushable stream its own way
-    os._exit(code or 0)
+        sys.exit(_said_if_interrupted(code))  # Python's exit reports an unflushable stream
+    os._exit(_said_if_interrupted(code) or 0)
+
+
+def _said_if_interrupted(code: object) -> object:
+    """130, said, if a Ctrl-C was noted (`finishing`) by now; else `code`. A call of its own:
+    entering it runs the handler of a Ctrl-C that has just arrived."""
+    return interrupted() if _late else code
 
 
 def flytekit_imported() -> None:

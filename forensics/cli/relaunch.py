@@ -141,12 +141,12 @@ def relaunch(
             "no terminal to confirm on: pass --yes to relaunch, or --dry-run to preview"
         )
     from forensics.cli.process import open_sources  # flytekit: not for `--help` or bad input
-    from forensics.relaunch import AuditLog, default_audit_log
+    from forensics.relaunch import AuditLog
 
     settings = sources.settings()
     # The audit log is opened before anything is asked of Admin: one that cannot be written
     # stops the command here (exit 2), not after a relaunch was sent.
-    audit = AuditLog(Path(audit_log) if audit_log else default_audit_log())
+    audit = AuditLog(Path(audit_log)) if audit_log else AuditLog.default()
     # The clients close when the relaunches are done, as scan's and show's do.
     with audit, open_sources(settings) as clients:
         relauncher = _relauncher(clients, audit)

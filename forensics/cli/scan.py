@@ -151,9 +151,8 @@ def _scan_once(
         result = scan(sources, window, scope, progress=progress)
         if fmt is OutputFormat.html or report_html:
             page, _ = publish_page(sources, result, report_html)
-    report_failures(
-        [*result.gaps, *(page.gaps if page else ())], settings, source_endpoints(sources)
-    )
+        endpoints = source_endpoints(sources)
+    report_failures([*result.gaps, *(page.gaps if page else ())], settings, endpoints)
     if report:
         write_atomically(report, render(result, OutputFormat.json))
     emit(render(page if fmt is OutputFormat.html else result, fmt))

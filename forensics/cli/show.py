@@ -65,6 +65,7 @@ def show(
             tl = build_timeline(clients, ref)
         except NotFoundError:
             raise UsageError(f"execution {ref} not found in Flyte Admin") from None
-    report_failures(tl.gaps, settings, source_endpoints(clients))
+        endpoints = source_endpoints(clients)
+    report_failures(tl.gaps, settings, endpoints)
     emit(render(tl, fmt))
     raise typer.Exit(0 if tl.complete else 3)

@@ -64,9 +64,16 @@ def watch(
     metrics_port: int | None = value_option(
         "--metrics-port",
         "N",
-        "Serve /metrics on this port, all interfaces (0: a free one, printed on stderr).",
+        "Serve /metrics on this port, all interfaces unless --metrics-address (0: a free one, "
+        "printed on stderr).",
         min=0,
         max=65535,
+    ),
+    metrics_address: str | None = value_option(
+        "--metrics-address",
+        "HOST",
+        "Serve /metrics on this interface only (an address or host name: 127.0.0.1, ::1, a "
+        "pod IP) instead of all of them; with --metrics-port.",
     ),
     since: str | None = value_option(
         "--since",
@@ -90,11 +97,16 @@ def watch(
     scope.check_names()
     if not guard.state:
         raise UsageError("watch needs --state FILE|s3://BUCKET/KEY (its memory across runs)")
+    if metrics_address is not None and metrics_port is None:
+        raise UsageError("--metrics-address needs --metrics-port (where /metrics is served)")
+    if metrics_address is not None and not metrics_address.strip():
+        raise UsageError("--metrics-address: empty (an address or host name, e.g. 127.0.0.1)")
     options = guard.options()
     settings = sources.settings(workers)
     scan_scope = scope.scope(settings)
     _check_first_run(scan_scope, options, since)
-    raise typer.Exit(_loop(settings, scan_scope, options, since, period, metrics_port))
+    metrics = None if metrics_port is None else (metrics_address or ALL_INTERFACES, metrics_port)
+    raise typer.Exit(_loop(settings, scan_scope, options, since, period, metrics))
 
 
 def _check_first_run(scope: ScanScope, options: GuardOptions, since: str | None) -> None:
@@ -129,15 +141,15 @@ def _loop(
     options: GuardOptions,
     since: str | None,
     period: timedelta,
-    metrics_port: int | None,
+    metrics: tuple[str, int] | None,
 ) -> int:
     from forensics.formats.watch import WatchRun
 
     # Load the line's renderer now: a SIGTERM while it is imported after a run would lose the line.
     renderers(WatchRun)
     collector = GuardCollector()
-    if metrics_port is not None:
-        _serve_metrics(collector, metrics_port)
+    if metrics is not None:  # before the first scan: an address it cannot serve on is exit 2
+        _serve_metrics(collector, *metrics)
     signals = Signals()
     scan = cli_scanner(settings, scope, True)
     run = 0
@@ -158,12 +170,29 @@ def _loop(
         return 0
 
 
-def _serve_metrics(collector: GuardCollector, port: int) -> None:
+# prometheus_client's own default (exposition.py, `start_wsgi_server(port, addr='0.0.0.0', ...)`,
+# `start_http_server = start_wsgi_server`, prometheus_client 0.26.0): every IPv4 interface.
+ALL_INTERFACES = "0.0.0.0"
+
+
+def _serve_metrics(collector: GuardCollector, address: str, port: int) -> None:
+    """/metrics on `address`:`port` (prometheus_client picks the address family: `::1` is
+    IPv6); an address or port it cannot bind is a usage error, before anything is scanned."""
     from prometheus_client import start_http_server
 
-    server, _ = start_http_server(port, registry=registry_for(collector))
+    try:
+        server, _ = start_http_server(port, addr=address, registry=registry_for(collector))
+    except OSError as e:  # socket.gaierror included: a name that does not resolve
+        where = "" if address == ALL_INTERFACES else f"--metrics-address {address} "
+        reason = e.strerror or str(e)
+        raise UsageError(
+            f"{where}--metrics-port {port}: cannot serve /metrics ({reason})"
+        ) from None
+    on = "" if address == ALL_INTERFACES else f"{address} "
     print(
-        f"elastic-audit: serving /metrics on port {server.server_port}", file=sys.stderr, flush=True
+        f"elastic-audit: serving /metrics on {on}port {server.server_port}",
+        file=sys.stderr,
+        flush=True,
     )
 
 

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.formats.table import Column, render_table
+from forensics.formats.blocks import render_fitted
+from forensics.formats.table import Column
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ COLUMNS = (Column("setting"), Column("value", wrap=True), Column("from", wrap=Tr
 
 def _table(view: ConfigView, width: int | None) -> str:
     rows = [(s.key, s.value, s.origin) for s in view.settings]
-    return render_table(COLUMNS, rows, width=width)
+    return render_fitted(COLUMNS, rows, width)
 
 
 def _json(view: ConfigView, width: int | None = None) -> str:

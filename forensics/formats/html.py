@@ -17,12 +17,13 @@ from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
+from forensics.cost import known_sum
 from forensics.detect import FAILED_PHASES
 from forensics.formats import OutputFormat, Renderers
 from forensics.formats.html_style import CSS, LEGEND
 from forensics.formats.markdown import relaunch_commands
 from forensics.formats.svg import Bar, Mark, Scale, counts, esc, lane
-from forensics.formats.text import checkpoint_summary, coverage_line, short_time
+from forensics.formats.text import checkpoint_summary, coverage_line, scope_line, short_time
 from forensics.model import AttemptRecord, Cost, Finding, Gap, Report, Window
 from forensics.page import ExecutionView, IncidentPage
 
@@ -95,9 +96,16 @@ def coverage(report: Report, page_gaps: Sequence[Gap]) -> str:
     return (
         f'<section id="coverage"><h2>Window and coverage</h2>'
         f"<p>{when(w.start)} to {when(w.end)} (end exclusive) — coverage {esc(state)}.</p>"
-        f"{axis(w.start, w.end)}{_gaps_lane(w, report.gaps)}"
+        f"{_scope(report)}{axis(w.start, w.end)}{_gaps_lane(w, report.gaps)}"
         f"{gap_list(report.gaps)}{extra}</section>"
     )
+
+
+def _scope(report: Report) -> str:
+    """The scope of a narrowed report (docs/report.md `scope`), so that no reader takes it for
+    all projects and domains."""
+    line = scope_line(report)
+    return f'<p class="warn scope">{esc(line)}</p>' if line else ""
 
 
 def summary(report: Report) -> str:
@@ -143,8 +151,12 @@ def hourly(page: IncidentPage) -> str:
         ("retried", "Signalled attempts that failed and were retried", r.activity.retried),
         ("relaunches", "Relaunches of affected executions", page.relaunches),
     )
+    if page.saved:  # the JSON keeps findings only: those lanes would read as zero
+        series = tuple(s for s in series if s[0] == "silent")
     scale = Scale(w.start, w.end)
     out = ['<section id="hourly"><h2>Hour by hour</h2>', axis(w.start, w.end)]
+    if page.saved:
+        out.append(f'<p class="warn">{esc(SAVED_HOURLY)}</p>')
     for kind, title, times in series:
         per_hour = _hourly_counts(times, w)
         total = sum(c for _, _, c in per_hour)
@@ -161,8 +173,8 @@ def _cost_rows(buckets: dict[str, dict[str, Any]]) -> str:
     rows = []
     for key, b in buckets.items():
         rows.append(
-            f"<tr><th>{esc(key)}</th><td>{b['findings']}</td><td>{hours(b['gpu_hours'])}</td>"
-            f"<td>{hours(b['cpu_hours'])}</td><td>{b['gpu_hours_unknown']} / {b['cpu_hours_unknown']}</td></tr>"
+            f"<tr><th>{esc(key)}</th><td>{b['findings']}</td><td>{hours(known_sum(b, 'gpu_hours'))}</td>"
+            f"<td>{hours(known_sum(b, 'cpu_hours'))}</td><td>{b['gpu_hours_unknown']} / {b['cpu_hours_unknown']}</td></tr>"
         )
     return "".join(rows)
 
@@ -173,18 +185,20 @@ def cost(report: Report) -> str:
         return ""
     head = "<tr><th></th><th>findings</th><th>GPU-hours</th><th>CPU-hours</th><th>unknown (GPU / CPU)</th></tr>"
     unknown = int(t["gpu_hours_unknown"])
-    note = (
-        f" {unknown} finding(s) with unknown GPU-hours are not in the sum: it is a lower bound."
-        if unknown
-        else ""
-    )
+    note = ""
+    if unknown and known_sum(t, "gpu_hours") is None:
+        note = " No finding's GPU-hours are known: the loss is unknown, not zero."
+    elif unknown:
+        note = (
+            f" {unknown} finding(s) with unknown GPU-hours are not in the sum: it is a lower bound."
+        )
     tables = ""
     for key, title in (("by_project", "Per project"), ("by_day", "Per day (UTC)")):
         tables += f'<h3>{title}</h3><table class="cost">{head}{_cost_rows(t[key])}</table>'
     return (
         f'<section id="cost"><h2>What it cost</h2><p>GPU-hours lost: '
-        f'<b class="total-gpu">{hours(t["gpu_hours"])}</b>; CPU-hours lost: '
-        f'<b class="total-cpu">{hours(t["cpu_hours"])}</b> — each finding\'s run time times the '
+        f'<b class="total-gpu">{hours(known_sum(t, "gpu_hours"))}</b>; CPU-hours lost: '
+        f'<b class="total-cpu">{hours(known_sum(t, "cpu_hours"))}</b> — each finding\'s run time times the '
         f"GPUs and CPUs its task template requests.{esc(note)}</p>{tables}</section>"
     )
 
@@ -303,6 +317,10 @@ def _attempt_lane(
     marks = []
     if signal_at is not None:
         marks.append(Mark(signal_at, "signal", f"death signal {short_time(signal_at)}"))
+    if finding is not None and finding.disruption is not None:
+        d = finding.disruption  # the event that proves the finding, or backs its signal
+        marks.append(Mark(d.at, "disruption", f"{d.reason} event {short_time(d.at)}"))
+        marks.sort(key=lambda m: m.at)
     if finding is not None:
         if finding.succeeded_at:
             marks.append(
@@ -338,7 +356,9 @@ def marks_text(marks: Sequence[Mark]) -> str:
     parts = []
     for m in events:
         at = short_time(m.at) if m is events[0] else f"{(m.at - first).total_seconds():+,.0f} s"
-        parts.append(f"{words.get(m.kind, m.kind)} {at}")
+        # a disruption says its reason: "Disrupted event"
+        word = m.title.rsplit(" ", 1)[0] if m.kind == "disruption" else words.get(m.kind, m.kind)
+        parts.append(f"{word} {at}")
     if writes:
         newest = max(writes)
         at = f"{(newest - first).total_seconds():+,.0f} s" if events else short_time(newest)
@@ -351,6 +371,7 @@ def timeline(view: ExecutionView, report: Report) -> str:
     signals = report.activity.signals
     ex, again = view.execution, view.relaunch
     extra = [ex.created_at if ex else None, ex.updated_at if ex else None]
+    extra += [f.disruption.at for f in view.findings if f.disruption]
     extra += [f.signal.at for f in view.findings if f.signal] + [
         f.succeeded_at for f in view.findings
     ]
@@ -382,7 +403,22 @@ def timeline(view: ExecutionView, report: Report) -> str:
     )
 
 
+SAVED_HOURLY = (
+    "Made from a saved report: death signals, retried attempts and relaunches per hour are "
+    "not in it (a scan's own page draws them); only its silent greens are drawn."
+)
+SAVED_TIMELINES = (
+    "Not drawn: this page was made from a saved report, and the executions' attempts are read "
+    "from Flyte Admin only when a scan makes its page."
+)
+
+
 def timelines(page: IncidentPage) -> str:
+    if page.saved:
+        return (
+            '<section id="timelines"><h2>Every attempt of each affected execution</h2>'
+            f'<p class="warn">{esc(SAVED_TIMELINES)}</p></section>'
+        )
     body = (
         "".join(timeline(v, page.report) for v in page.executions)
         or "<p>No affected execution.</p>"

@@ -47,6 +47,7 @@ svg.lane{height:14px}svg.hourly{height:44px}
 .marker.signal{stroke:var(--signal)}
 .marker.false-success{stroke:var(--success);stroke-dasharray:3 2}
 .marker.checkpoint{stroke:var(--checkpoint);stroke-dasharray:1 2}
+.marker.disruption{stroke:var(--signal);stroke-dasharray:8 3}
 .axis{display:flex;flex-wrap:wrap;justify-content:space-between;gap:4px;
 color:var(--muted);font-size:12px}
 .row{margin:2px 0 6px}.row .label{margin:0;font-size:12px;color:var(--muted)}
@@ -64,7 +65,7 @@ color:var(--bg);background:var(--affected)}.verdict.suspected{background:var(--s
 .swatch.running{background:var(--running)}.swatch.signals,.swatch.signal{background:var(--signal)}
 .swatch.silent{background:var(--silent)}.swatch.retried{background:var(--retried)}
 .swatch.relaunches{background:var(--relaunches)}.swatch.false-success{background:var(--success)}
-.swatch.checkpoint{background:var(--checkpoint)}
+.swatch.checkpoint{background:var(--checkpoint)}.swatch.disruption{background:var(--signal)}
 .swatch.mark{width:3px;height:14px;vertical-align:-2px}
 .warn{color:var(--affected)}
 .events{list-style:none;padding:0}.events li{border-bottom:1px solid var(--line);padding:2px 0}
@@ -81,5 +82,7 @@ LEGEND = (
     '<span><span class="swatch mark signal"></span>death signal (solid line)</span>'
     '<span><span class="swatch mark false-success"></span>false SUCCESS (dashed)</span>'
     '<span><span class="swatch mark checkpoint"></span>checkpoint write (dotted)</span>'
+    '<span><span class="swatch mark disruption"></span>Kubernetes disruption event (long dashes)'
+    "</span>"
     "</p>"
 )

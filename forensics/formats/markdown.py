@@ -5,7 +5,9 @@ from __future__ import annotations
 from forensics.formats.text import (
     checkpoint_summary,
     coverage_line,
+    evidence_text,
     incomplete_headline,
+    scope_line,
     short_time,
 )
 from forensics.model import AttemptRef, Finding, Report, SignalHit
@@ -43,8 +45,6 @@ def _timeline(f: Finding) -> list[str]:
     ck = f.checkpoint
     where = f" at `{ck.uri}`" if ck.uri else ""
     lines.append(f"- checkpoint{where}: {checkpoint_summary(ck)}")
-    if ck.written_after_signal:
-        lines.append("- checkpoint objects were written after the signal")
     for note in f.evidence:
         lines.append(f"- note: {note}")
     if f.relaunched_as:
@@ -60,6 +60,7 @@ def _head(report: Report) -> list[str]:
         "# Silently-green elastic attempts",
         "",
         f"- Window: {short_time(w.start)} → {short_time(w.end)} (end exclusive)",
+        *([f"- {scope}"] if (scope := scope_line(report)) else []),
         f"- Tool: {report.tool}",
         f"- Coverage: {'complete' if report.complete else '**' + incomplete_headline(report) + '**'}",
         f"- Result: {coverage_line(report)}",
@@ -148,7 +149,7 @@ def _finding_rows(report: Report) -> list[str]:
             f.verdict,
             f"`{f.attempt.execution}`",
             _attempt(f.attempt),
-            _signal(f.signal) if f.signal else "—",
+            evidence_text(f),
             short_time(f.succeeded_at),
             _cell(checkpoint_summary(f.checkpoint)),
         )

@@ -72,6 +72,16 @@ def summary(result: BumpResult) -> dict[str, Any]:
         "stale_locks": result.stale_locks,
         "locked": [run.directory.relative_to(plan.root).as_posix() or "." for run in result.locked],
         "notices": [{"path": n.rel, "line": n.line, "message": n.message} for n in plan.notices],
+        "cannot_move": [
+            {
+                "path": u.rel,
+                "line": u.line,
+                "package": u.package,
+                "reason": u.reason,
+                "text": u.text,
+            }
+            for u in plan.unmovable
+        ],
     }
 
 
@@ -103,8 +113,14 @@ def summary_text(result: BumpResult, width: int | None = None) -> str:
     if total:
         parts = ", ".join(f"{c[:12]} ({n})" for c, n in doc["from_commits"].items())
         lines.append(f"{total} pin(s) in {len(doc['files'])} file(s) {verb}, from: {parts}")
-    else:
+    elif not doc["cannot_move"]:
         lines.append(f"all {doc['pins_found']} pin(s) already at {short}; nothing to change")
+    elif doc["pins_found"]:
+        lines.append(f"{doc['pins_found']} pin(s) it can move already at {short}")
+    if doc["cannot_move"]:
+        # Each is named on stderr as it is found ("cannot move: FILE:LINE: ...").
+        where = ", ".join(f"{u['path']}:{u['line']}" for u in doc["cannot_move"])
+        lines.append(f"{len(doc['cannot_move'])} pin(s) it cannot move, left as they are: {where}")
     state = {"write": "stale", "dry-run": "would go stale", "check": "would go stale"}
     for lock in doc["stale_locks"]:
         relocked = bool(doc["locked"]) and doc["mode"] == "write"

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.formats.table import Column, render_table
+from forensics.formats.blocks import render_fitted
+from forensics.formats.table import Column
 from forensics.relaunch import Outcome, Plan
 
 
@@ -37,7 +38,7 @@ def _table(results: RelaunchResults, width: int | None) -> str:
         )
         for o in results.outcomes
     ]
-    return render_table(RELAUNCH_COLUMNS, rows, width=width)
+    return render_fitted(RELAUNCH_COLUMNS, rows, width)
 
 
 def _json(results: RelaunchResults, width: int | None = None) -> str:

@@ -13,7 +13,13 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from forensics.formats.text import coverage_line, incomplete_headline, short_time
+from forensics.formats.text import (
+    coverage_line,
+    incomplete_headline,
+    scope_line,
+    scope_text,
+    short_time,
+)
 from forensics.model import Checkpoint, Finding, Gap, Report
 
 GAP = "  "  # between columns
@@ -200,6 +206,15 @@ def _blocks(rows: list[tuple[str, ...]], width: int | None) -> list[str]:
     return out
 
 
+def nothing_found(report: Report) -> str:
+    """What a report without findings says: never more than its scope and coverage allow."""
+    narrowed = scope_text(report) if report.scope is not None else None
+    if report.complete:
+        return "No affected or suspected attempts" + (f" in {narrowed}." if narrowed else ".")
+    of = f" of {narrowed}" if narrowed else ""
+    return f"No affected or suspected attempts in what could be read{of}."
+
+
 def render(report: Report, *, width: int | None = None, narrow: bool = False) -> str:
     """The scan report as a table; `execution` is `project:domain:name`, as show/relaunch take.
 
@@ -207,6 +222,9 @@ def render(report: Report, *, width: int | None = None, narrow: bool = False) ->
     narrow terminal; `-o wide` keeps the table whatever the width)."""
     w = report.window
     lines = [f"Window {short_time(w.start)} → {short_time(w.end)} (end exclusive)"]
+    scope = scope_line(report)
+    if scope:
+        lines.append(prose(scope, width))
     if not report.complete:
         lines.append(prose(incomplete_headline(report), width))
     if report.findings:
@@ -222,10 +240,8 @@ def render(report: Report, *, width: int | None = None, narrow: bool = False) ->
                     "not re-run the parent's later steps (relaunch --parent)"
                 )
                 lines.append(prose(text, width))
-    elif report.complete:
-        lines.append("No affected or suspected attempts.")
     else:
-        lines.append("No affected or suspected attempts in what could be read.")
+        lines.append(prose(nothing_found(report), width))
     for g in report.gaps:
         lines.append(prose(gap_line(g), width))
     for p in report.pending:

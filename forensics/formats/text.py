@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from forensics.model import Checkpoint, Report
+from forensics.model import Checkpoint, Finding, Report
 
 
 def short_time(t: datetime | None) -> str:
@@ -16,10 +16,22 @@ def short_time(t: datetime | None) -> str:
 def checkpoint_summary(ck: Checkpoint) -> str:
     """What a relaunch will find: `empty`, `present (12, newest …)`, `unknown: why`."""
     if ck.state == "present":
-        return f"present ({ck.objects}, newest {short_time(ck.latest)})"
+        # as the table says it: a checkpoint written while the pod was torn down may be partial
+        after = ", written AFTER the signal (may be partial)" if ck.written_after_signal else ""
+        return f"present ({ck.objects}, newest {short_time(ck.latest)}){after}"
     if ck.state == "unknown":
         return f"unknown: {ck.reason}"
     return ck.state
+
+
+def evidence_text(f: Finding) -> str:
+    """The evidence of a finding's verdict in one cell: its death signal, else the disruption
+    Kubernetes recorded (a finding proved by an event alone), else `—`."""
+    if f.signal is not None:
+        return f"{f.signal.signal} {short_time(f.signal.at)}"
+    if f.disruption is not None:
+        return f"{f.disruption.reason} {short_time(f.disruption.at)}"
+    return "—"
 
 
 def coverage_line(report: Report) -> str:
@@ -40,7 +52,10 @@ def coverage_line(report: Report) -> str:
         # Read completely, yet some matched lines said nothing: their attempts may be missing.
         head += f"; {s.unparsed_lines} matched death-signal line(s) could not be read"
     if report.complete:
-        return head + "; coverage complete"
+        if report.scope is None:  # a saved report from before the scope was recorded
+            return head + "; coverage complete (scope not recorded)"
+        narrowed = scope_text(report)
+        return head + "; coverage complete" + (f" ({narrowed} only)" if narrowed else "")
     return head + f"; INCOMPLETE: {len(report.gaps)} gap(s) — findings may be missing"
 
 
@@ -61,3 +76,22 @@ def incomplete_headline(report: Report) -> str:
         f"INCOMPLETE SCAN: {what} could not be read for part of the window "
         f"({len(report.gaps)} gap(s), listed below); findings may be missing."
     )
+
+
+def scope_text(report: Report) -> str | None:
+    """The report's scope when it is not everything (`project gs1; all domains`), or what a
+    saved report without one is; None for a scan of every project and domain."""
+    if report.scope is None:
+        return "scope not recorded"
+    return str(report.scope) if report.scope.narrowed else None
+
+
+def scope_line(report: Report) -> str | None:
+    """`Scope: project gs1; domain development (nothing else was scanned)` for a narrowed
+    report (docs/report.md `scope`); None for one of every project and domain."""
+    text = scope_text(report)
+    if text is None:
+        return None
+    if report.scope is None:
+        return "Scope: not recorded (a report saved before elastic-audit recorded it)"
+    return f"Scope: {text} (nothing else was scanned)"

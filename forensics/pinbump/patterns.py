@@ -55,30 +55,58 @@ def normalize_repo(repo: str) -> str:
 # --------------------------------------------------------------------------- URL forms
 
 
+# Userinfo before a host (`user@`, `user:token@`, `x-access-token:${GITHUB_TOKEN}@`): pip takes it
+# from the netloc before it splits the revision off the path at the last `@`
+# (pip/_internal/vcs/versioncontrol.py, VersionControl.get_url_rev_and_auth).
+_AUTH = r"(?:[^\s/@]+@)?"
+_GITHUB = r"(?:www\.)?github\.com"
+# The ref after `@` in a VCS URL runs to the fragment (`#egg=`, `#subdirectory=`).
+_REF = r"(?P<ref>[^#\s]+)"
+
+
 @dataclass(frozen=True)
 class PinPatterns:
-    """Regular expressions for the fork's URL forms, built once per repository."""
+    """Regular expressions for the fork's URL forms, built once per repository.
+
+    The forms pip, uv and Poetry take for a pin of a GitHub repository (docs/upstream.md, Pin
+    bumping): archives (`/archive/<sha>.tar.gz`, codeload), and VCS URLs `git+https`,
+    `git+http`, `git+ssh`, `git+git` and pip's scp-like `git+git@github.com:owner/name`, each
+    with or without userinfo (a deploy token, `git@`).
+    """
 
     repo: str
     urls: tuple[re.Pattern[str], ...]
+    floating: re.Pattern[str]
     git_remote: re.Pattern[str]
+    anywhere: re.Pattern[str]
 
     @classmethod
     def for_repo(cls, repo: str) -> PinPatterns:
         owner, name = (re.escape(p) for p in normalize_repo(repo).split("/"))
         slug = f"{owner}/{name}"
+        # The VCS remote without `git+`: `https://[auth@]github.com/`, `ssh://git@github.com/`,
+        # pip's scp-like `git@github.com:` (pip/_internal/vcs/git.py SCP_REGEX) and Poetry's
+        # `git@github.com/` (python-poetry docs/dependency-specification.md, git dependencies).
+        remote = (
+            rf"(?:(?:https?|ssh|git)://{_AUTH}{_GITHUB}(?::\d+)?/|(?:\w+@)?github\.com[:/])"
+            rf"{slug}(?:\.git)?"
+        )
         forms = (
-            rf"https://github\.com/{slug}/archive/(?P<ref>[^?#\s]+?)\.(?:tar\.gz|zip)",
-            rf"https://codeload\.github\.com/{slug}/(?:tar\.gz|zip)/(?P<ref>[^?#/\s]+)",
-            rf"git\+https://github\.com/{slug}(?:\.git)?@(?P<ref>[^#\s]+)",
+            rf"https?://{_AUTH}{_GITHUB}/{slug}/archive/(?P<ref>[^?#\s]+?)\.(?:tar\.gz|zip)",
+            rf"https?://{_AUTH}codeload\.github\.com/{slug}/(?:tar\.gz|zip)/(?P<ref>[^?#/\s]+)",
+            rf"git\+{remote}@{_REF}",
         )
         urls = tuple(re.compile(rf"(?:{f})(?P<fragment>#[^\s]*)?", re.I) for f in forms)
-        remote = re.compile(
-            rf"(?:git\+)?(?:https://github\.com/|ssh://git@github\.com/|git@github\.com:)"
-            rf"{slug}(?:\.git)?/?",
+        floating = re.compile(rf"git\+{remote}/?(?P<fragment>#[^\s]*)?", re.I)
+        git_remote = re.compile(rf"(?:git\+)?{remote}/?", re.I)
+        # Any mention of the repository on GitHub, in any URL or remote spelling: a line or
+        # value with one that is not a pin this tool can move is reported, never skipped.
+        anywhere = re.compile(
+            rf"(?<![A-Za-z0-9.-])(?:www\.|codeload\.|api\.)?github\.com(?::\d+)?[:/]+"
+            rf"(?:repos/)?{slug}(?:\.git)?(?![A-Za-z0-9_.-])",
             re.I,
         )
-        return cls(normalize_repo(repo), urls, remote)
+        return cls(normalize_repo(repo), urls, floating, git_remote, anywhere)
 
     def match_url(self, url: str) -> re.Match[str] | None:
         """The match of a whole URL against one of the fork's pinned-URL forms."""
@@ -89,8 +117,12 @@ class PinPatterns:
         return None
 
     def mentions(self, text: str) -> bool:
-        """Whether `text` contains a URL of one of the fork's forms anywhere."""
+        """Whether `text` contains a URL of one of the fork's pin forms anywhere."""
         return any(p.search(text) for p in self.urls)
+
+    def names_repo(self, text: str) -> bool:
+        """Whether `text` mentions the fork's repository on GitHub at all (any URL form)."""
+        return bool(self.anywhere.search(text))
 
 
 # --------------------------------------------------------------------------- pins
@@ -121,6 +153,18 @@ class Notice:
     message: str
 
 
+@dataclass(frozen=True)
+class Unmovable:
+    """A line that names the fork as a dependency but holds no pin this tool can move: it is
+    reported (and fails `--check`), never skipped. `text` is the line with userinfo masked."""
+
+    rel: str
+    line: int
+    package: str | None
+    reason: str
+    text: str
+
+
 @dataclass
 class ManifestScan:
     """What one manifest contains: its text and the fork's pins and notices in it."""
@@ -131,6 +175,7 @@ class ManifestScan:
     text: str
     pins: list[Pin] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
+    unmovable: list[Unmovable] = field(default_factory=list)
 
 
 def line_of(text: str, offset: int) -> int:
@@ -149,4 +194,31 @@ def decode_manifest(rel: str, data: bytes) -> str:
 
 def ref_notice(rel: str, line: int, ref: str) -> Notice:
     """The notice for a pin of the fork to a ref that is not a commit (left as is)."""
-    return Notice(rel, line, f"pinned to ref {ref!r}, not a commit; left as is")
+    return Notice(rel, line, f"pinned to ref {mask_userinfo(ref)!r}, not a commit; left as is")
+
+
+# `scheme://userinfo@`: what a URL's userinfo looks like in any text the tool shows.
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/@]+)@")
+# Parts of a userinfo that carry no secret: ssh's `git` user, the user name GitHub gives every
+# installation token, and a whole `${NAME}` reference, which pip fills in from the environment
+# when it reads a requirements file (pip/_internal/req/req_file.py, ENV_VAR_RE).
+_PUBLIC_USERS = frozenset({"git", "x-access-token"})
+_ENV_REFERENCE = re.compile(r"\$\{[A-Z0-9_]+\}")
+
+
+def _masked_userinfo(userinfo: str) -> str:
+    user, colon, password = userinfo.partition(":")
+    shown_user = user if user in _PUBLIC_USERS or _ENV_REFERENCE.fullmatch(user) else "***"
+    if not colon:
+        return shown_user
+    return f"{shown_user}:{password if _ENV_REFERENCE.fullmatch(password) else '***'}"
+
+
+def mask_userinfo(text: str) -> str:
+    """`text` with the credentials in every URL's userinfo masked.
+
+    A deploy token rides in a pin as `https://x-access-token:TOKEN@github.com/...` or as
+    `https://TOKEN@github.com/...` (GitHub takes a token as the user name alone): any user name
+    and password is `***` unless it is one that carries no secret (`git`, `x-access-token`, a
+    `${NAME}` the environment fills in)."""
+    return _USERINFO.sub(lambda m: m["scheme"] + _masked_userinfo(m["userinfo"]) + "@", text)

@@ -27,6 +27,8 @@ from forensics.pinbump.patterns import (
     Notice,
     Pin,
     PinPatterns,
+    Unmovable,
+    mask_userinfo,
     normalize_repo,
     normalize_sha,
 )
@@ -72,6 +74,11 @@ class FileChange:
     def diff(self) -> str:
         return unified_diff(self.rel, self.before, self.after)
 
+    @property
+    def masks_credentials(self) -> bool:
+        """Whether the diff shows a line with its credentials masked (its hunk cannot apply)."""
+        return self.diff() != unified_diff(self.rel, self.before, self.after, mask=False)
+
 
 @dataclass(frozen=True)
 class BumpPlan:
@@ -85,6 +92,8 @@ class BumpPlan:
     notices: tuple[Notice, ...]
     changes: tuple[FileChange, ...]
     stale_locks: tuple[Path, ...]  # uv.lock files the change makes stale
+    # Lines naming the fork as a dependency that hold no pin it can move: each fails --check.
+    unmovable: tuple[Unmovable, ...] = ()
 
     @property
     def stale_pins(self) -> tuple[Pin, ...]:
@@ -99,8 +108,11 @@ class BumpPlan:
         return "".join(c.diff() for c in self.changes)
 
 
-def unified_diff(rel: str, before: str, after: str) -> str:
-    """A `git diff`-style unified diff of one file, marking a missing final newline."""
+def unified_diff(rel: str, before: str, after: str, *, mask: bool = True) -> str:
+    """A `git diff`-style unified diff of one file, marking a missing final newline.
+
+    The userinfo of every URL in it is masked (a pin may carry a deploy token): such a line no
+    longer matches the file, so `git apply` refuses its hunk rather than write `***`."""
     out = []
     for line in difflib.unified_diff(
         before.splitlines(keepends=True),
@@ -108,7 +120,7 @@ def unified_diff(rel: str, before: str, after: str) -> str:
         fromfile=f"a/{rel}",
         tofile=f"b/{rel}",
     ):
-        out.append(line)
+        out.append(mask_userinfo(line) if mask else line)
         if not line.endswith(("\n", "\r")):
             out.append("\n\\ No newline at end of file\n")
     return "".join(out)
@@ -164,9 +176,14 @@ class _Selection:
     unselected: list[Pin]
     notices: list[Notice]
     changes: list[FileChange]
+    unmovable: list[Unmovable]
 
     def add(self, scan: ManifestScan) -> None:
         self.notices.extend(scan.notices)
+        # One whose package is unknown is everyone's: --package never hides it.
+        self.unmovable.extend(
+            u for u in scan.unmovable if not self.wanted or u.package in self.wanted | {None}
+        )
         chosen = [p for p in scan.pins if not self.wanted or p.package in self.wanted]
         self.unselected.extend(p for p in scan.pins if p not in chosen)
         self.selected.extend(chosen)
@@ -179,7 +196,9 @@ class _Selection:
 
     def refuse_unmatched(self, repo: str, root: Path) -> None:
         """A --package that names no pin is a typo or a wrong --repo: refuse it."""
-        missing = sorted(self.wanted - {p.package for p in self.selected})
+        missing = sorted(
+            self.wanted - {p.package for p in self.selected} - {u.package for u in self.unmovable}
+        )
         if not missing:
             return
         present = sorted({p.package or "?" for p in self.unselected})
@@ -200,7 +219,7 @@ def plan_bump(
     if not root.is_dir():
         raise ParamError(Param("root"), f" {root} is not a directory")
     wanted = {str(canonicalize_name(p)) for p in packages}
-    selection = _Selection(sha, wanted, [], [], [], [])
+    selection = _Selection(sha, wanted, [], [], [], [], [])
     for scan in scan_tree(root, repo):
         selection.add(scan)
     selection.refuse_unmatched(repo, root)
@@ -213,6 +232,7 @@ def plan_bump(
         notices=tuple(selection.notices),
         changes=tuple(selection.changes),
         stale_locks=_stale_locks(root, (c.path for c in selection.changes)),
+        unmovable=tuple(selection.unmovable),
     )
 
 

@@ -24,8 +24,10 @@ from forensics.pinbump.patterns import (
     Notice,
     Pin,
     PinPatterns,
+    Unmovable,
     decode_manifest,
     line_of,
+    mask_userinfo,
     ref_notice,
 )
 
@@ -133,6 +135,16 @@ def _source_tables(data: dict[str, Any]) -> Iterator[_SourceTable]:
 
 
 _TomlNote = tuple[TomlPath, str, str]  # path, ref (or "" for an unsupported location), needle
+_TomlUnmovable = tuple[TomlPath, str | None, str, str]  # path, package, reason, value
+
+
+def _in_dependencies(path: TomlPath) -> bool:
+    """Whether a value sits where a dependency is declared: `*dependencies` (PEP 621, PEP 735,
+    uv's override/constraint lists, Poetry's tables), `build-system.requires`, uv sources."""
+    keys = [k for k in path if isinstance(k, str)]
+    return any(
+        k.endswith("dependencies") or k in ("dependency-groups", "requires") for k in keys
+    ) or keys[:3] == ["tool", "uv", "sources"]
 
 
 @dataclass
@@ -142,11 +154,16 @@ class _TomlFinds:
     patterns: PinPatterns
     targets: list[_TomlTarget] = field(default_factory=list)
     notes: list[_TomlNote] = field(default_factory=list)
+    unmovable: list[_TomlUnmovable] = field(default_factory=list)
     handled: set[TomlPath] = field(default_factory=set)
 
     def url_source(self, path: TomlPath, package: str, url: str) -> None:
         m = self.patterns.match_url(url)
         if not m:
+            if self.patterns.names_repo(url):
+                self.handled.add((*path, "url"))
+                reason = "a URL of the fork in a form pin-bump cannot rewrite"
+                self.unmovable.append(((*path, "url"), package, reason, url))
             return
         self.handled.add((*path, "url"))
         if COMMITISH.fullmatch(m["ref"]):
@@ -162,24 +179,45 @@ class _TomlFinds:
         if isinstance(rev, str) and COMMITISH.fullmatch(rev):
             self.handled.add((*path, "rev"))
             self.targets.append(_TomlTarget((*path, "rev"), package, rev, 0, len(rev)))
+        elif rev is not None and not isinstance(rev, str):
+            reason = "its rev is not a string"
+            self.unmovable.append(((*path, "git"), package, reason, str(table.get("git"))))
         else:
             ref = rev or table.get("tag") or table.get("branch") or "default branch"
             self.notes.append(((*path, "git"), str(ref), str(ref)))
 
+    def unknown_git(self, path: TomlPath, package: str, git: str) -> None:
+        """A `git = ...` naming the fork in a spelling no installer's remote form matches."""
+        self.handled.add((*path, "git"))
+        reason = "a git remote of the fork in a form pin-bump cannot read"
+        self.unmovable.append(((*path, "git"), package, reason, git))
+
     def requirement(self, path: TomlPath, value: str) -> None:
-        """A PEP 508 string mentioning the fork: a pin, a floating ref or something else."""
+        """A string naming the fork: a pin, a floating ref, or (where a dependency is declared)
+        one pin-bump cannot move; elsewhere (project.urls, a description) not a pin at all."""
         try:
             req = Requirement(value)
         except InvalidRequirement:
             req = None
-        m = self.patterns.match_url(req.url) if req is not None and req.url else None
-        if req is None or m is None:
-            self.notes.append((path, "", value))
-        elif not COMMITISH.fullmatch(m["ref"]):
-            self.notes.append((path, m["ref"], req.url))
-        else:
-            start = value.find(req.url) + m.start("ref")
+        url = req.url if req is not None else None
+        m = self.patterns.match_url(url) if url else None
+        package = req.name if req is not None else None
+        if m is not None and COMMITISH.fullmatch(m["ref"]):
+            start = value.find(url) + m.start("ref")
             self.targets.append(_TomlTarget(path, req.name, value, start, start + len(m["ref"])))
+        elif m is not None:
+            self.notes.append((path, m["ref"], url))
+        elif url and self.patterns.floating.fullmatch(url):
+            self.notes.append((path, "the default branch", url))
+        elif url or _in_dependencies(path):
+            reason = (
+                "a URL of the fork in a form pin-bump cannot rewrite"
+                if url
+                else "cannot parse it as a requirement with a URL"
+            )
+            self.unmovable.append((path, package, reason, value))
+        elif self.patterns.mentions(value):
+            self.notes.append((path, "", value))
 
 
 def _toml_targets(data: dict[str, Any], patterns: PinPatterns) -> _TomlFinds:
@@ -191,8 +229,10 @@ def _toml_targets(data: dict[str, Any], patterns: PinPatterns) -> _TomlFinds:
             finds.url_source(path, package, url)
         if isinstance(git, str) and patterns.git_remote.fullmatch(git.strip()):
             finds.git_source(path, package, table)
+        elif isinstance(git, str) and patterns.names_repo(git):
+            finds.unknown_git(path, package, git)
     for path, value in _leaves(data):
-        if path not in finds.handled and isinstance(value, str) and patterns.mentions(value):
+        if path not in finds.handled and isinstance(value, str) and patterns.names_repo(value):
             finds.requirement(path, value)
     return finds
 
@@ -268,6 +308,14 @@ def _note(rel: str, text: str, note: _TomlNote) -> Notice:
     return Notice(rel, line, msg)
 
 
+def _unmovable(rel: str, text: str, item: _TomlUnmovable) -> Unmovable:
+    path, package, reason, value = item
+    found = text.find(value)
+    line = line_of(text, found) if found >= 0 else 1
+    name = str(canonicalize_name(package)) if package else None
+    return Unmovable(rel, line, name, f"{_dotted(path)}: {reason}", mask_userinfo(value))
+
+
 def scan_pyproject(path: Path, rel: str, data: bytes, patterns: PinPatterns) -> ManifestScan:
     """The fork's pins in one pyproject.toml; malformed TOML raises ManifestError (file:line)."""
     text = decode_manifest(rel, data)
@@ -286,4 +334,5 @@ def scan_pyproject(path: Path, rel: str, data: bytes, patterns: PinPatterns) -> 
         )
     scan.pins.sort(key=lambda p: p.offset)
     scan.notices.extend(_note(rel, text, note) for note in finds.notes)
+    scan.unmovable.extend(_unmovable(rel, text, item) for item in finds.unmovable)
     return scan

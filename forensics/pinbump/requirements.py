@@ -16,13 +16,14 @@ from packaging.utils import canonicalize_name
 
 from forensics.pinbump.patterns import (
     COMMITISH,
-    ManifestError,
     ManifestScan,
     Notice,
     Pin,
     PinPatterns,
+    Unmovable,
     decode_manifest,
     line_of,
+    mask_userinfo,
     ref_notice,
 )
 
@@ -119,7 +120,7 @@ def _requirement_url(args: str, patterns: PinPatterns) -> tuple[str | None, str]
         return req.name, req.url
     # A bare URL (optionally `url ; marker`), as pip accepts.
     url = re.split(r"\s+;|;\s", args, maxsplit=1)[0].strip()
-    m = patterns.match_url(url)
+    m = patterns.match_url(url) or patterns.floating.fullmatch(url)
     if m:
         return _egg_name(m["fragment"]), url
     return None
@@ -144,20 +145,32 @@ def _arguments(line: str) -> tuple[int, str] | None:
 
 
 def _scan_line(scan: ManifestScan, logical: _LogicalLine, patterns: PinPatterns) -> None:
-    """The pin (or notice) of one logical line that mentions the fork, added to `scan`."""
+    """The pin, notice or cannot-move report of one logical line that names the fork."""
     line = logical.text
+
+    def cannot_move(reason: str, package: str | None = None) -> None:
+        scan.unmovable.append(
+            Unmovable(scan.rel, logical.first_line, package, reason, mask_userinfo(line))
+        )
+
     arguments = _arguments(line)
     if arguments is None:
+        cannot_move("an option line, not a requirement; pin-bump does not edit it")
         return
     arg_start, args = arguments
     found = _requirement_url(args, patterns)
     if found is None:
-        raise ManifestError(
-            Path(scan.rel), logical.first_line, f"cannot parse requirement: {line!r}"
-        )
+        cannot_move("cannot parse it as a requirement or a URL of the fork")
+        return
     package, url = found
+    name = str(canonicalize_name(package)) if package else None
     m = patterns.match_url(url)
     if m is None:
+        if patterns.floating.fullmatch(url):
+            msg = "not pinned to a commit (the default branch); left as is"
+            scan.notices.append(Notice(scan.rel, logical.first_line, msg))
+        else:
+            cannot_move("a URL of the fork in a form pin-bump cannot rewrite", name)
         return
     offset = logical.offsets[line.find(url, arg_start) + m.start("ref")]
     number = line_of(scan.text, offset)
@@ -165,11 +178,8 @@ def _scan_line(scan: ManifestScan, logical: _LogicalLine, patterns: PinPatterns)
         scan.notices.append(ref_notice(scan.rel, number, m["ref"]))
         return
     if scan.text[offset : offset + len(m["ref"])] != m["ref"]:
-        # The commit is split across a line continuation: refuse rather than guess.
-        raise ManifestError(
-            Path(scan.rel), logical.first_line, "the commit is split across lines; join it first"
-        )
-    name = str(canonicalize_name(package)) if package else None
+        cannot_move("the commit is split across lines; join it first", name)
+        return
     scan.pins.append(Pin(scan.path, scan.rel, number, "requirement", name, m["ref"], offset))
     if "--hash" in line[arg_start + len(args) :]:
         msg = "--hash pins the old archive's digest; regenerate it after the bump"
@@ -181,11 +191,11 @@ def scan_requirements(path: Path, rel: str, data: bytes, patterns: PinPatterns) 
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        if patterns.repo.encode() in data.lower():
+        if patterns.names_repo(data.decode("utf-8", "replace")):
             decode_manifest(rel, data)  # raises with the line
         return ManifestScan(path, rel, "requirements", "")
     scan = ManifestScan(path, rel, "requirements", text)
     for logical in _logical_lines(text):
-        if patterns.mentions(logical.text):
+        if patterns.names_repo(logical.text):
             _scan_line(scan, logical, patterns)
     return scan

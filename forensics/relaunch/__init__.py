@@ -172,19 +172,37 @@ class AuditLog:
     """Append-only JSON lines; one `write(2)` per record under an exclusive lock, so concurrent
     operators never interleave or truncate each other's lines."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path | str, *, make_parents: bool = False) -> None:
+        self.path = Path(path)
+        # Only the default log's directory is created: a named one that does not exist is a
+        # typo, and writing there would split the audit trail in two.
+        self.make_parents = make_parents
         self._fd: int | None = None
 
+    @classmethod
+    def default(cls, env: dict[str, str] | None = None) -> AuditLog:
+        """`default_audit_log()`; its directory is created unless a variable named the file."""
+        env = dict(os.environ) if env is None else env
+        return cls(default_audit_log(env), make_parents=not env.get("ELASTIC_AUDIT_AUDIT_LOG"))
+
     def open(self) -> AuditLog:
-        """Open (creating it and its directory) and lock the log once, before anything is sent:
-        a log that cannot be written is a configuration error (exit 2) with nothing done, never
-        a traceback after a relaunch Admin has already performed (docs/commands.md, relaunch)."""
+        """Open (creating it, and the default log's directory) and lock the log once, before
+        anything is sent: a log that cannot be written — a directory that does not exist
+        included — is a configuration error (exit 2) with nothing done, never a traceback after
+        a relaunch Admin has already performed (docs/commands.md, relaunch)."""
         from forensics.errors import ConfigError
         from forensics.params import ParamConfigError
 
+        if not self.make_parents and not self.path.parent.is_dir():
+            raise ParamConfigError(
+                f"audit log {self.path}: directory {self.path.parent} does not exist; nothing "
+                "relaunched (create it, or choose another with ",
+                Param("audit_log"),
+                " FILE or ELASTIC_AUDIT_AUDIT_LOG)",
+            )
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.make_parents:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         except OSError as e:
             raise ParamConfigError(

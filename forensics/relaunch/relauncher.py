@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forensics.errors import AlreadyRelaunched, NotFoundError, SourceError
@@ -42,17 +43,29 @@ class Relauncher:
         self.admin = admin
         self.recheck = recheck  # ref -> Recheck; raises NotFoundError / SourceError
         self.audit = audit
+        self.sources: Sources | None = None  # `over`'s: each plan and relaunch checks it is open
 
     @classmethod
-    def over(cls, sources: Sources, audit: AuditLog) -> Relauncher:
+    def over(cls, sources: Sources, audit: AuditLog | Path | str) -> Relauncher:
         """A Relauncher whose re-check is the scan's own evaluation of one execution
-        (`scan.examine`: the same rules as `scan`, docs/commands.md "relaunch")."""
+        (`scan.examine`: the same rules as `scan`, docs/commands.md "relaunch"); `audit` an
+        AuditLog or its file's path. Once `sources` are closed, `plan` and `execute` raise
+        SourcesClosed."""
         from forensics.scan.examine import examine
 
-        return cls(sources.admin, lambda ref: recheck_of(examine(sources, ref)), audit)
+        log = audit if isinstance(audit, AuditLog) else AuditLog(Path(audit))
+        relauncher = cls(sources.admin, lambda ref: recheck_of(examine(sources, ref)), log)
+        relauncher.sources = sources
+        return relauncher
 
-    def plan(self, ref: ExecutionRef, options: Options | None = None, **kw: Any) -> Plan:
-        """Everything the operator must know before `ref` is relaunched (docs/commands.md, "relaunch")."""
+    def plan(self, ref: ExecutionRef | str, options: Options | None = None, **kw: Any) -> Plan:
+        """Everything the operator must know before `ref` is relaunched (docs/commands.md,
+        "relaunch"); `ref` an ExecutionRef or a form the CLI takes (`project:domain:name`)."""
+        from forensics.arguments import execution_of
+
+        ref = execution_of(ref, param="ref")
+        if self.sources is not None:
+            self.sources.check_open()
         opts = options or Options(**kw)
         try:
             return self._plan(ref, opts)
@@ -276,6 +289,8 @@ class Relauncher:
         return self.admin.relaunches_of(ref.project, ref.domain, ex.created_at).get(ref)
 
     def execute(self, plan: Plan, *, dry_run: bool) -> Outcome:
+        if self.sources is not None:
+            self.sources.check_open()
         ref = plan.execution
         request = plan.request
         details = plan.details()

@@ -17,7 +17,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from forensics.model import UTC, ExecutionRef, to_ns
-from forensics.sandbox.k8s_events import event_line, karpenter_disrupted
+from forensics.sandbox.k8s_events import (
+    event_line,
+    karpenter_disrupted,
+    kubelet_killing,
+    node_spot_interrupted,
+    routine_events,
+)
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxExecution,
@@ -460,15 +466,24 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     b.signal_pod(_t(2, 2, 0, 0), ns, f"{name}-n0-0", f"{name}-n0-0")
 
     # 15. Proved by an event alone: a plain (non-elastic) task whose SIGTERM handler exited 0 when
-    #     Karpenter consolidated its node. No log line says so; Alloy shipped Karpenter's
-    #     `Disrupted` event (logfmt). Not examined without `[k8s_events]` (a plain task is looked
-    #     at only where evidence points); with it, affected (cause exit-0-after-signal).
+    #     its spot node was interrupted. No log line says so; Alloy shipped (logfmt) what
+    #     Karpenter really writes: SpotInterrupted on the Node and NodeClaim only
+    #     (aws/karpenter-provider-aws pkg/controllers/interruption/events/events.go:24-42), the
+    #     NodeClaim's termination time set to the two-minute notice (interruption/utils.go:174),
+    #     so the pod, whose grace period outlasts it, gets `Disrupted` "Deleting the pod to
+    #     accommodate the terminationTime ..." (kubernetes-sigs/karpenter .../terminator/
+    #     eviction.go needsForceDelete, events.go:43-51), and the kubelet's `Killing`. Not
+    #     examined without `[k8s_events]` (a plain task is looked at only where evidence
+    #     points); with it, affected (cause exit-0-after-signal).
     name = EVENT_ONLY[2]
     ok = _t(8, 4, 0, 31)
     b.one_node(*gs1, name, "SUCCEEDED", _t(8, 3, 0, 0), ok + timedelta(seconds=2),
                _try(name, 0, "SUCCEEDED", _t(8, 3, 0, 5), ok, b.task(*gs1, "eval.score", version=0)))
-    b.scenario.log_lines.append(event_line(
-        karpenter_disrupted(ns, f"{name}-n0-0", _t(8, 4, 0, 0), _t(8, 4, 2, 0)), "alloy-logfmt"))
+    spot_node = "ip-10-0-6-17.ec2.internal"
+    for ev in [*node_spot_interrupted(spot_node, "spot-4xl-7hq2d", _t(8, 3, 59, 58)),
+               karpenter_disrupted(ns, f"{name}-n0-0", _t(8, 4, 0, 0), _t(8, 4, 2, 0)),
+               kubelet_killing(ns, f"{name}-n0-0", f"{name}-n0-0", _t(8, 4, 0, 0), spot_node)]:
+        b.scenario.log_lines.append(event_line(ev, "alloy-logfmt"))
 
     relaunch_neighbours(b)
 
@@ -480,6 +495,11 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     # The namespaces' other pods keep logging through the window and the relaunch's life: Loki
     # holds their logs, as a cluster's does (docs/upstream.md, "Log coverage").
     b.routine_logs(datetime(2026, 9, 3, tzinfo=UTC), datetime(2026, 9, 12, tzinfo=UTC))
+    # ... and the cluster's events stream is never silent either (sandbox/k8s_events.py)
+    b.scenario.log_lines += routine_events(
+        sorted({f"{ex.project}-{ex.domain}" for ex in b.scenario.executions}),
+        datetime(2026, 9, 3, tzinfo=UTC), datetime(2026, 9, 12, tzinfo=UTC),
+        every=timedelta(minutes=10))
     return b.build()
 # fmt: on
 

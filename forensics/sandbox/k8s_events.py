@@ -10,7 +10,21 @@
   logfmt, or those keys as one JSON object (Go's json.Marshal of a map: keys sorted, `<>&` escaped);
 - kubernetes-event-exporter's Loki sink (resmoio/kubernetes-event-exporter pkg/sinks/loki.go,
   pkg/kube/event.go): the configured `streamLabels` only, the time it was sent, and the whole
-  `corev1.Event` (plus `clusterName`) as JSON.
+  `corev1.Event` (plus `clusterName`) as JSON; its stdout sink (pkg/sinks/stdout.go,
+  `json.Encoder.Encode(ev)`) writes the same JSON on stdout, which a log agent ships inside the
+  container runtime's envelope (CRI: `<RFC3339Nano> stdout F <line>`; docker json-file:
+  `{"log":"<line>\\n","stream":"stdout","time":"..."}`);
+- heptiolabs/eventrouter's stdout sink (sinks/stdoutsink.go, sinks/eventdata.go `EventData`):
+  `{"verb":"ADDED","event":{<corev1.Event>}}` (`UPDATED` with `old_event` for a repeat), on
+  stdout, shipped the same way;
+- Grafana's k8s-monitoring chart (grafana/k8s-monitoring-helm charts/k8s-monitoring/charts/
+  feature-cluster-events: values.yaml:43 `jobLabel: "integrations/kubernetes/eventhandler"`, the
+  rendered module `loki.source.kubernetes_events` with `log_format = "logfmt"`, then
+  `stage.static_labels` source="kubernetes-events" and `stage.labels` kind, level,
+  service_name (= job), reason): Alloy's logfmt line under those labels.
+
+An event the API server aggregated (the same event again: `count` > 1) carries its first and
+last occurrence; Alloy stamps the entry with `lastTimestamp` and writes only `count`.
 """
 
 from __future__ import annotations
@@ -24,7 +38,21 @@ from forensics.sandbox.scenario import SandboxLogLine
 
 ALLOY_JOB = "loki.source.kubernetes_events"
 EXPORTER_LABELS = {"app": "kubernetes-event-exporter"}
-FORMATS = ("alloy-logfmt", "alloy-json", "event-exporter")
+K8S_MONITORING_JOB = "integrations/kubernetes/eventhandler"
+FORMATS = (
+    "alloy-logfmt",
+    "alloy-json",
+    "event-exporter",
+    "k8s-monitoring",
+    "exporter-stdout-cri",
+    "exporter-stdout-docker",
+    "eventrouter-cri",
+)
+# The log agent's labels for a collector's own pod (its stdout is a container log like any other).
+EXPORTER_POD = {"namespace": "monitoring", "pod": "event-exporter-6d9f7c-2kq8z",
+                "container": "event-exporter"}  # fmt: skip
+EVENTROUTER_POD = {"namespace": "kube-system", "pod": "eventrouter-5b8c9d-x7w2p",
+                   "container": "kube-eventrouter"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -43,6 +71,7 @@ class K8sEvent:
     kind: str = "Pod"
     count: int = 1
     action: str = ""
+    first: datetime | None = None  # the first occurrence of an aggregated event (count > 1)
 
 
 def _go_json(obj: object) -> str:
@@ -83,11 +112,12 @@ def alloy_json(ev: K8sEvent) -> str:
     return _go_json(dict(sorted(_alloy_fields(ev))))
 
 
-def exporter_json(ev: K8sEvent, cluster: str = "") -> str:
-    """kubernetes-event-exporter's body: the corev1.Event, `involvedObject` enhanced."""
+def core_event(ev: K8sEvent) -> dict[str, object]:
+    """The corev1.Event as the API serves it (what the exporter and eventrouter marshal)."""
     core = bool(ev.component)  # a core/v1 recorder sets the timestamps, events.k8s.io eventTime
     ts = rfc3339(ev.at.replace(microsecond=0))
-    event = {
+    first = rfc3339((ev.first or ev.at).replace(microsecond=0))
+    event: dict[str, object] = {
         "metadata": {
             "name": f"{ev.pod}.{to_ns(ev.at):x}",
             "namespace": ev.namespace,
@@ -98,7 +128,7 @@ def exporter_json(ev: K8sEvent, cluster: str = "") -> str:
         "reason": ev.reason,
         "message": ev.message,
         "source": {"component": ev.component, "host": ev.host} if core else {},
-        "firstTimestamp": ts if core else None,
+        "firstTimestamp": first if core else None,
         "lastTimestamp": ts if core else None,
         "count": ev.count if core else 0,
         "type": ev.type,
@@ -106,7 +136,6 @@ def exporter_json(ev: K8sEvent, cluster: str = "") -> str:
         "eventTime": None if core else f"{ev.at:%Y-%m-%dT%H:%M:%S.%f}Z",
         "reportingComponent": ev.controller,
         "reportingInstance": "",
-        "clusterName": cluster,
         "involvedObject": {
             "kind": ev.kind,
             "namespace": ev.namespace,
@@ -118,20 +147,67 @@ def exporter_json(ev: K8sEvent, cluster: str = "") -> str:
     }
     if ev.action:
         event["action"] = ev.action
+    return event
+
+
+def exporter_json(ev: K8sEvent, cluster: str = "") -> str:
+    """kubernetes-event-exporter's body: the corev1.Event, `involvedObject` enhanced."""
+    event: dict[str, object] = {}
+    for k, v in core_event(ev).items():
+        if k == "involvedObject":  # the EnhancedEvent's ClusterName comes before it
+            event["clusterName"] = cluster
+        event[k] = v
     return _go_json(event)
 
 
+def eventrouter_json(ev: K8sEvent) -> str:
+    """eventrouter's `EventData` (sinks/eventdata.go): ADDED, or UPDATED with the old event for
+    a repeat (count > 1)."""
+    if ev.count > 1:
+        old = core_event(K8sEvent(**{**ev.__dict__, "count": ev.count - 1}))
+        return _go_json({"verb": "UPDATED", "event": core_event(ev), "old_event": old})
+    return _go_json({"verb": "ADDED", "event": core_event(ev)})
+
+
+def cri(at: datetime, line: str) -> str:
+    """containerd's CRI log line: `<RFC3339Nano> stdout F <line>`."""
+    return f"{at:%Y-%m-%dT%H:%M:%S.%f}000Z stdout F {line}"
+
+
+def docker_json(at: datetime, line: str) -> str:
+    """docker's json-file log line (the line with its newline, the stream, the time)."""
+    return _go_json({"log": line + "\n", "stream": "stdout", "time": f"{at:%Y-%m-%dT%H:%M:%S.%f}Z"})
+
+
 def event_line(ev: K8sEvent, fmt: str) -> SandboxLogLine:
-    """The Loki entry `fmt` (one of FORMATS) stores for `ev`."""
+    """The Loki entry `fmt` (one of FORMATS) stores for `ev` (Loki keeps no empty label: a
+    cluster-scoped object's `namespace`)."""
+    line = _event_line(ev, fmt)
+    return SandboxLogLine(line.ts_ns, {k: v for k, v in line.labels.items() if v}, line.line)
+
+
+def _event_line(ev: K8sEvent, fmt: str) -> SandboxLogLine:
     if fmt == "alloy-logfmt":
         labels = {"namespace": ev.namespace, "job": ALLOY_JOB, "instance": f"{ALLOY_JOB}.default"}
         return SandboxLogLine(to_ns(ev.at), labels, alloy_logfmt(ev))
     if fmt == "alloy-json":
         labels = {"namespace": ev.namespace, "job": ALLOY_JOB, "instance": f"{ALLOY_JOB}.default"}
         return SandboxLogLine(to_ns(ev.at), labels, alloy_json(ev))
+    sent = ev.at + timedelta(milliseconds=800)  # a sink stamps (or prints at) the time it sends
     if fmt == "event-exporter":
-        sent = ev.at + timedelta(milliseconds=800)  # the sink stamps the time it sends
         return SandboxLogLine(to_ns(sent), dict(EXPORTER_LABELS), exporter_json(ev))
+    if fmt == "k8s-monitoring":
+        labels = {"namespace": ev.namespace, "job": K8S_MONITORING_JOB,
+                  "instance": "cluster_events.cluster_events", "source": "kubernetes-events",
+                  "kind": ev.kind, "level": ev.type, "service_name": K8S_MONITORING_JOB,
+                  "reason": ev.reason}  # fmt: skip
+        return SandboxLogLine(to_ns(ev.at), labels, alloy_logfmt(ev))
+    if fmt == "exporter-stdout-cri":
+        return SandboxLogLine(to_ns(sent), dict(EXPORTER_POD), cri(sent, exporter_json(ev)))
+    if fmt == "exporter-stdout-docker":
+        return SandboxLogLine(to_ns(sent), dict(EXPORTER_POD), docker_json(sent, exporter_json(ev)))
+    if fmt == "eventrouter-cri":
+        return SandboxLogLine(to_ns(sent), dict(EVENTROUTER_POD), cri(sent, eventrouter_json(ev)))
     raise ValueError(f"unknown event format {fmt!r}")
 
 
@@ -152,20 +228,69 @@ def karpenter_disrupted(ns: str, pod: str, at: datetime, node_deadline: datetime
     )
 
 
-def karpenter_evicted(ns: str, pod: str, at: datetime) -> K8sEvent:
-    return K8sEvent(ns, pod, "Evicted", "Evicted pod", at, component="karpenter")
+def karpenter_evicted(
+    ns: str, pod: str, at: datetime, reason: str | None = "Forceful Termination"
+) -> K8sEvent:
+    """Karpenter's EvictPod (kubernetes-sigs/karpenter pkg/controllers/node/termination/
+    terminator/events/events.go:33-41): "Evicted pod: " + the NodeClaim's DisruptionReason
+    (Underutilized, Empty, Drifted) or "Forceful Termination" (eviction.go:333-348) since v1.2.0;
+    `reason=None`: "Evicted pod" alone (v0.32 ... v1.1)."""
+    message = "Evicted pod" if reason is None else f"Evicted pod: {reason}"
+    return K8sEvent(ns, pod, "Evicted", message, at, component="karpenter")
 
 
-def spot_interrupted(ns: str, pod: str, at: datetime) -> K8sEvent:
-    return K8sEvent(
-        ns,
-        pod,
-        "SpotInterrupted",
-        "Spot interruption warning was triggered",
-        at,
-        component="karpenter",
-        type="Warning",
-    )
+def node_spot_interrupted(node: str, nodeclaim: str, at: datetime) -> list[K8sEvent]:
+    """Karpenter's AWS provider on a spot interruption: SpotInterrupted on the NodeClaim and the
+    Node, never on a pod (aws/karpenter-provider-aws pkg/controllers/interruption/events/
+    events.go:24-42), then TerminatingOnInterruption on both as it deletes the NodeClaim
+    (events.go:144-160; interruption/utils.go:153-161)."""
+    warn = "Spot interruption warning was triggered"
+    return [
+        K8sEvent("", nodeclaim, "SpotInterrupted", warn, at, component="karpenter",
+                 kind="NodeClaim", type="Warning"),
+        K8sEvent("", node, "SpotInterrupted", warn, at, component="karpenter", kind="Node",
+                 type="Warning"),
+        K8sEvent("", nodeclaim, "TerminatingOnInterruption",
+                 "Interruption triggered termination for the NodeClaim", at, component="karpenter",
+                 kind="NodeClaim", type="Warning"),
+        K8sEvent("", node, "TerminatingOnInterruption",
+                 "Interruption triggered termination for the Node", at, component="karpenter",
+                 kind="Node", type="Warning"),
+    ]  # fmt: skip
+
+
+def nth_spot_interruption(node: str, at: datetime, deadline: datetime) -> K8sEvent:
+    """AWS Node Termination Handler (IMDS mode) on the Node it drains: reason SpotInterruption
+    (aws/aws-node-termination-handler pkg/observability/k8s-events.go:68, Emit:132-158 on a Node
+    object, source component aws-node-termination-handler), message the event's Description
+    (pkg/monitor/spotitn/spot-itn-monitor.go:93)."""
+    return K8sEvent("", node, "SpotInterruption",
+                    f"Spot ITN received. Instance will be interrupted at {rfc3339(deadline)} \n",
+                    at, component="aws-node-termination-handler", host=node, kind="Node")  # fmt: skip
+
+
+def autoscaler_scale_down(ns: str, pod: str, at: datetime) -> K8sEvent:
+    """Cluster Autoscaler's drain, on each pod of the node it removes (kubernetes/autoscaler
+    cluster-autoscaler/core/scaledown/actuation/drain.go evictPod)."""
+    return K8sEvent(ns, pod, "ScaleDown", "deleting pod for node scale down", at,
+                    component="cluster-autoscaler")  # fmt: skip
+
+
+def taint_eviction(ns: str, pod: str, at: datetime, *, cancelled: bool = False) -> K8sEvent:
+    """The taint-eviction controller (kubernetes pkg/controller/tainteviction/taint_eviction.go
+    emitPodDeletionEvent / emitCancelPodDeletionEvent): the same reason for both."""
+    verb = "Cancelling deletion of Pod" if cancelled else "Marking for deletion Pod"
+    return K8sEvent(ns, pod, "TaintManagerEviction", f"{verb} {ns}/{pod}", at,
+                    component="taint-eviction-controller")  # fmt: skip
+
+
+def kubelet_pressure_eviction(ns: str, pod: str, at: datetime, host: str) -> K8sEvent:
+    """The kubelet's node-pressure eviction (kubernetes pkg/kubelet/eviction/eviction_manager.go
+    evictPod: Warning "Evicted", helpers.go nodeLowMessageFmt), the pod set Failed first."""
+    return K8sEvent(ns, pod, "Evicted",
+                    "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
+                    "91Mi. Container main was using 14Gi, request is 8Gi, has larger consumption "
+                    "of memory. ", at, component="kubelet", host=host, type="Warning")  # fmt: skip
 
 
 def scheduler_preempted(ns: str, pod: str, at: datetime, node: str) -> K8sEvent:
@@ -185,3 +310,20 @@ def kubelet_killing(ns: str, pod: str, container: str, at: datetime, host: str) 
     return K8sEvent(
         ns, pod, "Killing", f"Stopping container {container}", at, component="kubelet", host=host
     )
+
+
+def routine_events(
+    namespaces: list[str], start: datetime, end: datetime, every: timedelta = timedelta(hours=1)
+) -> list[SandboxLogLine]:
+    """A cluster's ordinary events (the kubelet starting a container of its other pods), in
+    every namespace, from `start` to `end`: a real events stream is never silent for an hour,
+    so a selector that returns nothing at all there is blind, not quiet (docs/verdicts.md)."""
+    out = []
+    for ns in namespaces:
+        at = start + timedelta(minutes=3)
+        while at < end:
+            ev = K8sEvent(ns, "feature-store-0", "Started", "Started container feature-store", at,
+                          component="kubelet", host="ip-10-0-1-1")  # fmt: skip
+            out.append(event_line(ev, "alloy-logfmt"))
+            at += every
+    return out

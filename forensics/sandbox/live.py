@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from forensics.sandbox.incident import MODELS_BUCKET, ScenarioBuilder, _try
+from forensics.sandbox.k8s_events import routine_events
 from forensics.sandbox.stack import Sandbox
 
 
@@ -36,5 +37,10 @@ def add_incident(
         b.propeller(ok_at, ex, "n0", "python-task")
     box.admin.add_execution(ex, b.scenario.tasks)
     box.s3.add_execution(ex)  # the node's inputs.pb, as propeller writes it before the node runs
+    # the cluster's events stream around it, as a real one holds (sandbox/k8s_events.py)
+    start = signal_at - timedelta(hours=2)
+    b.scenario.log_lines += routine_events(
+        [f"{project}-{domain}"], start, start + timedelta(hours=3), timedelta(minutes=10)
+    )
     box.loki.add_lines(b.scenario.log_lines)
     return f"{project}:{domain}:{name}"

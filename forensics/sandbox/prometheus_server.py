@@ -1,53 +1,113 @@
 """A loopback Prometheus HTTP API for the sandbox: `/api/v1/query_range` over the one series
-family the tool reads, kube-state-metrics' `kube_pod_status_disruption_reason`.
+family the tool reads, kube-state-metrics' `kube_pod_status_disruption_reason`, scraped as a real
+Prometheus scrapes it (docs/upstream.md, "Kubernetes events and disruption conditions").
 
-Modelled on prometheus/prometheus web/api/v1/api.go (`queryRange`: `start`/`end` as Unix seconds
-or RFC 3339, `step` as seconds or a duration, the 11,000-points limit, `bad_data` errors as 400,
-the `{"status", "data": {"resultType": "matrix", "result"}}` envelope) and promql's evaluation (an
-instant sample at `t` is the newest raw sample in the 5-minute lookback before it). Only the
-metric, alone or under `max by (...)`, is understood: anything else is a 400, as a query the real
-server cannot parse.
+- The exporter (kube-state-metrics v2.20.0 internal/store/pod.go:1752-1780): one series
+  `{namespace, pod, uid, reason}` = 1 while the pod carries a `DisruptionTarget` condition,
+  whatever its status: there is no status label (the generator never reads `cond.Status`); a reason
+  outside pod.go:43's five reads `Other`, and so does a stale condition the disruption controller
+  reset to `Status: False` with no reason (kubernetes pkg/controller/disruption/disruption.go,
+  `syncStalePodDisruption`, 2 minutes after it was set: `stalePodDisruptionTimeout`).
+- The scrape (prometheus/prometheus v2.42.0 scrape/scrape.go): a sample every `SCRAPE`, at a fixed
+  offset; a series no longer exposed gets a stale marker at the next scrape (`forEachStale`,
+  scrape.go:1706); without `honor_labels` the exporter's labels that collide with the target's
+  (`namespace`, `pod`) are renamed `exported_namespace`, `exported_pod` (`mutateSampleLabels`,
+  scrape.go:665-737).
+- The query (promql/engine.go): an instant selector at `t` reads the newest sample in the 5-minute
+  lookback before it, nothing when that sample is a stale marker (`vectorSelectorSingle`,
+  v2.42.0 engine.go:1785-1793, v3.9.0 engine.go:2472-2476); a range selector `[d]` reads every
+  sample in `(t-d, t]`, skipping stale markers (`matrixIterSlice`, v3.9.0 engine.go:2722-2726; v2
+  took `[t-d, t]`); `max by (...)` keeps the listed labels a series has.
+- The API (web/api/v1/api.go `queryRange`): `start`/`end` as Unix seconds or RFC 3339, `step` as
+  seconds or a duration, the 11,000-points limit, `bad_data` errors as 400, the
+  `{"status", "data": {"resultType": "matrix", "result"}}` envelope.
+
+Only the metric, alone or in `max_over_time(...[d])`, either under `max by (...)`, is understood:
+anything else is a 400, as a query the real server cannot parse.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from forensics.sandbox.loki_params import parse_prom_duration
+
 METRIC = "kube_pod_status_disruption_reason"
-LOOKBACK = timedelta(minutes=5)
-SCRAPE = timedelta(seconds=30)
-_QUERY = re.compile(
-    rf"^\s*(?:max\s+by\s*\(\s*[\w\s,]*\)\s*\(\s*{METRIC}\s*\)|{METRIC}(?:\{{\s*\}})?)\s*$"
+LOOKBACK = 300.0  # seconds: promql's default lookback delta (engine.go defaultLookbackDelta)
+SCRAPE = 30.0  # seconds between two scrapes of kube-state-metrics
+SCRAPE_OFFSET = 7.0  # where in each interval the target is scraped (scrape.go spreads targets)
+# kube-state-metrics v2.20.0 internal/store/pod.go:43, podDisruptionConditionReasons
+KNOWN_REASONS = frozenset(
+    {
+        "PreemptionByScheduler",
+        "DeletionByTaintManager",
+        "EvictionByEvictionAPI",
+        "DeletionByPodGC",
+        "TerminationByKubelet",
+    }
 )
+# pkg/controller/disruption/disruption.go stalePodDisruptionTimeout
+STALE_RESET = timedelta(minutes=2)
+# The target's labels (a kubernetes_sd pod target of kube-state-metrics itself): without
+# honor_labels its `namespace` and `pod` win and the exporter's are renamed `exported_*`.
+TARGET = {
+    "job": "kube-state-metrics",
+    "instance": "10.0.3.14:8080",
+    "namespace": "monitoring",
+    "pod": "kube-state-metrics-5c8d9b7f4-x2x9q",
+}
+_BY = r"max\s+by\s*\(\s*([\w\s,]*)\)\s*\((.*)\)"
+_INSTANT = re.compile(rf"^\s*{METRIC}(?:\{{\s*\}})?\s*$")
+_RANGE = re.compile(rf"^\s*max_over_time\s*\(\s*{METRIC}\s*\[(\w+)\]\s*\)\s*$")
 
 
 @dataclass(frozen=True)
 class SandboxCondition:
-    """A pod's DisruptionTarget condition as kube-state-metrics exports it: from `since` (the
-    condition set; first scraped within SCRAPE after) until the pod is gone (`until`)."""
+    """A pod's DisruptionTarget condition as kube-state-metrics exports it: set at `since`, the
+    pod gone at `until`. `stale`: the pod was never deleted, so the disruption controller reset the
+    condition to False 2 minutes after `since` (reason `Other` from then until `until`)."""
 
     namespace: str
     pod: str
     reason: str
     since: datetime
     until: datetime
+    stale: bool = False
+    uid: str = ""
+
+    def exposed(self) -> list[tuple[str, float, float]]:
+        """(the `reason` label, from, to) for each series the exporter exposes, in Unix seconds."""
+        reason = self.reason if self.reason in KNOWN_REASONS else "Other"
+        start, end = self.since.timestamp(), self.until.timestamp()
+        if not self.stale:
+            return [(reason, start, end)]
+        reset = min(start + STALE_RESET.total_seconds(), end)
+        return [(reason, start, reset), ("Other", reset, end)]
 
 
 @dataclass
 class PrometheusServer:
     """`with PrometheusServer(conditions) as url:` serves them until the block ends;
-    `status` set to e.g. 503 makes every query fail that way, `answer` replaces every body."""
+    `status` set to e.g. 503 makes every query fail that way, `answer` replaces every body;
+    `honor_labels=False` plays a scrape config without `honor_labels: true`."""
 
     conditions: list[SandboxCondition] = field(default_factory=list)
     status: int | None = None
     answer: dict[str, Any] | None = None  # a 200 body served instead (a proxy's, a broken one)
+    honor_labels: bool = True
+    # kube-state-metrics >= v2.20.0 writes the family's HELP/TYPE whenever it watches any pod
+    # (pkg/metrics_store/metrics_writer.go:83-105): the metadata API lists it (api.go
+    # metricMetadata, from the active targets' last scrape). False: an older one, or a denylist.
+    exposes_family: bool = True
     requests: int = 0
     authorizations: list[str | None] = field(default_factory=list)  # each request's header
 
@@ -88,22 +148,113 @@ class PrometheusServer:
                 "exceeded maximum resolution of 11,000 points per timeseries. "
                 "Try decreasing the query resolution (?step=XX)",
             )
-        if not _QUERY.match(params.get("query", "")):
+        query = _parse(params.get("query", ""))
+        if query is None:
             return 400, _error("bad_data", f'invalid parameter "query": {params.get("query")!r}')
-        result = []
-        for c in self.conditions:
-            first = c.since.timestamp() + SCRAPE.total_seconds()
-            last = c.until.timestamp() + LOOKBACK.total_seconds()
-            values = []
-            t = start
-            while t <= end:
-                if first <= t < last:
-                    values.append([round(t, 3), "1"])
-                t += step
-            if values:
-                labels = {"namespace": c.namespace, "pod": c.pod, "reason": c.reason}
-                result.append({"metric": labels, "values": values})
+        by, window = query
+        groups: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
+        for labels, samples in self._series():
+            kept = tuple(sorted((k, v) for k, v in labels.items() if by is None or k in by))
+            values = groups.setdefault(kept, {})
+            for t in _steps(start, end, step, samples, window):
+                values[t] = 1.0
+        result = [
+            {
+                "metric": dict(labels),
+                "values": [[_num(t), "1"] for t in sorted(values)],
+            }
+            for labels, values in groups.items()
+            if values
+        ]
         return 200, {"status": "success", "data": {"resultType": "matrix", "result": result}}
+
+    def metadata(self, params: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, body) for one /api/v1/metadata call: the family, if exposed."""
+        self.requests += 1
+        if self.status is not None:
+            return self.status, _error("unavailable", "sandbox fault")
+        data: dict[str, Any] = {}
+        if self.exposes_family and params.get("metric", METRIC) == METRIC:
+            help_text = "The pod disruption condition reason"
+            data[METRIC] = [{"type": "gauge", "help": help_text, "unit": ""}]
+        return 200, {"status": "success", "data": data}
+
+    def _series(self) -> Iterator[tuple[dict[str, str], list[tuple[float, bool]]]]:
+        """Each stored series: its labels and its samples (time, stale marker?), oldest first."""
+        for c in self.conditions:
+            for reason, since, until in c.exposed():
+                own = {"namespace": c.namespace, "pod": c.pod, "uid": c.uid, "reason": reason}
+                yield _scraped(own, self.honor_labels), _samples(since, until)
+
+
+def _scraped(own: dict[str, str], honor: bool) -> dict[str, str]:
+    """The exporter's labels as the scrape stores them (scrape.go mutateSampleLabels)."""
+    labels = {"__name__": METRIC, **own}
+    for name, value in TARGET.items():
+        if name in own and not honor:
+            labels["exported_" + name] = own[name]
+            labels[name] = value
+        elif name not in own:
+            labels[name] = value
+    return {k: v for k, v in labels.items() if v}  # an empty label is no label
+
+
+def _samples(since: float, until: float) -> list[tuple[float, bool]]:
+    """The scrapes that saw a series exposed from `since` to `until`, then its stale marker."""
+    first = math.ceil((since - SCRAPE_OFFSET) / SCRAPE) * SCRAPE + SCRAPE_OFFSET
+    out = []
+    t = first
+    while t < until:
+        out.append((t, False))
+        t += SCRAPE
+    if out:
+        out.append((t, True))  # the next scrape no longer sees it: a stale marker
+    return out
+
+
+def _steps(
+    start: float, end: float, step: float, samples: list[tuple[float, bool]], window: float | None
+) -> Iterator[float]:
+    """The evaluation steps at which the series has a value: an instant selector (`window`
+    None) or `max_over_time` over `window` seconds."""
+    if not samples:
+        return
+    reach = LOOKBACK if window is None else window
+    first = max(start, samples[0][0])
+    k = max(0, math.ceil((first - start) / step))
+    t = start + k * step
+    while t <= end and t <= samples[-1][0] + reach:
+        if window is None:
+            newest = [s for s in samples if t - LOOKBACK <= s[0] <= t]
+            if newest and not newest[-1][1]:
+                yield t
+        elif any(t - window < s <= t and not stale for s, stale in samples):
+            yield t
+        k += 1
+        t = start + k * step
+
+
+def _parse(query: str) -> tuple[frozenset[str] | None, float | None] | None:
+    """(the `by` labels or None, the range in seconds or None) of a query this server reads."""
+    by: frozenset[str] | None = None
+    m = re.fullmatch(rf"\s*{_BY}\s*", query, re.DOTALL)
+    if m:
+        by = frozenset(x.strip() for x in m[1].split(",") if x.strip())
+        query = m[2]
+    if _INSTANT.match(query):
+        return by, None
+    r = _RANGE.match(query)
+    if r:
+        try:
+            window = parse_prom_duration(r[1]) / 1e9
+        except ValueError:
+            return None
+        return (by, window) if window > 0 else None
+    return None
+
+
+def _num(t: float) -> float | int:
+    return int(t) if t == int(t) else round(t, 3)
 
 
 def _error(kind: str, text: str) -> dict[str, Any]:
@@ -148,10 +299,13 @@ def _handler(server: PrometheusServer) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, params: dict[str, str]) -> None:
             server.authorizations.append(self.headers.get("Authorization"))
-            if urlsplit(self.path).path != "/api/v1/query_range":
-                status, body = 404, _error("not_found", "not found")
-            else:
+            path = urlsplit(self.path).path
+            if path == "/api/v1/query_range":
                 status, body = server.query_range(params)
+            elif path == "/api/v1/metadata":
+                status, body = server.metadata(params)
+            else:
+                status, body = 404, _error("not_found", "not found")
             data = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -135,6 +135,11 @@ class Coverage:
         ]
         return out
 
+    def any_ran(self) -> bool:
+        """Whether Flyte Admin shows any attempt ran in the window."""
+        with self._lock:
+            return bool(self._ran)
+
     def nowhere(self) -> bool:
         """Loki holds no task log in any shard where attempts ran (and attempts ran)."""
         with self._lock:

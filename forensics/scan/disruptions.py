@@ -9,11 +9,18 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from forensics.config import Settings
+from forensics.detect import wrong_join
 from forensics.evidence.flyte_names import namespace_for
 from forensics.model import AttemptRecord, Disruption, ExecutionRecord, Gap, Window
 from forensics.scan.resolve import pod_keys
 from forensics.sources import Sources
-from forensics.sources.k8s_events import EventsRead, PodKey, events_client, read_disruptions
+from forensics.sources.k8s_events import (
+    EventsRead,
+    PodKey,
+    blind_gap,
+    events_client,
+    read_disruptions,
+)
 
 
 class DisruptionIndex:
@@ -49,9 +56,12 @@ class DisruptionIndex:
         self, ex: ExecutionRecord, att: AttemptRecord, settings: Settings
     ) -> Disruption | None:
         """The earliest disruption recorded for any of the attempt's pods (in Loki's events or
-        in Admin's `closure.reasons` for it), or None."""
+        in Admin's `closure.reasons` for it), or None. One that contradicts the attempt's success
+        (`detect.wrong_join`: another pod's) is chosen only when no other evidence exists, so a
+        wrong join never hides a genuine disruption recorded later."""
         found = self.all_for_attempt(ex, att, settings)
-        return found[0] if found else None
+        fitting = [d for d in found if not wrong_join(att, d)]
+        return (fitting or found or [None])[0]
 
     def all_for_attempt(
         self, ex: ExecutionRecord, att: AttemptRecord, settings: Settings
@@ -64,9 +74,10 @@ class DisruptionIndex:
                 ref.project, ref.domain, settings.flyte.namespace_template
             )
             with self._lock:
-                for name in att.pods:
-                    for key in self._index.get((ns, name), ()):
-                        found.extend(self._by_pod[key])
+                # a replica is found by its own name and by its job's: each pod's once
+                keys = {k: None for name in att.pods for k in self._index.get((ns, name), ())}
+                for key in keys:
+                    found.extend(self._by_pod[key])
         return sorted(found, key=_order)
 
 
@@ -113,6 +124,12 @@ def disruption_reads(
         finally:
             prom.close()
     return reads
+
+
+def blind_events_gaps(reads: list[EventsRead], window: Window) -> list[Gap]:
+    """A gap for each events read whose selector matched no stream at all, for a window in which
+    Flyte Admin shows attempts ran (the caller's to know): blind, never quiet."""
+    return [blind_gap(r, window) for r in reads if r.selector_empty]
 
 
 def pods_with_disruption_evidence(

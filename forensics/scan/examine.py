@@ -22,7 +22,12 @@ from forensics.model import (
     SignalHit,
     Window,
 )
-from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
+from forensics.scan.disruptions import (
+    DisruptionIndex,
+    blind_events_gaps,
+    disruption_reads,
+    disruption_sources_on,
+)
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import owner_of
 from forensics.scan.run import Candidate
@@ -84,7 +89,7 @@ def examine(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None)
     attempts = lookups.attempts(ref)
     result = Examination(ex, life_window(ex, now))
     hits = _signals(sources, ex, attempts, result)
-    index = _disruptions(sources, result)
+    index = _disruptions(sources, result, bool(attempts))
     for a in attempts:
         later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
         found = tuple(index.all_for_attempt(ex, a, sources.settings))
@@ -105,7 +110,7 @@ def examine(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None)
     return result
 
 
-def _disruptions(sources: Sources, result: Examination) -> DisruptionIndex:
+def _disruptions(sources: Sources, result: Examination, attempts_ran: bool) -> DisruptionIndex:
     """The pods' disruption evidence over the examination's window (`[k8s_events]`,
     `[prometheus]`, when on); a failed read is a gap of that source, as in a scan."""
     index = DisruptionIndex()
@@ -113,6 +118,8 @@ def _disruptions(sources: Sources, result: Examination) -> DisruptionIndex:
         reads = disruption_reads(sources, result.window)
         for read in reads:
             result.gaps.extend(read.gaps)
+        if attempts_ran:
+            result.gaps.extend(blind_events_gaps(reads, result.window))
         index.fill(*reads)
     return index
 

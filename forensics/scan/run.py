@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 
@@ -55,6 +55,7 @@ from forensics.model import (
     KeyPage,
     ObjectCheck,
     Report,
+    Scope,
     SignalHit,
     Window,
     rfc3339,
@@ -62,7 +63,12 @@ from forensics.model import (
 from forensics.progress import NULL, Progress
 from forensics.scan import callplan, sweep
 from forensics.scan.coverage import Coverage, coverage_gaps, note_absent
-from forensics.scan.disruptions import DisruptionIndex, disruption_reads, disruption_sources_on
+from forensics.scan.disruptions import (
+    DisruptionIndex,
+    blind_events_gaps,
+    disruption_reads,
+    disruption_sources_on,
+)
 from forensics.scan.join import PodIndex, PodKey
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import OutOfScope, Projects, Unowned, resolve
@@ -77,6 +83,7 @@ from forensics.scan.signals import (
 from forensics.scan.tally import Tally
 from forensics.sources import Sources
 from forensics.sources.admin import SkippedNode
+from forensics.sources.k8s_events import EventsRead
 from forensics.sources.loki import ShardOutcome
 from forensics.sources.loki_limits import reading_length
 from forensics.sources.task_resources import TaskResources
@@ -182,6 +189,7 @@ class ScanRun:
         # Signals: the index that joins them to attempts, and whether it is final.
         self._pods = PodIndex()
         self.disruptions = DisruptionIndex()  # filled with the signals, before they are final
+        self._event_reads: list[EventsRead] = []
         self._signals_final = False
         self._parked: list[
             tuple[ExecutionRecord, list[AttemptRecord], list[Candidate], Sequence[SkippedNode]]
@@ -237,11 +245,16 @@ class ScanRun:
         )
         self._read_everything()
         self.tally.add_gaps(coverage_gaps(self.coverage, self.sources.loki))
+        if self.coverage.any_ran():
+            self.tally.add_gaps(blind_events_gaps(self._event_reads, self.window))
         self._resolve_unclaimed()
         self._step("unclaimed pods")
         self._s3_lane.drain()
         self._step("outputs.pb checks")
         report = self.tally.report(window, self._relaunched)
+        # What it covered, so that a scoped report never reads as all-clear for the rest.
+        scope = Scope(tuple(sorted(self.scope.projects)), tuple(sorted(self.scope.domains)))
+        report = replace(report, scope=scope)
         self._step("relaunches and report")
         self._log_calls(report.gaps)
         self._log_timing()
@@ -360,6 +373,7 @@ class ScanRun:
         """The pods whose disruption Kubernetes recorded in the window: events in Loki
         (`[k8s_events]`) and DisruptionTarget conditions in Prometheus (`[prometheus]`)."""
         reads = disruption_reads(self.sources, self.window, self._stop, self._flyte_namespace)
+        self._event_reads = reads
         for read in reads:
             self.tally.add_gaps(read.gaps)
         self.disruptions.fill(*reads)

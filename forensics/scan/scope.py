@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from forensics.arguments import names_of
 from forensics.config import Settings
 from forensics.evidence.flyte_names import namespace_for
 from forensics.evidence.logs import SIGNAL_LINE_REGEX
@@ -17,6 +18,11 @@ class ScanScope:
 
     projects: tuple[str, ...] = ()
     domains: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A library caller's `projects="gs1"` is one project, never its letters.
+        object.__setattr__(self, "projects", names_of(self.projects, param="projects"))
+        object.__setattr__(self, "domains", names_of(self.domains, param="domains"))
 
     def covers(self, project: str, domain: str) -> bool:
         """Whether an attempt of `project`/`domain` is in scope."""

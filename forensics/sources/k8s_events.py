@@ -8,12 +8,23 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from forensics.concurrency import Stopped
 from forensics.config import Settings
 from forensics.errors import SourceError
-from forensics.evidence.k8s_events import EVENT_LINE_REGEX, SOURCE, is_event, parse_event
-from forensics.model import Disruption, Gap, Window
+from forensics.evidence.k8s_events import (
+    EVENT_LINE_REGEX,
+    SOURCE,
+    Kill,
+    NodeAnnouncement,
+    announcement_of,
+    disruption_of,
+    kill_of,
+    read_event,
+)
+from forensics.failures import FailureKind
+from forensics.model import Disruption, Gap, LogEntry, Window, rfc3339
 from forensics.sources.logql import build_query
 from forensics.sources.loki import LokiClient, ShardOutcome
 
@@ -32,6 +43,11 @@ class EventsRead:
     skipped: int = 0
     unreadable: int = 0  # matched the filter, but in no shape an event shipper writes
     unreadable_example: str | None = None
+    lines: int = 0  # lines the query returned
+    # The selector matches no stream at all in the window (asked only when no line came back):
+    # blind, not quiet, wherever Flyte Admin shows attempts ran (`blind_gap`).
+    selector_empty: bool = False
+    selector: str = ""
 
 
 def events_query(settings: Settings) -> str:
@@ -71,6 +87,8 @@ def read_disruptions(
     out = EventsRead()
     query = events_query(settings)
     items = loki.scan(query, window, shard=lk.shard, max_query_length=lk.max_query_length)
+    kills: list[Kill] = []
+    announced: dict[str, list[NodeAnnouncement]] = {}
     try:
         for item in items:
             if stop is not None and stop.is_set():
@@ -80,24 +98,21 @@ def read_disruptions(
                 if on_shard is not None:
                     on_shard(item)
                 continue
-            d = parse_event(item, namespace_label=settings.k8s_events.namespace_label)
-            if d is None and not is_event(item.line):
-                out.unreadable += 1
-                if out.unreadable_example is None:
-                    out.unreadable_example = item.line[:500]
-            if d is None or d.namespace is None or d.pod is None or d.at not in window:
-                out.skipped += 1
-                continue
-            if keep is not None and not keep(d.namespace):
-                out.skipped += 1
-                continue
-            out.by_pod.setdefault((d.namespace, d.pod), []).append(d)
+            _take(out, item, settings, window, keep, kills, announced)
     except SourceError as e:
         # A refused query or credentials fail every shard alike: the whole window is a gap of
         # this source, never a silent "no disruption".
         out.gaps.append(Gap(SOURCE, window.start, window.end, e.cause, failure=e.kind))
     finally:
         items.close()
+    for d in joined(kills, announced, window):
+        out.by_pod.setdefault((d.namespace or "", d.pod or ""), []).append(d)
+    out.selector = settings.k8s_events.selector
+    if out.lines == 0 and not out.gaps:
+        try:
+            out.selector_empty = not loki.holds_any(out.selector, window)
+        except SourceError as e:
+            out.gaps.append(Gap(SOURCE, window.start, window.end, e.cause, failure=e.kind))
     for events in out.by_pod.values():
         events.sort(key=lambda d: (d.at, d.reason))
     if out.unreadable:
@@ -117,3 +132,112 @@ def read_disruptions(
         len(out.gaps),
     )
     return out
+
+
+def _take(
+    out: EventsRead,
+    item: LogEntry,
+    settings: Settings,
+    window: Window,
+    keep: Callable[[str], bool] | None,
+    kills: list[Kill],
+    announced: dict[str, list[NodeAnnouncement]],
+) -> None:
+    """File one line the query returned: a pod's disruption, a node's announcement, the
+    kubelet's stop of a container (for the join), another event (skipped), or no event."""
+    out.lines += 1
+    ev = read_event(item, namespace_label=settings.k8s_events.namespace_label)
+    if ev is None:
+        out.unreadable += 1
+        if out.unreadable_example is None:
+            out.unreadable_example = item.line[:500]
+        return
+    a = announcement_of(ev)
+    if a is not None:
+        announced.setdefault(a.node, []).append(a)
+        return
+    k = kill_of(ev)
+    if k is not None:
+        if keep is None or keep(k.namespace):
+            kills.append(k)
+        return
+    d = disruption_of(ev)
+    if d is None or d.namespace is None or d.pod is None or d.at not in window:
+        out.skipped += 1
+    elif keep is not None and not keep(d.namespace):
+        out.skipped += 1
+    else:
+        out.by_pod.setdefault((d.namespace, d.pod), []).append(d)
+
+
+# A node announcement reaches the pods the kubelet stops on that node within this time after it
+# (a spot interruption's two-minute warning, Karpenter's and NTH's drain, Cluster Autoscaler's).
+JOIN_HORIZON = timedelta(minutes=10)
+# Containers that are a Flyte task's own: the container plugin names its container after the pod
+# (flyteorg/flyte v1.16.8 flyteplugins/go/tasks/pluginmachinery/flytek8s/container_helper.go:243,
+# `GetGeneratedName()`); a PyTorchJob's replica container is `pytorch`. Any other (an uploader,
+# a log or mesh sidecar) is a sidecar: its stop is not the task's.
+TASK_CONTAINERS = frozenset({"pytorch"})
+
+
+def task_container(kill: Kill) -> bool:
+    """Whether the kubelet stopped the task's own container, not a sidecar."""
+    return kill.container == kill.pod or kill.container in TASK_CONTAINERS
+
+
+def joined(
+    kills: list[Kill], announced: dict[str, list[NodeAnnouncement]], window: Window
+) -> list[Disruption]:
+    """Node announcements joined to pods through the node the kubelet's `Killing` names: the
+    task container of a pod stopped on a node within `JOIN_HORIZON` after the node announced its
+    end is disrupted by that announcement's initiator, at the stop's time. A `Killing` with no
+    announcement is no disruption (every container stop records one)."""
+    found: dict[tuple[str, str], Disruption] = {}
+    for k in sorted(kills, key=lambda k: k.at):
+        if not task_container(k) or k.at not in window or (k.namespace, k.pod) in found:
+            continue
+        # the node's first announcement before the stop (Karpenter's SpotInterrupted, then its
+        # TerminatingOnInterruption: one disruption, by the first)
+        near = [a for a in announced.get(k.node, ()) if a.at <= k.at <= a.at + JOIN_HORIZON]
+        for a in sorted(near, key=lambda a: (a.at, a.reason))[:1]:
+            found[(k.namespace, k.pod)] = Disruption(
+                source=SOURCE,
+                reason=a.reason,
+                initiator=a.initiator,
+                at=k.at,
+                namespace=k.namespace,
+                pod=k.pod,
+                text=(
+                    f"{a.reason} on node {a.node} at {rfc3339(a.at)}: {a.text}; the kubelet "
+                    f"stopped container {k.container} at {rfc3339(k.at)}"
+                ),
+            )
+    return list(found.values())
+
+
+def blind_gap(read: EventsRead, window: Window) -> Gap:
+    """The gap of an events selector that matches no stream where Flyte Admin shows attempts
+    ran: like `logs_absent` for task logs, the source is blind there, not quiet."""
+    hint = ""
+    if "integrations/kubernetes/eventhandler" not in read.selector:
+        hint = (
+            "; Grafana's k8s-monitoring chart labels events "
+            f"{K8S_MONITORING_SELECTOR}: set [k8s_events] selector = '{K8S_MONITORING_SELECTOR}'"
+            " if yours ships them"
+        )
+    return Gap(
+        SOURCE,
+        window.start,
+        window.end,
+        f"events absent: the events selector {read.selector} matches no stream in Loki here "
+        "although Flyte Admin shows attempts ran (a selector that names no stream, or the "
+        "events' retention); no disruption can be seen" + hint,
+        kind="logs_absent",
+        failure=FailureKind.LOGS_ABSENT,
+    )
+
+
+# grafana/k8s-monitoring-helm charts/k8s-monitoring/charts/feature-cluster-events/values.yaml:43
+# `jobLabel: "integrations/kubernetes/eventhandler"` (Alloy's loki.source.kubernetes_events,
+# `log_format = "logfmt"`, `job_name` set to it).
+K8S_MONITORING_SELECTOR = '{job="integrations/kubernetes/eventhandler"}'

@@ -1,13 +1,33 @@
 """Prometheus (docs/configuration.md `[prometheus]`): the pods kube-state-metrics saw with a
-`DisruptionTarget` condition, through the HTTP API's `/api/v1/query_range`.
+`DisruptionTarget` condition, through the HTTP API's `/api/v1/query_range` (docs/upstream.md,
+"Kubernetes events and disruption conditions", for every line cited here).
 
-kube-state-metrics (>= 2.20, internal/store/pod.go `createPodStatusDisruptionReasonFamilyGenerator`)
-exports `kube_pod_status_disruption_reason{namespace, pod, uid, reason}` = 1 for every pod whose
-status carries a `DisruptionTarget` condition, the reason one of `PreemptionByScheduler`,
-`DeletionByTaintManager`, `EvictionByEvictionAPI`, `DeletionByPodGC`, `TerminationByKubelet`
-(k8s.io/api core/v1 types.go) or `Other`. The condition has no time in the metric: the time is
-the first evaluation step at which the series is present, at most one `step` (plus a scrape
-interval) after Kubernetes set it — later, never earlier, so a grade it gives is never too strong.
+kube-state-metrics v2.20.0 (internal/store/pod.go:1752-1780,
+`createPodStatusDisruptionReasonFamilyGenerator`, stability ALPHA: "EXPERIMENTAL") exports
+`kube_pod_status_disruption_reason{namespace, pod, uid, reason}` = 1 for a pod's `DisruptionTarget`
+condition *whatever its status* (the generator never reads `cond.Status`), the reason one of
+`PreemptionByScheduler`, `DeletionByTaintManager`, `EvictionByEvictionAPI`, `DeletionByPodGC`,
+`TerminationByKubelet` (pod.go:43) or else `Other`. Kubernetes' disruption controller resets a
+stale condition (True, but the pod not deleted within 2 minutes) to `Status: False` with no reason
+(pkg/controller/disruption/disruption.go, `syncStalePodDisruption`), which then reads
+`reason="Other"`. So `Other` is never evidence, and a reason followed on the same pod by `Other`
+is a disruption that did not happen.
+
+A short condition must not fall between two query steps: a series the exporter stops exposing
+gets a stale marker at the next scrape (prometheus scrape/scrape.go, `forEachStale`), and an
+instant selector at a step after it reads nothing (promql/engine.go `vectorSelectorSingle`). So
+each step reads `max_over_time(...[step])`, every raw sample of the step before it (a range
+selector skips stale markers; `matrixIterSlice`): a condition scraped once is seen. The condition
+has no time in the metric: the time is the first step whose range holds a sample, at most one
+`step` (plus a scrape interval) after Kubernetes set it — later, never earlier, so a grade it gives
+is never too strong.
+
+A scrape without `honor_labels: true` renames the pod's labels that collide with the target's to
+`exported_namespace` / `exported_pod` (scrape.go `mutateSampleLabels`): those are read, with a
+warning naming the scrape setting; a series that names no pod at all is a gap, never a silent
+empty read. A window with no series at all is checked against the metadata API: when no target
+declares the family (kube-state-metrics older than v2.20.0, or the family denied), a warning says
+the source is blind.
 
 Prometheus refuses more than 11,000 points per series (web/api/v1/api.go), so the window is read in
 shards of 10,000 steps; a shard that cannot be read is a gap of source `prometheus`.
@@ -18,6 +38,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,7 +55,11 @@ log = logging.getLogger("elastic-audit")
 
 SOURCE = "prometheus"
 METRIC = "kube_pod_status_disruption_reason"
-QUERY = f"max by (namespace, pod, reason) ({METRIC})"
+OTHER = "Other"  # kube-state-metrics' reason for a reason it does not know, or none (reset)
+# The pod's labels as kube-state-metrics writes them, and as a scrape without honor_labels renames
+# them where the target has the same label (prometheus scrape/scrape.go mutateSampleLabels).
+POD_LABELS = ("namespace", "pod", "uid")
+EXPORTED = "exported_"
 MAX_STEPS = 10_000  # below Prometheus' 11,000 points per series
 RETRIES = 3
 
@@ -64,6 +89,25 @@ class PrometheusClient:
 
     def close(self) -> None:
         self.session.close()
+
+    def exposed(self, metric: str) -> bool | None:
+        """Whether a scrape target exposes `metric`'s family now (its HELP/TYPE, in the metadata
+        API: prometheus web/api/v1/api.go `metricMetadata`); None when the API cannot say."""
+        try:
+            r = self.session.get(
+                f"{self.url}/api/v1/metadata",
+                params={"metric": metric},
+                timeout=self.settings.timeout,
+            )
+        except requests.RequestException as e:
+            log.debug("Prometheus metadata: %s", type(e).__name__)
+            return None
+        body = _json(r)
+        data = body.get("data")
+        if r.status_code != 200 or body.get("status") != "success" or not isinstance(data, dict):
+            log.debug("Prometheus metadata: HTTP %d", r.status_code)
+            return None
+        return bool(data.get(metric))
 
     def query_range(self, query: str, window: Window, step: timedelta) -> list[dict[str, Any]]:
         """The matrix `query` gives over `window` at `step`; SourceError with why if none."""
@@ -150,21 +194,105 @@ def _json(r: requests.Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def series_disruptions(result: list[dict[str, Any]]) -> list[Disruption]:
-    """One disruption per (namespace, pod, reason) series: its first sample with value 1."""
-    found = []
+def condition_query(step: timedelta) -> str:
+    """Every sample of each step's range (`max_over_time`), per pod and reason: a condition
+    exposed for one scrape is seen however short, stale markers notwithstanding."""
+    labels = [*POD_LABELS, *(EXPORTED + x for x in POD_LABELS), "reason"]
+    return f"max by ({', '.join(labels)}) (max_over_time({METRIC}[{_duration(step)}]))"
+
+
+def _duration(step: timedelta) -> str:
+    ms = round(step.total_seconds() * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+@dataclass
+class _Series:
+    """One (pod, reason) series: the steps at which it is present, oldest first."""
+
+    namespace: str
+    pod: str
+    uid: str
+    reason: str
+    steps: list[datetime] = field(default_factory=list)
+    exported: bool = False  # its pod labels renamed by a scrape without honor_labels
+
+
+@dataclass
+class _Shard:
+    """What one shard's answer holds: its series, and those that name no pod."""
+
+    series: list[_Series] = field(default_factory=list)
+    nameless: int = 0  # series with no namespace or pod label at all
+    nameless_example: str | None = None
+
+
+def _label(labels: dict[str, str], name: str) -> str | None:
+    return labels.get(EXPORTED + name) or labels.get(name) or None
+
+
+def read_series(result: list[dict[str, Any]]) -> _Shard:
+    """The series of one query answer: each pod's reason and the steps it is present at."""
+    shard = _Shard()
     for series in result:
         labels = series.get("metric") or {}
-        ns, pod, reason = labels.get("namespace"), labels.get("pod"), labels.get("reason")
-        if not ns or not pod or not reason:
+        ns, pod, reason = _label(labels, "namespace"), _label(labels, "pod"), labels.get("reason")
+        steps = [
+            datetime.fromtimestamp(float(t), tz=UTC)
+            for t, v in series.get("values") or ()
+            if v not in ("0", "NaN")
+        ]
+        if not steps or not reason:
             continue
-        first = next((t for t, v in series.get("values") or () if v not in ("0", "NaN")), None)
-        if first is None:
+        if not ns or not pod:
+            shard.nameless += 1
+            shard.nameless_example = shard.nameless_example or _text(labels)
             continue
-        at = datetime.fromtimestamp(float(first), tz=UTC)
-        text = f'{METRIC}{{namespace="{ns}", pod="{pod}", reason="{reason}"}} first seen'
-        found.append(Disruption(SOURCE, reason, INITIATORS.get(reason), at, ns, pod, text))
-    return found
+        exported = any(EXPORTED + x in labels for x in POD_LABELS)
+        shard.series.append(_Series(ns, pod, _label(labels, "uid") or "", reason, steps, exported))
+    return shard
+
+
+def _text(labels: dict[str, str]) -> str:
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def _runs(steps: list[datetime], step: timedelta) -> list[datetime]:
+    """The first step of each run of consecutive steps (a condition set again later)."""
+    starts = []
+    for i, t in enumerate(steps):
+        if i == 0 or t - steps[i - 1] > step:
+            starts.append(t)
+    return starts
+
+
+def pod_disruptions(series: list[_Series], step: timedelta) -> tuple[list[Disruption], int]:
+    """One pod's disruptions from its series (all of one namespace, pod and uid), and how many
+    conditions the disruption controller reset (a reason, then `Other`): those, and `Other`
+    itself, are no evidence (module docstring)."""
+    resets = sorted(t for s in series if s.reason == OTHER for t in _runs(s.steps, step))
+    found, stale = [], 0
+    for s in series:
+        if s.reason == OTHER:
+            continue
+        runs = _runs(s.steps, step)
+        live = None
+        for i, start in enumerate(runs):
+            until = runs[i + 1] if i + 1 < len(runs) else None
+            if any(start <= r and (until is None or r < until) for r in resets):
+                stale += 1  # reset to False: the pod was not disrupted then
+                continue
+            live = start
+            break
+        if live is None:
+            continue
+        text = (
+            f'{METRIC}{{namespace="{s.namespace}", pod="{s.pod}", reason="{s.reason}"}} first seen'
+        )
+        found.append(
+            Disruption(SOURCE, s.reason, INITIATORS.get(s.reason), live, s.namespace, s.pod, text)
+        )
+    return found, stale
 
 
 def read_conditions(
@@ -173,41 +301,85 @@ def read_conditions(
     """Every pod's DisruptionTarget condition seen in `window`, per (namespace, pod); with
     `keep`, only those of the namespaces it accepts."""
     step = client.settings.step
+    query = condition_query(step)
     out = EventsRead()
+    series: dict[tuple[str, str, str, str], _Series] = {}
     for shard in window.split(step * MAX_STEPS):
         try:
-            found = series_disruptions(client.query_range(QUERY, shard, step))
+            read = read_series(client.query_range(query, shard, step))
         except SourceError as e:
-            out.gaps.append(
-                Gap(SOURCE, shard.start, shard.end, f"{client.url}: {e.cause}", failure=e.kind)
-            )
+            out.gaps.append(_gap(shard, f"{client.url}: {e.cause}", e.kind))
             continue
         except (ValueError, TypeError, AttributeError, OverflowError) as e:
             why = f"not a Prometheus matrix ({type(e).__name__}: {e})"
-            out.gaps.append(
-                Gap(
-                    SOURCE,
-                    shard.start,
-                    shard.end,
-                    f"{client.url}: {why}",
-                    failure=FailureKind.BAD_ANSWER,
-                )
-            )
+            out.gaps.append(_gap(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
             continue
-        for d in found:
-            assert d.namespace is not None and d.pod is not None
-            if keep is not None and not keep(d.namespace):
+        if read.nameless:
+            why = (
+                f"{read.nameless} series of {METRIC} name no pod (no namespace or pod label, "
+                f"e.g. {read.nameless_example}): a relabelling drops them"
+            )
+            out.gaps.append(_gap(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
+        for s in read.series:
+            if keep is not None and not keep(s.namespace):
                 continue
-            seen = out.by_pod.setdefault((d.namespace, d.pod), [])
-            if not any(x.reason == d.reason for x in seen):  # a series crossing shards
-                seen.append(d)
-    for found in out.by_pod.values():
-        found.sort(key=lambda d: (d.at, d.reason))
+            known = series.setdefault((s.namespace, s.pod, s.uid, s.reason), s)
+            if known is not s:  # a series crossing shards: the boundary step is read twice
+                known.steps.extend(t for t in s.steps if t > known.steps[-1])
+    exported = sum(s.exported for s in series.values())
+    if exported:
+        log.warning(
+            "Prometheus: %d series of %s carry the pod as exported_namespace/exported_pod: "
+            "kube-state-metrics is scraped without honor_labels: true (read from those labels)",
+            exported,
+            METRIC,
+        )
+    _index(out, series, step)
+    if not series and not out.gaps and client.exposed(METRIC) is False:
+        log.warning(
+            "Prometheus: no scrape target exposes %s (kube-state-metrics older than v2.20.0, or "
+            "the family left out by its --metric-allowlist/--metric-denylist): it can witness "
+            "no DisruptionTarget condition",
+            METRIC,
+        )
     log.info(
         "Prometheus %s: %d pod(s) with a DisruptionTarget condition, %d gap(s), %d call(s)",
-        QUERY,
+        query,
         len(out.by_pod),
         len(out.gaps),
         client.calls,
     )
     return out
+
+
+def _gap(shard: Window, error: str, kind: FailureKind) -> Gap:
+    return Gap(SOURCE, shard.start, shard.end, error, failure=kind)
+
+
+def _index(
+    out: EventsRead, series: dict[tuple[str, str, str, str], _Series], step: timedelta
+) -> None:
+    """Each pod's disruptions into `out.by_pod`, earliest first; `Other` and reset conditions
+    are counted and said at -v, never evidence."""
+    by_uid: dict[tuple[str, str, str], list[_Series]] = {}
+    for (ns, pod, uid, _), s in series.items():
+        by_uid.setdefault((ns, pod, uid), []).append(s)
+    other_only = stale = 0
+    for (ns, pod, _), pod_series in by_uid.items():
+        found, reset = pod_disruptions(pod_series, step)
+        stale += reset
+        if not found:
+            other_only += all(s.reason == OTHER for s in pod_series)
+            continue
+        out.by_pod.setdefault((ns, pod), []).extend(found)
+    for found in out.by_pod.values():
+        found.sort(key=lambda d: (d.at, d.reason))
+    if other_only or stale:
+        log.info(
+            "Prometheus: not evidence: %d pod(s) whose condition reads only reason=%s, %d "
+            "condition(s) reset to False by the disruption controller (a reason, then %s)",
+            other_only,
+            OTHER,
+            stale,
+            OTHER,
+        )

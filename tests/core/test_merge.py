@@ -64,6 +64,15 @@ def test_the_merged_report_of_slices_equals_one_scan_of_the_window(capsys, tmp_p
     jsonschema.validate(merged, SCHEMA)
     assert merged == whole
     assert len(merged["findings"]) == len(MONTH.expected)
+    # and it prints as that scan does, in every format; its page is the month's incident page
+    for fmt in ("table", "markdown", "csv"):
+        _, live, _ = run(["scan", "--since", rfc3339(START), "--until",
+                          rfc3339(START + timedelta(days=30)), "-o", fmt, "--no-progress"],
+                         capsys)  # fmt: skip
+        code, printed, err = run(["merge", *paths, "-o", fmt], capsys)
+        assert (code, printed) == (1, live), (fmt, err)
+    code, page, _ = run(["merge", *paths, "-o", "html"], capsys)
+    assert code == 1 and page.count('<article class="finding') == len(MONTH.expected)
 
 
 def test_an_attempt_two_slices_report_is_one_finding_the_signalled_one():
@@ -162,3 +171,66 @@ def test_a_file_that_is_no_report_is_one_line_and_exit_2(capsys, tmp_path):
     (tmp_path / "nojson").write_text("nope")
     code, _, err = run(["merge", str(tmp_path / "nojson")], capsys)
     assert code == 2 and "not JSON" in err and "Traceback" not in err
+
+
+def test_reports_of_different_scopes_are_refused_not_merged(capsys, tmp_path):
+    # An all-projects slice and a one-project slice: merged, the other project's findings of
+    # the second stretch would be silently missing under `complete: true`.
+    (a, b), (c, d) = _slices([0, 3, 6])
+    whole = _scan(capsys, a, b)
+    project = whole["findings"][0]["execution"]["project"]
+    code, out, err = run(
+        ["scan", "--since", rfc3339(c), "--until", rfc3339(d), "-p", project, "-o", "json",
+         "--no-progress"], capsys)  # fmt: skip
+    assert code in (0, 1), err
+    assert json.loads(out)["scope"] == {"projects": [project], "domains": []}
+    (tmp_path / "all.json").write_text(json.dumps(whole))
+    (tmp_path / "one.json").write_text(out)
+    code, out, err = run(["merge", str(tmp_path / "all.json"), str(tmp_path / "one.json")], capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        f"elastic-audit: error: merge: report 2 covers project {project}; all domains but "
+        "report 1 covers all projects; all domains: merge only reports of one scope, or of "
+        "scopes that split one scope into disjoint projects or domains"
+    )
+    # the same scope merges, and the merged report states it
+    code, out, _ = run(["merge", str(tmp_path / "all.json"), str(tmp_path / "all.json")], capsys)
+    assert json.loads(out)["scope"] == whole["scope"] == {"projects": [], "domains": []}
+
+
+def test_slices_per_project_merge_into_the_scope_they_split_and_gap_what_one_misses(
+    capsys, tmp_path
+):
+    # As the backfill cuts them: each project scanned over each stretch. One stretch of one
+    # project missing is a gap that names the project, not a silently shorter report.
+    whole = _scan(capsys, START, START + timedelta(days=6))
+    teams = sorted({f["execution"]["project"] for f in whole["findings"]})
+    assert len(teams) == 2
+    files = []
+    for team in teams:
+        for i, (s, e) in enumerate(_slices([0, 3, 6])):
+            if team == teams[1] and i == 1:
+                continue  # this project's second stretch was never scanned
+            code, out, err = run(
+                ["scan", "--since", rfc3339(s), "--until", rfc3339(e), "-p", team, "-o", "json",
+                 "--no-progress"], capsys)  # fmt: skip
+            assert code in (0, 1), err
+            files.append(tmp_path / f"{team}-{i}.json")
+            files[-1].write_text(out)
+    code, out, _ = run(["merge", *map(str, files)], capsys)
+    merged = json.loads(out)
+    jsonschema.validate(merged, SCHEMA)
+    assert code == 3 and merged["scope"] == {"projects": teams, "domains": []}
+    hole = {(g["start"], g["end"], g["error"]) for g in merged["gaps"]}
+    assert hole == {
+        (rfc3339(START + timedelta(days=3)), rfc3339(START + timedelta(days=6)),
+         f"{UNCOVERED} of project {teams[1]}; all domains")
+    }  # fmt: skip
+    # with that stretch scanned too, the parts make the scope's report, complete
+    code, out, err = run(
+        ["scan", "--since", rfc3339(START + timedelta(days=3)), "--until",
+         rfc3339(START + timedelta(days=6)), "-p", teams[1], "-o", "json", "--no-progress"],
+        capsys)  # fmt: skip
+    (tmp_path / "last.json").write_text(out)
+    code, out, _ = run(["merge", *map(str, files), str(tmp_path / "last.json")], capsys)
+    assert json.loads(out)["complete"] is True and json.loads(out)["scope"]["projects"] == teams

@@ -10,7 +10,12 @@ import pytest
 from support.cli import run
 
 from forensics.detect import Cleared, Verdict, decide
-from forensics.evidence.k8s_events import event_line_matched, parse_event, reason_of_message
+from forensics.evidence.k8s_events import (
+    event_line_matched,
+    parse_event,
+    read_event,
+    reason_of_message,
+)
 from forensics.model import (
     AttemptRecord,
     AttemptRef,
@@ -24,11 +29,14 @@ from forensics.model import (
 from forensics.sandbox.k8s_events import (
     FORMATS,
     K8sEvent,
+    autoscaler_scale_down,
     event_line,
     karpenter_disrupted,
+    karpenter_evicted,
     kubelet_killing,
+    node_spot_interrupted,
     scheduler_preempted,
-    spot_interrupted,
+    taint_eviction,
 )
 
 UTC = timezone.utc
@@ -46,9 +54,11 @@ def _entry(ev: K8sEvent, fmt: str) -> LogEntry:
     "ev, reason, initiator",
     [
         (karpenter_disrupted(NS, POD, AT, AT + timedelta(minutes=2)), "Disrupted", "karpenter"),
-        (spot_interrupted(NS, POD, AT), "SpotInterrupted", "karpenter"),
+        (karpenter_evicted(NS, POD, AT), "Evicted", "karpenter"),
+        (karpenter_evicted(NS, POD, AT, None), "Evicted", "karpenter"),  # before v1.2.0
         (scheduler_preempted(NS, POD, AT, "ip-10-0-7-21"), "Preempted", "default-scheduler"),
-        (kubelet_killing(NS, POD, "main", AT, "ip-10-0-7-21"), "Killing", "kubelet"),
+        (autoscaler_scale_down(NS, POD, AT), "ScaleDown", "cluster-autoscaler"),
+        (taint_eviction(NS, POD, AT), "TaintManagerEviction", "taint-eviction-controller"),
     ],
 )
 def test_each_collector_format_gives_the_same_disruption(ev, reason, initiator, fmt):
@@ -63,7 +73,7 @@ def test_each_collector_format_gives_the_same_disruption(ev, reason, initiator, 
 
 def test_go_quoted_message_with_quotes_and_escapes_is_read_back():
     ev = K8sEvent(NS, POD, "Killing", 'Stopping container "main"\twith\\care', AT, "kubelet")
-    assert parse_event(_entry(ev, "alloy-logfmt")).text == ev.message
+    assert read_event(_entry(ev, "alloy-logfmt")).message == ev.message
     json_ev = K8sEvent(NS, POD, "Evicted", "node <a> & <b>", AT, "karpenter")
     assert "\\u003c" in event_line(json_ev, "alloy-json").line  # Go escapes <, >, & in JSON
     assert parse_event(_entry(json_ev, "alloy-json")).text == json_ev.message
@@ -71,8 +81,12 @@ def test_go_quoted_message_with_quotes_and_escapes_is_read_back():
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_events_of_other_objects_or_reasons_are_no_disruption(fmt):
-    node = K8sEvent("", "ip-10-0-7-21", "SpotInterrupted", "x", AT, "karpenter", kind="Node")
-    assert parse_event(_entry(node, fmt)) is None
+    for node in node_spot_interrupted("ip-10-0-7-21", "spot-x2kfp", AT):
+        assert parse_event(_entry(node, fmt)) is None  # announces; names no pod
+    # the kubelet's stop of a container, and a cancelled taint eviction: no disruption
+    kill = kubelet_killing(NS, POD, "main", AT, "ip-10-0-7-21")
+    assert event_line_matched(_entry(kill, fmt).line) and parse_event(_entry(kill, fmt)) is None
+    assert parse_event(_entry(taint_eviction(NS, POD, AT, cancelled=True), fmt)) is None
     pulled = K8sEvent(NS, POD, "Pulled", "Successfully pulled image", AT, "kubelet")
     assert parse_event(_entry(pulled, fmt)) is None
     assert not event_line_matched(_entry(pulled, fmt).line)
@@ -95,9 +109,15 @@ def test_lines_that_are_no_event_are_none(line):
             "Marking for deletion Pod gs1-production/x",
             ("TaintManagerEviction", "taint-eviction-controller"),
         ),
-        ("Stopping container main", ("Killing", "kubelet")),
+        ("Evicted pod: Underutilized", ("Evicted", "karpenter")),
+        ("Evicted pod: Forceful Termination", ("Evicted", "karpenter")),
+        ("deleting pod for node scale down", ("ScaleDown", "cluster-autoscaler")),
         ("The node was low on resource: memory. ", ("Evicted", "kubelet")),
-        ("Spot interruption warning was triggered", ("SpotInterrupted", "karpenter")),
+        ("The node had condition: [DiskPressure]. ", ("Evicted", "kubelet")),
+        ("Stopping container main", None),  # every container stop: corroborates, never proves
+        ("Spot interruption warning was triggered", None),  # Karpenter's Node/NodeClaim only
+        ("Cancelling deletion of Pod gs1-production/x", None),
+        ("Evicted pods", None),
         ("task submitted to K8s", None),
         ("Successfully assigned gs1-production/x to ip-10-0-5-8", None),
     ],
@@ -174,3 +194,46 @@ def test_a_bad_disruption_source_setting_is_one_line_naming_the_key(
     code, out, err = run(["scan", "--since", "1d", "--config", str(cfg)], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and error in err, err
+
+
+def test_a_kubelet_eviction_of_a_succeeded_single_pod_is_a_wrong_join():
+    # the kubelet sets an evicted pod Failed first (eviction_manager.go evictPod)
+    evicted = Disruption(
+        "k8s-events", "Evicted", "kubelet", AT, NS, POD, "The node was low on resource: memory. "
+    )
+    assert decide(_attempt(), EX, None, MISSING, disruption=evicted).outcome is (
+        Cleared.DISRUPTION_WRONG_JOIN
+    )
+    # a PyTorchJob's replica may be evicted while the job succeeds: still graded
+    assert decide(_attempt("pytorch"), EX, None, MISSING, disruption=evicted).outcome is (
+        Verdict.AFFECTED
+    )
+    # graceful node shutdown's DisruptionTarget reason, whichever source reads it
+    shutdown = Disruption("prometheus", "TerminationByKubelet", None, AT, NS, POD, "")
+    assert decide(_attempt(), EX, None, MISSING, disruption=shutdown).outcome is (
+        Cleared.DISRUPTION_WRONG_JOIN
+    )
+
+
+def test_a_raw_container_without_outputs_is_never_a_finding_on_a_disruption_alone():
+    d = decide(_attempt("raw-container"), EX, None, MISSING, disruption=_disruption(AT))
+    assert d.outcome is Cleared.DISRUPTION_NO_ARTEFACT
+
+
+def test_an_aggregated_event_after_the_end_places_nothing_after_the_success():
+    from dataclasses import replace
+
+    late = replace(_disruption(END + timedelta(minutes=5)), last_only=True)
+    assert decide(_attempt(), EX, None, PRESENT, disruption=late).outcome is (
+        Cleared.DISRUPTION_OUTPUTS_WRITTEN
+    )
+    d = decide(_attempt(), EX, None, MISSING, disruption=late)
+    assert d.outcome is Verdict.SUSPECTED and "first occurrence is unknown" in d.note
+
+
+def test_the_line_filter_lets_a_docker_wrapped_event_through():
+    ev = karpenter_evicted(NS, POD, AT)
+    for fmt in ("exporter-stdout-docker", "exporter-stdout-cri", "eventrouter-cri"):
+        entry = _entry(ev, fmt)
+        assert event_line_matched(entry.line), fmt
+        assert parse_event(entry).text == "Evicted pod: Forceful Termination", fmt

@@ -19,6 +19,11 @@ FORMS = (
     "https://codeload.github.com/{repo}/tar.gz/{sha}",
     "git+https://github.com/{repo}.git@{sha}",
     "git+https://github.com/{repo}@{sha}",
+    # how private forks are pinned (issue 43, item 3): ssh, pip's scp-like form, a token
+    "git+ssh://git@github.com/{repo}.git@{sha}",
+    "git+git@github.com:{repo}.git@{sha}",
+    "git+https://x-access-token:${{GITHUB_TOKEN}}@github.com/{repo}.git@{sha}",
+    "https://oauth2:glpat-Zz_notasecret@github.com/{repo}/archive/{sha}.tar.gz",
 )
 REPOS = ("exa-labs/flytekit", "Exa-Labs/FlyteKit", "flyteorg/flytekit")
 
@@ -68,6 +73,7 @@ def test_pyproject_bump_changes_only_the_forks_commits(reqs, literal, newline, c
         plan = plan_bump(Path(tmp), NEW_SHA)
     after = plan.changes[0].after if plan.changes else text
     assert _only_commits_moved(text, after) == sum(fork for _, fork in reqs)
+    assert plan.unmovable == ()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -90,3 +96,4 @@ def test_requirements_bump_changes_only_the_forks_commits(reqs, continued, newli
         plan = plan_bump(Path(tmp), NEW_SHA)
     after = plan.changes[0].after if plan.changes else text
     assert _only_commits_moved(text, after) == sum(fork for _, fork in reqs)
+    assert plan.unmovable == ()

@@ -27,7 +27,6 @@ from support.pins import (
 )
 
 from forensics.pinbump.discover import discover
-from forensics.pinbump.patterns import ManifestError
 from forensics.pinbump.plan import plan_bump
 
 HEX = re.compile(r"([0-9a-f]{7,40})")
@@ -66,8 +65,8 @@ def test_bump_rewrites_every_fork_pin_to_the_golden_bytes(tree) -> None:
 
     summary = json.loads(proc.stdout)
     assert summary["written"] is True
-    assert summary["pins_found"] == summary["pins_stale"] == 16
-    assert summary["from_commits"] == {OLD_A: 9, OLD_B: 6, OLD_SHORT: 1}
+    assert summary["pins_found"] == summary["pins_stale"] == 25
+    assert summary["from_commits"] == {OLD_A: 14, OLD_B: 10, OLD_SHORT: 1}
     assert [f["path"] for f in summary["files"]] == list(CHANGED)
     assert summary["stale_locks"] == ["services/windows-tool/uv.lock", "uv.lock"]
     notes = "\n".join(n["message"] for n in summary["notices"])
@@ -116,7 +115,7 @@ def test_dry_run_output_diff_is_a_plain_patch_git_apply_accepts(tree, tmp_path: 
     assert proc.returncode == 0, proc.stderr
     assert snapshot(tree.base) == before
     assert proc.stdout.startswith("--- a/") and "pin-bump exa-labs/flytekit" not in proc.stdout
-    assert "16 pin(s) in 5 file(s) would move" in proc.stderr
+    assert "25 pin(s) in 5 file(s) would move" in proc.stderr
     copy = tmp_path / "patched"
     copy.mkdir()
     for rel in CHANGED:
@@ -136,7 +135,7 @@ def test_check_exits_1_on_stale_pins_then_0_once_bumped_and_never_writes(tree) -
     before = snapshot(tree.base)
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "--check", "-o", "json")
     assert proc.returncode == 1, proc.stderr
-    assert json.loads(proc.stdout)["pins_stale"] == 16
+    assert json.loads(proc.stdout)["pins_stale"] == 25
     assert snapshot(tree.base) == before
     assert run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify").returncode == 0
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "--check")
@@ -261,12 +260,14 @@ def test_package_filter_moves_only_the_named_plugin_everywhere(tree) -> None:
     plan = plan_bump(tree.root, NEW_SHA, packages=["FlyteKitPlugins_KFPyTorch"])
     moved = [p for c in plan.changes for p in c.pins]
     assert {p.package for p in moved} == {"flytekitplugins-kfpytorch"}
-    assert len(moved) == 6
+    assert len(moved) == 7
     assert {p.package for p in plan.unselected} == {
         "flytekit",
         "flytekit-sidecar",
         "flytekitplugins-deck-standard",
         "flytekitplugins-envd",
+        "flytekitplugins-papermill",
+        "flytekitplugins-pod",
     }
     after = {c.rel: c.after for c in plan.changes}
     assert (
@@ -304,25 +305,29 @@ def test_other_repository_pins_and_comments_stay_even_with_the_same_commit(tree)
     assert "libs/legacy/requirements-dev.txt" not in after
 
 
-def test_requirement_split_across_a_continuation_inside_the_commit_is_refused(
+def test_requirement_split_across_a_continuation_inside_the_commit_cannot_move(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "requirements.txt").write_text(
         f"flytekit @ https://github.com/exa-labs/flytekit/archive/{OLD_A[:20]}\\\n"
         f"{OLD_A[20:]}.tar.gz\n"
     )
-    with pytest.raises(ManifestError, match=r"requirements.txt:1: the commit is split"):
-        plan_bump(tmp_path, NEW_SHA)
+    before = snapshot(tmp_path)
+    proc = run_cli(NEW_SHA, "--root", str(tmp_path), "--no-verify", "--check")
+    assert proc.returncode == 1, proc.stderr
+    assert "cannot move: requirements.txt:1: the commit is split across lines" in proc.stderr
+    assert snapshot(tmp_path) == before
 
 
-def test_unparseable_requirement_naming_the_fork_is_refused_with_its_line(
+def test_unparseable_requirement_naming_the_fork_cannot_move_and_is_named(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "requirements-ci.txt").write_text(
         f"pandas\nflytekit @@ https://github.com/exa-labs/flytekit/archive/{OLD_A}.tar.gz\n"
     )
-    with pytest.raises(ManifestError, match=r"requirements-ci.txt:2: cannot parse requirement"):
-        plan_bump(tmp_path, NEW_SHA)
+    proc = run_cli(NEW_SHA, "--root", str(tmp_path), "--no-verify", "--check")
+    assert proc.returncode == 1, proc.stderr
+    assert "cannot move: requirements-ci.txt:2: cannot parse it as a requirement" in proc.stderr
 
 
 def test_read_only_file_refuses_before_writing_anything(tree) -> None:
@@ -363,7 +368,7 @@ def test_table_summary_lists_files_pins_and_old_commits(tree) -> None:
     out = proc.stdout
     for rel in CHANGED:
         assert rel in out
-    assert f"16 pin(s) in 5 file(s) moved, from: {OLD_A[:12]} (9), {OLD_B[:12]} (6)" in out
+    assert f"25 pin(s) in 5 file(s) moved, from: {OLD_A[:12]} (14), {OLD_B[:12]} (10)" in out
     assert "uv.lock stale: uv.lock" in out
 
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from support import paths
 from support.cli import run
-from support.scan import CONFIG, key, sandbox_fixtures
+from support.scan import CONFIG, EVENTS_CONFIG, EVENTS_WINDOW, key, sandbox_fixtures
 
 from forensics.sandbox.disruptions import (
     ADMIN_ONLY,
@@ -20,7 +20,9 @@ from forensics.sandbox.disruptions import (
     DISRUPTION_EXPECTED,
     DISRUPTION_WINDOW,
     DRAINED_AFTER,
+    EVENTROUTER,
     EXIT0,
+    EXPORTER_STDOUT,
     PREEMPTED,
     PROM_ONLY,
     disruption_scenario,
@@ -28,14 +30,8 @@ from forensics.sandbox.disruptions import (
 from forensics.sandbox.prometheus_server import PrometheusServer
 
 SCHEMA = json.loads(paths.SCHEMA.read_text())
-EVENTS_CONFIG = CONFIG + "[k8s_events]\nenabled = true\n"
 EXPORTER_SELECTOR = '{app="kubernetes-event-exporter"}'
-WINDOW = [
-    "--since",
-    DISRUPTION_WINDOW[0].strftime("%Y-%m-%d"),
-    "--until",
-    DISRUPTION_WINDOW[1].strftime("%Y-%m-%d"),
-]
+WINDOW = EVENTS_WINDOW
 
 box, env = sandbox_fixtures(disruption_scenario, EVENTS_CONFIG)
 
@@ -77,7 +73,7 @@ def test_spot_interrupted_replica_proves_its_pytorchjob_and_every_event_finding_
     _, report = _scan(capsys)
     found = {key(f): f for f in report["findings"]}
     for k, (verdict, reason, cause) in DISRUPTION_EXPECTED.items():
-        if k[:3] in (EXIT0, PROM_ONLY):
+        if k[:3] in (EXIT0, PROM_ONLY, EVENTROUTER, EXPORTER_STDOUT):
             continue  # read with the event exporter's selector, or from Prometheus, below
         assert found[k]["verdict"] == verdict, k
         assert found[k]["disruption"]["reason"] == reason, k
@@ -98,7 +94,7 @@ def test_non_elastic_task_that_exited_0_after_preemption_is_a_finding_with_its_c
     assert f["disruption"]["at"] == "2026-10-03T05:00:00Z"  # the event's time, not the sink's
     # the elastic neighbours' events are Alloy's, not read by this selector: no reason known
     by_reason = report["summary"]["findings_by_disruption_reason"]
-    assert by_reason == {"Preempted": 1, "TaintManagerEviction": 1, "none": 3}
+    assert by_reason == {"Evicted": 1, "Preempted": 1, "TaintManagerEviction": 1, "none": 3}
 
 
 def test_healthy_task_drained_after_it_finished_is_not_a_finding(capsys):
@@ -109,7 +105,13 @@ def test_healthy_task_drained_after_it_finished_is_not_a_finding(capsys):
     # Only tasks the evidence points at are examined: the notebook pod's event and the node's
     # are no attempt's.
     by_reason = report["summary"]["findings_by_disruption_reason"]
-    assert by_reason == {"Disrupted": 2, "SpotInterrupted": 1, "TaintManagerEviction": 1}
+    assert by_reason == {
+        "Disrupted": 2,
+        "Evicted": 2,
+        "ScaleDown": 1,
+        "SpotInterruption": 1,
+        "TaintManagerEviction": 1,
+    }
 
 
 def test_admin_reasons_alone_prove_a_plain_task_evicted_by_the_taint_manager(capsys, tmp_path):
@@ -190,7 +192,7 @@ def test_show_of_a_plain_task_evidence_points_at_is_judged_as_the_scan_does(caps
     tl = json.loads(out)
     assert code == 0 and tl["verdict"] == "affected", err
     sources = [e["source"] for e in tl["timeline"] if e["source"] == "admin-reasons"]
-    assert sources == ["admin-reasons", "admin-reasons"]  # taint manager, then the kubelet
+    assert sources == ["admin-reasons"]  # the taint manager; the kubelet's stop is none
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +240,10 @@ def test_prometheus_down_is_a_gap_never_an_all_clear(capsys, tmp_path, prometheu
 def test_table_and_markdown_say_the_findings_per_disruption_reason(capsys):
     code, out, _ = run(["scan", *WINDOW, "-o", "table", "--no-progress"], capsys)
     assert code == 1
-    assert "Findings by disruption: Disrupted 2, SpotInterrupted 1, TaintManagerEviction 1" in out
+    assert (
+        "Findings by disruption: Disrupted 2, Evicted 2, ScaleDown 1, SpotInterruption 1, "
+        "TaintManagerEviction 1" in out
+    )
     assert "Disrupted 10-02 03:00:00" in out  # the event stands where a signal would
     code, out, _ = run(["scan", *WINDOW, "-o", "markdown", "--no-progress"], capsys)
     assert "findings by disruption: Disrupted" in out
@@ -279,7 +284,9 @@ def test_pods_with_disruption_evidence_is_what_a_narrowing_sweep_reads(tmp_path,
     assert gaps == []
     assert (PREEMPTED[0] + "-" + PREEMPTED[1], f"{PREEMPTED[2]}-n0-0") in pods
     assert ("gs1-production", f"{PROM_ONLY[2]}-n0-0") in pods  # from Prometheus
-    assert ("research-notebooks", "jupyter-alice-0") in pods  # every pod named, Flyte's or not
+    assert ("research-notebooks", "jupyter-bob-0") in pods  # every pod named, Flyte's or not
+    # the kubelet's Killing alone is no disruption (docs/verdicts.md)
+    assert ("research-notebooks", "jupyter-alice-0") not in pods
 
 
 def test_event_lines_in_a_shape_no_shipper_writes_are_shown_never_dropped(capsys, tmp_path):

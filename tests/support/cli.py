@@ -62,3 +62,19 @@ def use_sandbox(box: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     """Point every client of the CLI at `box` (its environment variables) until the test ends."""
     for name, value in box.env.items():
         monkeypatch.setenv(name, value)
+
+
+def start_process(
+    args: Sequence[str | Path], *, env: Mapping[str, str], cwd: Path
+) -> subprocess.Popen[str]:
+    """`elastic-audit ARGS` started in a child process (to signal it, or read it as it runs): no
+    stdin, stdout and stderr piped as text."""
+    return subprocess.Popen(
+        [*CLI, *map(str, args)],
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

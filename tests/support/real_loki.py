@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -25,6 +24,7 @@ import pytest
 import requests
 
 from forensics.sandbox.scenario import SandboxLogLine
+from support.processes import free_port, stop
 
 ENV = "ELASTIC_AUDIT_LOKI_BIN"
 
@@ -77,12 +77,6 @@ def binary() -> str:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def real_loki(
     scratch: Path, *, limits: Mapping[str, Any] | None = None, auth: bool = False
@@ -90,7 +84,7 @@ def real_loki(
     """A real Loki listening on loopback; yields its base URL."""
     exe = binary()
     scratch.mkdir(parents=True, exist_ok=True)
-    http, grpc = _free_port(), _free_port()
+    http, grpc = free_port(), free_port()
     lines = "\n".join(f"  {k}: {json.dumps(v)}" for k, v in (limits or {}).items())
     cfg = scratch / "loki.yaml"
     cfg.write_text(
@@ -118,12 +112,7 @@ def real_loki(
             time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
         shutil.rmtree(scratch / "chunks", ignore_errors=True)
 

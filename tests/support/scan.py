@@ -27,6 +27,9 @@ input = "checkpoint_dir"
 NO_RETRY = CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n")
 # One retry, no back-off: tests of a failing Loki answer in seconds.
 QUICK = CONFIG.replace("[loki]\n", "[loki]\nretries = 1\nretry_backoff = 0\n")
+# The disruption neighbours' window and `[k8s_events]` on (forensics/sandbox/disruptions.py).
+EVENTS_CONFIG = CONFIG + "[k8s_events]\nenabled = true\n"
+EVENTS_WINDOW = ["--since", "2026-10-01", "--until", "2026-10-08"]
 OTEL_CONFIG = CONFIG.replace(
     "[loki]\n",
     '[loki]\nnamespace_label = "k8s_namespace_name"\npod_label = "k8s_pod_name"\n'
