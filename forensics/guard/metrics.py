@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest, push_to_gateway
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -119,10 +120,10 @@ def push(url: str, registry: CollectorRegistry) -> None:
 
     bare, user, password = split_userinfo(url)
 
-    def handler(url: str, method: str, timeout: float | None, headers: list, data: bytes):  # type: ignore[no-untyped-def]
+    def handler(**request: Any) -> Any:  # url, method, timeout, headers, data
         if password is None:
-            return default_handler(url, method, timeout, headers, data)
-        return basic_auth_handler(url, method, timeout, headers, data, user, password)
+            return default_handler(**request)
+        return basic_auth_handler(**request, username=user, password=password)
 
     try:
         push_to_gateway(bare, job=JOB, registry=registry, timeout=15, handler=handler)
