@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from forensics.errors import ConfigError
 from forensics.params import Param, ParamConfigError
+from forensics.secrets import masked_url, split_userinfo
 from forensics.timeutil import parse_duration
 
 if sys.version_info >= (3, 11):
@@ -87,6 +88,9 @@ class LokiSettings:
     # Loki's 400 and adopted at run time; this only saves that first refused request.
     max_entries: int = 5000
 
+    def __post_init__(self) -> None:
+        _take_userinfo(self, "the Loki URL")
+
 
 @dataclass(frozen=True)
 class FlyteSettings:
@@ -123,12 +127,18 @@ class K8sEventsSettings:
 
     enabled: bool = False
     url: str | None = None  # None: the [loki] URL
+    # Basic auth from the url's user:password (None: the Loki client's credentials)
+    username: str | None = None
+    password: Secret | None = None
     # Alloy's `loki.source.kubernetes_events` default job label, or the one Grafana's
     # k8s-monitoring chart gives it (grafana/k8s-monitoring-helm feature-cluster-events
     # values.yaml:43); the event exporter's Loki sink has only the `streamLabels` it is given
     # (e.g. {app="kubernetes-event-exporter"}).
     selector: str = '{job=~"loki.source.kubernetes_events|integrations/kubernetes/eventhandler"}'
     namespace_label: str = "namespace"  # Alloy's label for the event's object's namespace
+
+    def __post_init__(self) -> None:
+        _take_userinfo(self, "[k8s_events] url")
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,28 @@ class PrometheusSettings:
     url: str | None = None
     timeout: float = 30.0
     step: timedelta = timedelta(minutes=1)
+    username: str | None = None  # basic auth, from the url's user:password
+    password: Secret | None = None
+
+    def __post_init__(self) -> None:
+        _take_userinfo(self, "[prometheus] url")
+
+
+def _take_userinfo(settings: Any, what: str) -> None:
+    """A settings object whose `url` carries user:password (built by a library caller, not by
+    load_settings, which splits it first): the bare URL, the credentials as its fields."""
+    url = settings.url
+    if not url or "@" not in urlsplit(url).netloc:
+        return
+    bare, user, password = _url_credentials(url, what)
+    if getattr(settings, "bearer_token", None) or settings.username or settings.password:
+        raise ConfigError(
+            f"{what} {masked_url(url)} carries user:password and other credentials are set "
+            "too: give the credentials one way"
+        )
+    object.__setattr__(settings, "url", bare)
+    object.__setattr__(settings, "username", user)
+    object.__setattr__(settings, "password", password)
 
 
 @dataclass(frozen=True)
@@ -152,7 +184,8 @@ class Settings:
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     workers: int = 8
     config_path: Path | None = None
-    # source ("loki", "admin", "s3") -> where its address came from: flag, env, file, default
+    # source ("loki", "admin", "s3") -> where its address came from: flag, env, file, default;
+    # "loki.password" etc. -> where a credential came from (`config` names it)
     origins: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 
@@ -352,11 +385,13 @@ def check_http_url(url: str, what: str) -> None:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError as e:
-        raise ConfigError(f"{what} {url!r} is not a valid URL ({e})") from None
+        raise ConfigError(f"{what} {masked_url(url)!r} is not a valid URL ({e})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{what} {url!r} must be http:// or https:// followed by a host")
+        raise ConfigError(
+            f"{what} {masked_url(url)!r} must be http:// or https:// followed by a host"
+        )
     if any(c.isspace() or not c.isprintable() for c in url):
-        raise ConfigError(f"{what} {url!r} contains spaces or control characters")
+        raise ConfigError(f"{what} {masked_url(url)!r} contains spaces or control characters")
 
 
 def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | None:
@@ -435,14 +470,22 @@ def load_settings(
     path = find_config_file(config, env)
     file = read_config_file(path) if path else {}
     floki, fflyte, fck = file.get("loki", {}), file.get("flyte", {}), file.get("checkpoints", {})
-    loki = _loki_settings(loki_url, env, path, floki)
-    flyte = _flyte_settings(flyte_config, env, fflyte)
+    floki = _without_userinfo(floki, "grafana_explore_url")
+    loki_origin = _loki_origin(loki_url, env, path, floki)
+    loki, credentials = _loki_settings(loki_url, env, path, floki, loki_origin)
+    flyte = _flyte_settings(flyte_config, env, _without_userinfo(fflyte, "console_url"))
+    events, events_auth = _basic_auth_section(file.get("k8s_events", {}), "k8s_events", path)
+    prometheus, prometheus_auth = _basic_auth_section(
+        file.get("prometheus", {}), "prometheus", path
+    )
     ck = _checkpoint_settings(checkpoint_input, checkpoint_template, fck)
     n = workers if workers is not None else file.get("scan", {}).get("workers", Settings.workers)
     if not 1 <= n <= 256:
         raise ParamConfigError(Param("workers"), f" must be from 1 to 256, not {n}")
-    loki_origin = _loki_origin(loki_url, env, path, floki)
     origins = {
+        **credentials,
+        **events_auth,
+        **prometheus_auth,
         "loki": loki_origin,
         "admin": _admin_origin(flyte_config, env, path, fflyte),
         "s3": _s3_origin(env),
@@ -456,8 +499,8 @@ def load_settings(
         loki=loki,
         flyte=flyte,
         checkpoints=ck,
-        k8s_events=K8sEventsSettings(**file.get("k8s_events", {})),
-        prometheus=PrometheusSettings(**file.get("prometheus", {})),
+        k8s_events=K8sEventsSettings(**events),
+        prometheus=PrometheusSettings(**prometheus),
         workers=n,
         config_path=path,
         origins=origins,
@@ -485,12 +528,65 @@ def _loki_auth(env: Mapping[str, str]) -> tuple[Secret | None, str | None, Secre
     return bearer, username, password
 
 
+def _url_credentials(url: str, what: str) -> tuple[str, str | None, Secret | None]:
+    """`url` without its user:password, and the two (basic auth); ConfigError for a user
+    without a password (basic auth needs both; the message shows neither)."""
+    bare, user, password = split_userinfo(url)
+    if (user or password) and not (user and password):
+        raise ConfigError(
+            f"{what} {masked_url(url)} has a user:password part without both "
+            "(basic auth needs both)"
+        )
+    return bare, user, Secret(password) if password else None
+
+
+def _without_userinfo(table: dict[str, Any], key: str) -> dict[str, Any]:
+    """A link's base URL (console, Grafana) never carries credentials into a report: a browser
+    asks for its own."""
+    if not table.get(key):
+        return table
+    return {**table, key: split_userinfo(table[key])[0]}
+
+
+def _basic_auth_section(
+    table: dict[str, Any], section: str, path: Path | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A config section whose `url` may carry user:password: the section with the bare URL and
+    the credentials as fields, and where they came from."""
+    if not table.get("url"):
+        return table, {}
+    url, user, password = _url_credentials(table["url"], f"config file {path}: {section}.url")
+    if password is None:
+        return table, {}
+    where = f"user:password in [{section}] url in {path}"
+    return {**table, "url": url, "username": user, "password": password}, {
+        f"{section}.username": where,
+        f"{section}.password": where,
+    }
+
+
 def _loki_settings(
-    loki_url: str | None, env: Mapping[str, str], path: Path | None, floki: dict[str, Any]
-) -> LokiSettings:
+    loki_url: str | None,
+    env: Mapping[str, str],
+    path: Path | None,
+    floki: dict[str, Any],
+    origin: str,
+) -> tuple[LokiSettings, dict[str, str]]:
     bearer, username, password = _loki_auth(env)
     url = loki_url or env.get("LOKI_ADDR") or floki.get("url") or LokiSettings.url
     check_http_url(url, "Loki URL")
+    url, url_user, url_password = _url_credentials(url, f"Loki URL ({origin})")
+    credentials = _loki_credential_origins(env, bearer)
+    if url_password is not None:
+        if bearer is not None or username:
+            given = "LOKI_BEARER_TOKEN(_FILE)" if bearer else "LOKI_USERNAME/LOKI_PASSWORD"
+            raise ConfigError(
+                f"the Loki URL ({origin}) carries user:password and {given} is set too: "
+                "give the credentials one way"
+            )
+        username, password = url_user, url_password
+        where = "user:password in the Loki URL, " + origin
+        credentials = {"loki.username": where, "loki.password": where}
     loki_fields = {k: v for k, v in floki.items() if k != "url"}
     org = env.get("LOKI_ORG_ID") or loki_fields.pop("org_id", None)
     loki_fields.pop("org_id", None)
@@ -516,7 +612,17 @@ def _loki_settings(
             raise ConfigError(
                 f'{where} must be a LogQL stream selector such as {{namespace=~".+"}}'
             )
-    return loki
+    return loki, credentials
+
+
+def _loki_credential_origins(env: Mapping[str, str], bearer: Secret | None) -> dict[str, str]:
+    """The variable each of logcli's credentials came from."""
+    if bearer is not None:
+        var = "LOKI_BEARER_TOKEN" if env.get("LOKI_BEARER_TOKEN") else "LOKI_BEARER_TOKEN_FILE"
+        return {"loki.bearer_token": var}
+    if env.get("LOKI_PASSWORD"):
+        return {"loki.username": "LOKI_USERNAME", "loki.password": "LOKI_PASSWORD"}
+    return {}
 
 
 def _flyte_settings(
@@ -613,10 +719,22 @@ def _admin_origin(
         return f"from --flyte-config {flag}"
     if fflyte.get("config"):
         return f"from [flyte] config {fflyte['config']} in {path}"
-    for var in ("FLYTECTL_CONFIG_OVERRIDE", "FLYTECTL_CONFIG"):
-        if env.get(var):
-            return f"from {var}={env[var]}"
-    # flytekit's own search (configuration/file.py::get_config_file), after the variables.
+    found, origin = flytekit_config_file(env)
+    if found is None:
+        return (
+            "flytekit's default (FLYTE_PLATFORM_URL and FLYTECTL_CONFIG unset, "
+            "no ~/.flyte/config.yaml)"
+        )
+    return f"from {origin}={found}" if origin.startswith("FLYTECTL") else f"from {found}"
+
+
+def flytekit_config_file(env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The file flytekit reads when no config file is given, and why: its own search
+    (flytekit/configuration/file.py `get_config_file`: FLYTECTL_CONFIG_OVERRIDE, then
+    FLYTECTL_CONFIG, then ./flytekit.config, ~/.flyte/config, ~/.flyte/config.yaml)."""
+    for var in _FLYTECTL_VARS:
+        if env.get(var) and Path(env[var]).exists():
+            return env[var], var
     home = Path(env.get("HOME") or Path.home())
     for candidate in (
         Path("flytekit.config"),
@@ -624,10 +742,8 @@ def _admin_origin(
         home / ".flyte" / "config.yaml",
     ):
         if candidate.is_file():
-            return f"from {candidate}"
-    return (
-        "flytekit's default (FLYTE_PLATFORM_URL and FLYTECTL_CONFIG unset, no ~/.flyte/config.yaml)"
-    )
+            return str(candidate), "flytekit's own search"
+    return None, "flytekit's search: none (no FLYTECTL_CONFIG, ~/.flyte/config.yaml)"
 
 
 def _s3_origin(env: Mapping[str, str]) -> str:

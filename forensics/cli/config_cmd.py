@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +22,10 @@ from forensics.cli.options import (
     output_option,
     value_option,
 )
+from forensics.config import Secret, flytekit_config_file, read_config_file
 from forensics.formats import TABLE_OR_JSON
 from forensics.formats.config import ConfigView, Setting
-from forensics.secrets import MASK
+from forensics.secrets import MASK, masked_url
 
 if TYPE_CHECKING:
     from forensics.config import Settings
@@ -41,8 +42,26 @@ from (a flag, a variable, the config file, or the default). Credentials show as 
 source; nothing is contacted.
 """
 
-# LokiSettings fields read from the environment, not from [loki] (docs/configuration.md)
-_LOKI_FROM_ENV = ("url", "org_id", "bearer_token", "username", "password")
+# Settings fields that are not configuration (where the file is, where values came from) or
+# that another row already says (`domains_configured` is the `flyte.domains` row's origin).
+_NOT_SHOWN = frozenset({"config_path", "origins", "flyte.domains_configured"})
+# A field's key in the config file, where it is not the field's name.
+_FILE_KEYS = {"flyte.config_file": ("flyte", "config"), "workers": ("scan", "workers")}
+# What the default means, where "default" alone would not say it.
+_DEFAULT_NOTES = {
+    "loki.org_id": "default (no X-Scope-OrgID)",
+    "loki.task_selector": "default (follows the label names)",
+    "loki.propeller_selector": "default (follows the label names)",
+    "loki.bearer_token": "not set (LOKI_BEARER_TOKEN[_FILE])",
+    "loki.username": "not set (LOKI_USERNAME or the URL)",
+    "loki.password": "not set (LOKI_PASSWORD or the URL)",
+    "k8s_events.url": "default (Loki's, with its credentials)",
+    "k8s_events.username": "not set (the url's user:password)",
+    "k8s_events.password": "not set (the url's user:password)",
+    "prometheus.url": "default (off)",
+    "prometheus.username": "not set (the url's user:password)",
+    "prometheus.password": "not set (the url's user:password)",
+}
 
 
 def config(
@@ -54,24 +73,92 @@ def config(
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     settings = sources.settings(workers)
     env = os.environ
+    given = _given(sources, settings, workers, env)
+    file = read_config_file(settings.config_path) if settings.config_path else {}
     rows = [_config_file(sources, settings, env)]
-    rows += _loki(sources, settings, env)
-    rows += _flyte(settings, env)
+    for key, value in _settings_values(settings):
+        if key == "flyte.config_file":
+            rows += _flyte(settings, env)
+        rows.append(_row(settings, file, given, key, value))
     rows += _s3(settings, env)
-    rows += _rest(sources, settings, workers, env)
+    rows += _rest(env)
     emit(render(ConfigView(tuple(rows)), fmt))
 
 
-def _file_origin(settings: Settings, section: str, key: str) -> str | None:
-    """`[section] key in FILE` when the config file sets it."""
-    path = settings.config_path
-    if path is None:
-        return None
-    from forensics.config import read_config_file
+def _settings_values(settings: Settings) -> list[tuple[str, Any]]:
+    """Every configured value, `section.field` (or `field` for a top-level one), in the order
+    the settings model declares them: a field or section added there is listed here."""
+    out = []
+    for top in fields(settings):
+        if top.name in _NOT_SHOWN:
+            continue
+        value = getattr(settings, top.name)
+        if is_dataclass(value):
+            for f in fields(value):
+                key = f"{top.name}.{f.name}"
+                if key not in _NOT_SHOWN:
+                    out.append((key, getattr(value, f.name)))
+        else:
+            out.append((top.name, value))
+    return out
 
-    if key in read_config_file(path).get(section, {}):
-        return f"[{section}] {key} in {path}"
-    return None
+
+def _given(
+    flags: SourceFlags, settings: Settings, workers: int | None, env: Mapping[str, str]
+) -> dict[str, str]:
+    """Where the values set by a flag or a variable came from (the rest: file or default)."""
+    given = {"loki.url": settings.origins.get("loki", "").removeprefix("from ")}
+    if env.get("LOKI_ORG_ID"):
+        given["loki.org_id"] = "LOKI_ORG_ID"
+    for key, flag, value in (
+        ("checkpoints.input", "--checkpoint-input", flags.checkpoint_input),
+        ("checkpoints.template", "--checkpoint-template", flags.checkpoint_template),
+        ("workers", "--workers", workers),
+        ("flyte.config_file", "--flyte-config", flags.flyte_config),
+    ):
+        if value is not None:
+            given[key] = flag
+    if "flyte.config_file" not in given and settings.flyte.config_file is None:
+        given["flyte.config_file"] = flytekit_config_file(env)[1]
+    return given
+
+
+def _row(
+    settings: Settings,
+    file: Mapping[str, Mapping[str, Any]],
+    given: Mapping[str, str],
+    key: str,
+    value: Any,
+) -> Setting:
+    section, name = _FILE_KEYS.get(key, tuple(key.split(".", 1)))  # type: ignore[arg-type]
+    shown_key = f"{section}.{name}" if "." in key else key
+    if key in given:
+        origin = given[key]
+    elif key in settings.origins:  # a credential: the variable or URL it came from
+        origin = settings.origins[key]
+    elif name in file.get(section, {}):
+        origin = f"[{section}] {name} in {settings.config_path}"
+    else:
+        origin = _DEFAULT_NOTES.get(key, "default")
+    if key == "flyte.config_file" and value is None:
+        value = flytekit_config_file(os.environ)[0]
+    if key == "flyte.domains" and not settings.flyte.domains_configured:
+        origin = "default (each project's domains come from Admin)"
+    return Setting(shown_key, _shown(value), origin)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, Secret):
+        return MASK
+    if hasattr(value, "total_seconds"):
+        return _duration(int(value.total_seconds()))
+    if isinstance(value, tuple):
+        return ", ".join(value)
+    if isinstance(value, str) and "://" in value:
+        return masked_url(value)
+    return str(value)
 
 
 def _config_file(flags: SourceFlags, settings: Settings, env: Mapping[str, str]) -> Setting:
@@ -91,44 +178,6 @@ def _config_file(flags: SourceFlags, settings: Settings, env: Mapping[str, str])
     return Setting("config file", str(path), origin)
 
 
-def _loki(flags: SourceFlags, settings: Settings, env: Mapping[str, str]) -> list[Setting]:
-    loki = settings.loki
-    rows = [Setting("loki.url", loki.url, settings.origins.get("loki", "").removeprefix("from "))]
-    org = _file_origin(settings, "loki", "org_id")
-    rows.append(
-        Setting(
-            "loki.org_id",
-            loki.org_id or "none",
-            "LOKI_ORG_ID" if env.get("LOKI_ORG_ID") else org or "default (no X-Scope-OrgID)",
-        )
-    )
-    if loki.bearer_token:
-        var = "LOKI_BEARER_TOKEN" if env.get("LOKI_BEARER_TOKEN") else "LOKI_BEARER_TOKEN_FILE"
-        rows.append(Setting("loki.auth", f"bearer token {MASK}", var))
-    elif loki.username:
-        rows.append(
-            Setting("loki.auth", f"basic {loki.username}:{MASK}", "LOKI_USERNAME, LOKI_PASSWORD")
-        )
-    else:
-        rows.append(Setting("loki.auth", "none", "no LOKI_BEARER_TOKEN(_FILE) or LOKI_USERNAME"))
-    for f in fields(loki):
-        if f.name in _LOKI_FROM_ENV:
-            continue
-        rows.append(_field(settings, "loki", f.name, getattr(loki, f.name)))
-    return rows
-
-
-def _field(settings: Settings, section: str, key: str, value: Any) -> Setting:
-    origin = _file_origin(settings, section, key) or "default"
-    if key in ("task_selector", "propeller_selector") and origin == "default":
-        origin = "default (follows the label names)"
-    if hasattr(value, "total_seconds"):
-        value = _duration(int(value.total_seconds()))
-    elif isinstance(value, tuple):
-        value = ", ".join(value)
-    return Setting(f"{section}.{key}", "none" if value is None else str(value), origin)
-
-
 def _duration(seconds: int) -> str:
     """`721h`, `90m`, `45s`: as the config file's durations are written."""
     for unit, size in (("h", 3600), ("m", 60)):
@@ -138,36 +187,22 @@ def _duration(seconds: int) -> str:
 
 
 def _flyte(settings: Settings, env: Mapping[str, str]) -> list[Setting]:
+    """What flytekit makes of its configuration: the endpoint, and a client secret's variable."""
     from forensics.cli.process import flytekit_imported
     from forensics.sources.admin import AdminClient
 
-    flyte = settings.flyte
-    admin = AdminClient.from_settings(flyte)  # reads flytekit's config; contacts nothing
+    admin = AdminClient.from_settings(settings.flyte)  # reads flytekit's config; contacts nothing
     flytekit_imported()
     try:
         endpoint = str(admin.endpoint)
     finally:
         admin.close()
     rows = [
-        Setting(
-            "flyte.endpoint", endpoint, settings.origins.get("admin", "").removeprefix("from ")
-        ),
-        Setting(
-            "flyte.config",
-            flyte.config_file or "none",
-            "--flyte-config or [flyte] config" if flyte.config_file else "flytekit's own search",
-        ),
+        Setting("flyte.endpoint", endpoint, settings.origins.get("admin", "").removeprefix("from "))
     ]
-    secret = env.get("FLYTE_CREDENTIALS_CLIENT_SECRET") or env.get("FLYTE_CLIENT_SECRET")
-    if secret:
-        rows.append(Setting("flyte.client_secret", MASK, "the environment"))
-    for f in fields(flyte):
-        if f.name in ("config_file", "domains_configured"):
-            continue
-        row = _field(settings, "flyte", f.name, getattr(flyte, f.name))
-        if f.name == "domains" and not flyte.domains_configured:
-            row = Setting(row.key, row.value, "default (each project's domains come from Admin)")
-        rows.append(row)
+    var = _first_var(env, "FLYTE_CREDENTIALS_CLIENT_SECRET", "FLYTE_CLIENT_SECRET")
+    if var:
+        rows.append(Setting("flyte.client_secret", MASK, var))
     return rows
 
 
@@ -202,24 +237,9 @@ def _first_var(env: Mapping[str, str], *names: str) -> str | None:
     return next((n for n in names if env.get(n)), None)
 
 
-def _rest(
-    flags: SourceFlags, settings: Settings, workers: int | None, env: Mapping[str, str]
-) -> list[Setting]:
+def _rest(env: Mapping[str, str]) -> list[Setting]:
     from forensics.relaunch import default_audit_log
 
-    ck = settings.checkpoints
-
-    def row(key: str, value: object, flag: str, given: object, section: str, name: str) -> Setting:
-        origin = flag if given else _file_origin(settings, section, name) or "default"
-        return Setting(key, "none" if value is None else str(value), origin)
-
-    rows = [
-        row("checkpoints.input", ck.input, "--checkpoint-input", flags.checkpoint_input,
-            "checkpoints", "input"),
-        row("checkpoints.template", ck.template, "--checkpoint-template",
-            flags.checkpoint_template, "checkpoints", "template"),
-        row("workers", settings.workers, "--workers", workers is not None, "scan", "workers"),
-    ]  # fmt: skip
     log = default_audit_log()
     log_origin = (
         "ELASTIC_AUDIT_AUDIT_LOG"
@@ -228,12 +248,10 @@ def _rest(
         if env.get("XDG_STATE_HOME")
         else "default (~/.local/state)"
     )
-    rows.append(
-        Setting("relaunch.audit_log", str(Path(log)), log_origin + " (--audit-log overrides)")
-    )
+    rows = [Setting("relaunch.audit_log", str(Path(log)), log_origin + " (--audit-log overrides)")]
     notify = env.get("ELASTIC_AUDIT_NOTIFY")
     if notify:
-        from forensics.guard.notify import safe_url
+        from forensics.secrets import safe_url
 
         shown = " ".join(safe_url(u) for u in notify.split())
         rows.append(Setting("guard.notify", shown, "ELASTIC_AUDIT_NOTIFY (secret paths masked)"))

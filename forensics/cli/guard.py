@@ -22,6 +22,7 @@ from forensics.errors import UsageError
 from forensics.guard import GuardOptions, Outcome, Page, Signals, run_guard, scanner
 from forensics.guard.notify import FORMATS, Delivery, Message, check_webhook
 from forensics.guard.state import open_store
+from forensics.secrets import userinfo_secrets
 from forensics.timeutil import parse_duration
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ def guard_options(
         add_secret(url)  # urllib3's -vv debug log prints the request path, the webhook's secret
     if pushgateway is not None and not pushgateway.startswith(("http://", "https://")):
         raise UsageError("--pushgateway: not an http(s) URL")
+    for part in userinfo_secrets(pushgateway or ""):
+        add_secret(part)  # its user:password (basic auth), masked like every credential
     if state is not None:
         open_store(state)  # a bad path or URI is a usage error now, not after the scan
         if not state.startswith("s3://"):

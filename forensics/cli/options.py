@@ -181,14 +181,19 @@ class SourceFlags:
     checkpoint_template: str | None
 
     def settings(self, workers: int | None = None) -> Settings:
-        """The settings these flags select (flag > environment > config file > default).
+        """The settings these flags select (flag > environment > config file > default); the
+        credentials a config file's URLs carried are masked in every log record from now on.
 
         Then flytekit, which every command taking these flags goes on to import, is imported
         with Ctrl-C held until its SIGINT handler is replaced by ours (process.load_flytekit):
         a Ctrl-C during that import exits 130, not flytekit's silent exit(1)."""
         from forensics.cli.process import load_flytekit
+        from forensics.cli.verbosity import add_basic_auth
 
         settings = load_settings(**asdict(self), workers=workers)
+        for part in (settings.loki, settings.k8s_events, settings.prometheus):
+            if part.password:
+                add_basic_auth(part.username, part.password.value)
         load_flytekit()
         return settings
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from forensics.secrets import mask
+from forensics.secrets import mask, userinfo_secrets
 
 TOOL_LOGGERS = ("elastic-audit", "forensics")
 # Libraries whose debug output is noise at -v and a credential risk at any level.
@@ -62,6 +62,14 @@ SECRET_FILE_VARS = (
     "FLYTE_CREDENTIALS_CLIENT_SECRET_FROM_FILE",
     "AWS_WEB_IDENTITY_TOKEN_FILE",
 )
+# Variables holding a URL that may carry user:password (`https://user:token@host`).
+URL_VARS = (
+    "LOKI_ADDR",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "FLYTE_PLATFORM_URL",
+    "GITHUB_API_URL",
+)
 _registered: list[str] = []  # secrets that do not come from the environment (add_secret)
 
 
@@ -73,10 +81,16 @@ def add_secret(value: str) -> None:
     parts = urlsplit(value)
     # A URL's secret is its path and query, which urllib3's debug log prints without the host.
     tail = parts.path + (f"?{parts.query}" if parts.query else "") if parts.netloc else ""
-    for v in (value, tail):
+    for v in (value, tail, *userinfo_secrets(value)):
         if len(v) >= 6 and v not in _registered:
             _registered.append(v)
     _registered.sort(key=len, reverse=True)
+
+
+def add_basic_auth(username: str | None, password: str) -> None:
+    """Mask a basic-auth password read from a config file's URL, and the header value made of it."""
+    add_secret(password)
+    add_secret(base64.b64encode(f"{username or ''}:{password}".encode()).decode())
 
 
 def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
@@ -86,6 +100,8 @@ def known_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     # Webhook URLs carry their secret in the path (docs/deployment.md): each one, whole.
     for url in (env.get("ELASTIC_AUDIT_NOTIFY") or "").split():
         add_secret(url)
+    for name in URL_VARS:
+        values += userinfo_secrets(env.get(name) or "")
     for name in SECRET_FILE_VARS:
         if env.get(name):
             try:
@@ -195,6 +211,9 @@ def setup_logging(verbosity: int | bool) -> None:
         # flytekit's own knob (pyflyte honours it): its records still come here, to stderr.
         logging.getLogger("flytekit").setLevel(int(os.environ["FLYTE_SDK_LOGGING_LEVEL"]))
     _levels.update({n: logging.getLogger(n).level for n in ("flytekit", "user_space", "developer")})
+    from forensics.cli.process import grpc_logging
+
+    grpc_logging(level)  # before any channel: gRPC reads its verbosity once
     # flytekit logs while it is imported (its config search warns about a FLYTECTL_CONFIG that
     # does not exist): without rich it writes those to a plain stderr handler, not stdout.
     os.environ["FLYTE_SDK_RICH_TRACEBACKS"] = "0"

@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest, push_to_gateway
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import basic_auth_handler, default_handler
 
 from forensics.errors import SourceError
 from forensics.fsutil import write_atomic
@@ -111,11 +113,20 @@ def write_textfile(path: str, registry: CollectorRegistry) -> None:
 
 
 def push(url: str, registry: CollectorRegistry) -> None:
-    """PUT the metrics to a Pushgateway under job `elastic-audit` (replacing the last push)."""
+    """PUT the metrics to a Pushgateway under job `elastic-audit` (replacing the last push),
+    with basic auth when the URL carries user:password (urllib would read it as the host)."""
     from forensics.guard.notify import safe_url
+    from forensics.secrets import split_userinfo
+
+    bare, user, password = split_userinfo(url)
+
+    def handler(**request: Any) -> Any:  # url, method, timeout, headers, data
+        if password is None:
+            return default_handler(**request)
+        return basic_auth_handler(**request, username=user, password=password)
 
     try:
-        push_to_gateway(url, job=JOB, registry=registry, timeout=15)
+        push_to_gateway(bare, job=JOB, registry=registry, timeout=15, handler=handler)
     except Exception as e:  # urllib's errors carry the URL; say only where and what kind
         raise SourceError(
             "pushgateway", f"push failed ({type(e).__name__})", target=safe_url(url)

@@ -28,6 +28,7 @@ from forensics.config import Secret
 from forensics.errors import FailureKind, SourceError
 from forensics.failures import http_status_kind, os_error, os_failure
 from forensics.retry import ONE_TRY, Again, RetryPolicy, call
+from forensics.secrets import masked_url
 
 DEFAULT_API_URL = "https://api.github.com"
 ARCHIVE_LIMIT = 256 * 1024**2  # bytes downloaded; flytekit's tarball is a few MB
@@ -161,7 +162,7 @@ class GitHubClient:
 
     def __repr__(self) -> str:
         auth = "token" if self._token else "anonymous"
-        return f"GitHubClient({self.repo!r}, api_url={self.api_url!r}, {auth})"
+        return f"GitHubClient({self.repo!r}, api_url={masked_url(self.api_url)!r}, {auth})"
 
     def close(self) -> None:
         self.session.close()
@@ -187,7 +188,10 @@ class GitHubClient:
         except requests.RequestException as e:
             reason, kind = _network_failure(e)
             raise GitHubError(
-                f"cannot reach {self.api_url}: {reason}", target=path, retryable=True, kind=kind
+                f"cannot reach {masked_url(self.api_url)}: {reason}",
+                target=path,
+                retryable=True,
+                kind=kind,
             ) from None
 
     def _raise_for(self, resp: requests.Response, path: str) -> None:

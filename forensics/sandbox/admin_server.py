@@ -582,7 +582,18 @@ class AdminServer:
 
     # lifecycle
     def start(self) -> str:
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._workers))
+        # flyteadmin v1.16.8 sets no keepalive enforcement policy (flyteorg/flyte
+        # flyteadmin/pkg/server/service.go:140-151), so grpc-go v1.80.0's default holds: a ping
+        # sooner than 5 minutes after the last is a strike, the third a GOAWAY too_many_pings
+        # (keepalive/keepalive.go:94, internal/transport/defaults.go:40, http2_server.go:864,
+        # 868-914). C-core's names for the same (include/grpc/impl/channel_arg_names.h).
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self._workers),
+            options=[
+                ("grpc.http2.min_ping_interval_without_data_ms", 5 * 60 * 1000),
+                ("grpc.http2.max_ping_strikes", 2),
+            ],
+        )
         admin_pb2_grpc.add_AdminServiceServicer_to_server(self.servicer(), server)
         port = server.add_insecure_port("127.0.0.1:0")
         server.start()

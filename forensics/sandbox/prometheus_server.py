@@ -109,6 +109,7 @@ class PrometheusServer:
     # metricMetadata, from the active targets' last scrape). False: an older one, or a denylist.
     exposes_family: bool = True
     requests: int = 0
+    authorizations: list[str | None] = field(default_factory=list)  # each request's header
 
     def __post_init__(self) -> None:
         self._server: ThreadingHTTPServer | None = None
@@ -297,6 +298,7 @@ def _handler(server: PrometheusServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _answer(self, params: dict[str, str]) -> None:
+            server.authorizations.append(self.headers.get("Authorization"))
             path = urlsplit(self.path).path
             if path == "/api/v1/query_range":
                 status, body = server.query_range(params)

@@ -68,7 +68,6 @@ from flyteidl.admin import (
 from flyteidl.core import identifier_pb2, literals_pb2
 from flytekit.clients.friendly import SynchronousFlyteClient
 from flytekit.clients.grpc_utils.deadline_interceptor import scoped_grpc_deadline
-from flytekit.clients.raw import RawSynchronousFlyteClient as Raw
 from flytekit.configuration import PlatformConfig
 from flytekit.configuration.file import ConfigFile, get_config_file
 from flytekit.exceptions.base import FlyteException
@@ -87,7 +86,8 @@ from forensics.identifiers import EXECUTION_NAME_MAX, is_execution_name
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.notices import retrying
 from forensics.retry import Again, RetryPolicy, call
-from forensics.secrets import mask
+from forensics.secrets import mask, masked_url
+from forensics.sources.admin_channel import AdminCalls, FlytekitCalls, open_channel
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
@@ -306,7 +306,7 @@ class SweptAttempts(NamedTuple):
 
 
 class AdminClient:
-    """Flyte Admin through flytekit's `SynchronousFlyteClient`, answering in plain data.
+    """Flyte Admin through flytekit's channel (admin_channel.py), answering in plain data.
 
     flytekit's channel repeats every failed call `rpc_retries` (3) times at once, NOT_FOUND and
     ALREADY_EXISTS included; this client switches that off (`rpc_retries=0`) and repeats only
@@ -325,7 +325,7 @@ class AdminClient:
         client: SynchronousFlyteClient | None = None,
     ) -> None:
         self._platform = dataclasses.replace(platform, rpc_retries=0)
-        self.endpoint = platform.endpoint
+        self.endpoint = masked_url(platform.endpoint)  # user:password never shown
         self._timeout = timeout
         # Exponential backoff from `backoff`, each wait between half and all of it, no deadline
         # beyond the calls' own.
@@ -337,14 +337,13 @@ class AdminClient:
             jitter=0.5,
             first_immediate=False,
         )
-        self._owns_client = client is None
-        if client is not None:
-            self._client = client
-        else:
-            try:
-                self._client = SynchronousFlyteClient(self._platform)
+        self._channel: grpc.Channel | None = None  # ours to close; a client given to `over` is not
+        if client is None:
+            try:  # flytekit's channel, with keepalive options Admin accepts (admin_channel.py)
+                self._channel = open_channel(self._platform)
             except Exception as e:  # bad endpoint / CA file: a configuration problem
                 raise ConfigError(f"Flyte Admin {self.endpoint}: {_one_line(str(e))}") from None
+        self._rpc = AdminCalls(self._channel) if client is None else FlytekitCalls(client)
         self._lock = threading.Lock()
         self.call_count: Counter[str] = Counter()
         self._task_cache: dict[tuple[str, str, str, str], tuple[str, int] | None] = {}
@@ -384,8 +383,8 @@ class AdminClient:
 
     def close(self) -> None:
         """Close the gRPC channel (idempotent); a client given to `over` stays open."""
-        if self._owns_client:
-            self._client._channel.close()
+        if self._channel is not None:
+            self._channel.close()
 
     def __enter__(self) -> AdminClient:
         return self
@@ -467,7 +466,7 @@ class AdminClient:
         """One execution; `NotFoundError` after a single round trip when Admin does not know it."""
         req = execution_pb2.WorkflowExecutionGetRequest(id=_wf_id(ref))
         return execution_record(
-            self._call("GetExecution", str(ref), lambda: Raw.get_execution(self._client, req))
+            self._call("GetExecution", str(ref), lambda: self._rpc.get_execution(req))
         )
 
     def list_executions(
@@ -500,7 +499,7 @@ class AdminClient:
                 sort_by=sort,
             )
             with hold:
-                page = Raw.list_executions_paginated(self._client, req)
+                page = self._rpc.list_executions_paginated(req)
             return page.executions, page.token
 
         seen: set[ExecutionRef] = set()
@@ -515,9 +514,7 @@ class AdminClient:
         numbers/bools/times rendered, blob and dataset literals as their URI, generic structs as
         JSON; collections, maps and offloaded literals are left out."""
         req = execution_pb2.WorkflowExecutionGetDataRequest(id=_wf_id(ref))
-        data = self._call(
-            "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, req)
-        )
+        data = self._call("GetExecutionData", str(ref), lambda: self._rpc.get_execution_data(req))
         return input_texts("GetExecutionData", str(ref), data)
 
     def get_node_inputs(
@@ -541,7 +538,7 @@ class AdminClient:
             )
         )
         data = self._call(
-            "GetNodeExecutionData", target, lambda: Raw.get_node_execution_data(self._client, req)
+            "GetNodeExecutionData", target, lambda: self._rpc.get_node_execution_data(req)
         )
         index = array_index if array_node is not None else None
         return input_texts("GetNodeExecutionData", target, data, index)
@@ -550,9 +547,7 @@ class AdminClient:
         """GetExecutionData `full_inputs` as Admin holds them (a SourceError when it only links
         to them), to be copied into a new execution."""
         req = execution_pb2.WorkflowExecutionGetDataRequest(id=_wf_id(ref))
-        data = self._call(
-            "GetExecutionData", str(ref), lambda: Raw.get_execution_data(self._client, req)
-        )
+        data = self._call("GetExecutionData", str(ref), lambda: self._rpc.get_execution_data(req))
         input_texts("GetExecutionData", str(ref), data)  # raises when the inputs are withheld
         return data.full_inputs
 
@@ -565,9 +560,7 @@ class AdminClient:
         (flyteadmin `project_manager.go`; deployments rename them: `dev`, `prod`, ...)."""
 
         def fetch(token: str) -> tuple[Sequence[project_pb2.Project], str]:
-            page = Raw.list_projects(
-                self._client, project_pb2.ProjectListRequest(limit=100, token=token)
-            )
+            page = self._rpc.list_projects(project_pb2.ProjectListRequest(limit=100, token=token))
             return page.projects, page.token
 
         out: dict[str, tuple[str, ...]] = {}
@@ -761,8 +754,8 @@ class AdminClient:
                 resource_type=resource_type, project=p, domain=d, name=n, version=v
             )
         )
-        send = {"GetLaunchPlan": Raw.get_launch_plan, "GetWorkflow": Raw.get_workflow}[rpc]
-        return self._call(rpc, ":".join(ident), lambda: send(self._client, req))
+        send = {"GetLaunchPlan": self._rpc.get_launch_plan, "GetWorkflow": self._rpc.get_workflow}
+        return self._call(rpc, ":".join(ident), lambda: send[rpc](req))
 
     def _node_executions(
         self, ref: ExecutionRef, parent: str | None
@@ -775,7 +768,7 @@ class AdminClient:
                 sort_by=_NODE_SORT,
                 unique_parent_id=parent or "",
             )
-            page = Raw.list_node_executions_paginated(self._client, req)
+            page = self._rpc.list_node_executions_paginated(req)
             return page.node_executions, page.token
 
         target = f"{ref}/{parent}" if parent else str(ref)
@@ -790,7 +783,7 @@ class AdminClient:
             req = task_execution_pb2.TaskExecutionListRequest(
                 node_execution_id=node, limit=100, token=token, sort_by=_TASK_SORT
             )
-            page = Raw.list_task_executions_paginated(self._client, req)
+            page = self._rpc.list_task_executions_paginated(req)
             return page.task_executions, page.token
 
         tasks = list(self._pages("ListTaskExecutions", f"{ref}/{node_id}", fetch, 100))
@@ -821,9 +814,7 @@ class AdminClient:
                 node_id=ref.node_id, execution_id=_wf_id(ref.execution)
             )
         )
-        return self._call(
-            "GetNodeExecution", str(ref), lambda: Raw.get_node_execution(self._client, req)
-        )
+        return self._call("GetNodeExecution", str(ref), lambda: self._rpc.get_node_execution(req))
 
     def _attempt_record(
         self,
@@ -857,7 +848,7 @@ class AdminClient:
     def _get_task(self, task_id: tuple[str, str, str, str]) -> TaskTemplate | None:
         req = _task_request(task_id)
         try:
-            task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
+            task = self._call("GetTask", ":".join(task_id), lambda: self._rpc.get_task(req))
         except NotFoundError:
             return None  # dynamic tasks need not be registered
         return TaskTemplate.of(task.closure.compiled_task.template)
@@ -885,7 +876,7 @@ class AdminClient:
                 data = self._call(
                     "GetNodeExecutionData",
                     f"{ref}/{parent}",
-                    lambda: Raw.get_node_execution_data(self._client, req),
+                    lambda: self._rpc.get_node_execution_data(req),
                 )
                 self._dynamic_closures[key] = data.dynamic_workflow.compiled_workflow
             return self._dynamic_closures[key]
@@ -908,7 +899,7 @@ class AdminClient:
         req = execution_pb2.ExecutionRelaunchRequest(
             id=_wf_id(ref), name=name, overwrite_cache=overwrite_cache
         )
-        return self._create_once("RelaunchExecution", ref, name, Raw.relaunch_execution, req)
+        return self._create_once("RelaunchExecution", ref, name, self._rpc.relaunch_execution, req)
 
     def _create_once(
         self, rpc: str, ref: ExecutionRef, name: str, send: Callable[..., Any], req: Any
@@ -920,7 +911,7 @@ class AdminClient:
         def once() -> execution_pb2.ExecutionCreateResponse:
             nonlocal sent
             sent += 1
-            return send(self._client, req)
+            return send(req)
 
         try:
             resp = self._call(rpc, str(ref), once, answers=frozenset({Status.ALREADY_EXISTS}))
@@ -968,9 +959,7 @@ class AdminClient:
         """
         _check_name(name)
         get = execution_pb2.WorkflowExecutionGetRequest(id=_wf_id(ref))
-        original = self._call(
-            "GetExecution", str(ref), lambda: Raw.get_execution(self._client, get)
-        )
+        original = self._call("GetExecution", str(ref), lambda: self._rpc.get_execution(get))
         inputs = self._input_literals(ref)
         lp = identifier_pb2.Identifier()
         lp.CopyFrom(original.spec.launch_plan)
@@ -978,7 +967,7 @@ class AdminClient:
         self._call(  # the version must exist before anything is sent
             "GetLaunchPlan",
             f"{lp.project}:{lp.domain}:{lp.name}:{version}",
-            lambda: Raw.get_launch_plan(self._client, common_pb2.ObjectGetRequest(id=lp)),
+            lambda: self._rpc.get_launch_plan(common_pb2.ObjectGetRequest(id=lp)),
         )
         o = original.spec
         spec = execution_pb2.ExecutionSpec(
@@ -1002,7 +991,7 @@ class AdminClient:
         """CreateExecution of a `version_request`, exactly once as `relaunch` is: a taken name
         raises `AlreadyRelaunched` once GetExecution confirms it is a relaunch of `ref`."""
         return self._create_once(
-            "CreateExecution", ref, request.name, Raw.create_execution, request
+            "CreateExecution", ref, request.name, self._rpc.create_execution, request
         )
 
     def workflow_facts(self, launch_plan: tuple[str, str, str, str]) -> WorkflowFacts:
@@ -1014,13 +1003,13 @@ class AdminClient:
         lp = self._call(
             "GetLaunchPlan",
             ":".join(launch_plan),
-            lambda: Raw.get_launch_plan(self._client, common_pb2.ObjectGetRequest(id=lp_id)),
+            lambda: self._rpc.get_launch_plan(common_pb2.ObjectGetRequest(id=lp_id)),
         )
         wf_id = lp.spec.workflow_id
         wf = self._call(
             "GetWorkflow",
             f"{wf_id.project}:{wf_id.domain}:{wf_id.name}:{wf_id.version}",
-            lambda: Raw.get_workflow(self._client, common_pb2.ObjectGetRequest(id=wf_id)),
+            lambda: self._rpc.get_workflow(common_pb2.ObjectGetRequest(id=wf_id)),
         )
         workflow = (wf_id.project, wf_id.domain, wf_id.name, wf_id.version)
         return workflow_facts_of(launch_plan, workflow, wf.closure.compiled_workflow)
@@ -1028,14 +1017,14 @@ class AdminClient:
     def task_facts(self, task_id: tuple[str, str, str, str]) -> TaskFacts:
         """One registered task's template facts (GetTask); NotFoundError if not registered."""
         req = _task_request(task_id)
-        task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
+        task = self._call("GetTask", ":".join(task_id), lambda: self._rpc.get_task(req))
         return TaskFacts.of(task.closure.compiled_task.template)
 
     def task_resources(self, task_id: tuple[str, str, str, str]) -> TaskResources:
         """What one registered task requests (GetTask): pods, GPUs, CPUs (`task_resources.py`);
         NotFoundError if the task is not registered."""
         req = _task_request(task_id)
-        task = self._call("GetTask", ":".join(task_id), lambda: Raw.get_task(self._client, req))
+        task = self._call("GetTask", ":".join(task_id), lambda: self._rpc.get_task(req))
         return resources_of(task.closure.compiled_task.template)
 
     def launch_plan_versions(self, project: str, domain: str, name: str) -> list[str]:
@@ -1048,7 +1037,7 @@ class AdminClient:
                 token=token,
                 sort_by=common_pb2.Sort(key="created_at", direction=common_pb2.Sort.DESCENDING),
             )
-            page = Raw.list_launch_plans_paginated(self._client, req)
+            page = self._rpc.list_launch_plans_paginated(req)
             return page.launch_plans, page.token
 
         target = f"{project}:{domain}:{name}"

@@ -57,11 +57,18 @@ def events_query(settings: Settings) -> str:
 
 def events_client(settings: Settings, loki: LokiClient) -> tuple[LokiClient, bool]:
     """The client that reads the events: Loki's own, or one for `[k8s_events] url` (with the
-    same credentials); True when it is a new client the caller must close."""
-    url = settings.k8s_events.url
-    if url is None or url == settings.loki.url:
+    same credentials, or the user:password that URL carried); True when it is a new client the
+    caller must close."""
+    events = settings.k8s_events
+    url = events.url
+    if url is None or (url == settings.loki.url and events.password is None):
         return loki, False
-    return LokiClient(replace(settings.loki, url=url), workers=settings.workers), True
+    reader = replace(settings.loki, url=url)
+    if events.password is not None:
+        reader = replace(
+            reader, bearer_token=None, username=events.username, password=events.password
+        )
+    return LokiClient(reader, workers=settings.workers), True
 
 
 def read_disruptions(

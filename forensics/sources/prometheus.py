@@ -82,6 +82,9 @@ class PrometheusClient:
         self.settings = settings
         self.url = settings.url.rstrip("/")
         self.session = requests.Session()
+        if settings.username and settings.password:  # the [prometheus] url's user:password
+            password = settings.password
+            self.session.auth = _BasicAuth(settings.username, lambda: password.value)
         self.calls = 0
 
     def close(self) -> None:
@@ -147,6 +150,20 @@ class PrometheusClient:
             return call(_POLICY, once, _again)
         except _Failed as e:
             raise SourceError(SOURCE, e.cause, kind=e.kind) from None
+
+
+class _BasicAuth(requests.auth.HTTPBasicAuth):
+    """requests' basic auth, its password read from a Secret at send time and never shown."""
+
+    def __init__(self, username: str, password: Callable[[], str]) -> None:
+        self.username, self._password = username, password
+
+    @property  # type: ignore[override]
+    def password(self) -> str:
+        return self._password()
+
+    def __repr__(self) -> str:
+        return f"_BasicAuth({self.username!r}, ***)"
 
 
 class _Failed(Exception):

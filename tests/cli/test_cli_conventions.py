@@ -291,7 +291,7 @@ def test_config_prints_each_effective_value_and_its_origin_and_never_a_secret(bo
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["loki.url"] == {"value": "http://loki.example.com:3100", "from": "--loki-url"}
-    assert doc["loki.auth"] == {"value": "bearer token ***", "from": "LOKI_BEARER_TOKEN"}
+    assert doc["loki.bearer_token"] == {"value": "***", "from": "LOKI_BEARER_TOKEN"}
     assert doc["loki.retries"]["from"] == "[loki] retries in elastic-audit.toml"
     assert doc["loki.shard"] == {"value": "24h", "from": "default"}
     assert doc["workers"] == {"value": "3", "from": "[scan] workers in elastic-audit.toml"}

@@ -13,6 +13,7 @@ credential travels that way (HTTP basic auth).
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -252,3 +253,117 @@ def test_a_secret_registered_at_run_time_is_masked_in_every_log_record(capsys):
     logging.getLogger("forensics.notify").info("notified %s", webhook)
     err = capsys.readouterr().err
     assert webhook not in err and path not in err and err.count("***") == 2
+
+
+# -- credentials inside URLs (issue 43 item 1) ---------------------------------------------------
+
+URL_PASSWORDS = {
+    name: f"urlpw{name}-{RUN}-x9"
+    for name in ("loki", "prom", "s3", "hook", "push", "flyte", "github", "bad")
+}
+URL_USERS = {name: f"{name}user" for name in URL_PASSWORDS}
+
+
+def _with_userinfo(url: str, name: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{URL_USERS[name]}:{URL_PASSWORDS[name]}@{rest}"
+
+
+def _basic(name: str) -> str:
+    return "Basic " + base64.b64encode(f"{URL_USERS[name]}:{URL_PASSWORDS[name]}".encode()).decode()
+
+
+def _assert_no_url_password(where: str, data: bytes) -> None:
+    for name, password in URL_PASSWORDS.items():
+        for form in (password, _basic(name).removeprefix("Basic ")):
+            assert form.encode() not in data, f"the {name} URL's password leaked into {where}"
+
+
+def _dead_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_credentials_inside_every_url_are_masked_in_every_channel_and_still_sent(tmp_path):
+    from support.guard import SECRET_PATH, HTTPRecorder
+
+    from forensics.sandbox.prometheus_server import PrometheusServer
+
+    hook, gateway, prometheus = HTTPRecorder(), HTTPRecorder(), PrometheusServer()
+    loki_auth = {"basic_auth": (URL_USERS["loki"], URL_PASSWORDS["loki"])}
+    with prometheus as prom_url, sandbox(reference_scenario(), loki_options=loki_auth) as box:
+        env = box.child_environ()
+        loki = _with_userinfo(env["LOKI_ADDR"], "loki")
+        env["LOKI_ADDR"] = loki
+        env["AWS_ENDPOINT_URL_S3"] = _with_userinfo(env["AWS_ENDPOINT_URL_S3"], "s3")
+        run = _runner(tmp_path, env)
+        with (run.work / "elastic-audit.toml").open("a") as f:
+            f.write(
+                f'[k8s_events]\nenabled = true\nurl = "{loki}/"\n'
+                f'[prometheus]\nurl = "{_with_userinfo(prom_url, "prom")}"\n'
+            )
+        notify = _with_userinfo(hook.base, "hook") + SECRET_PATH
+        guard = [
+            "--notify", notify, "--pushgateway", _with_userinfo(gateway.base, "push"),
+        ]  # fmt: skip
+        dead_loki = {"LOKI_ADDR": _with_userinfo(f"http://127.0.0.1:{_dead_port()}", "loki")}
+        dead_github = {
+            "GITHUB_API_URL": _with_userinfo(f"http://127.0.0.1:{_dead_port()}", "github")
+        }
+        flyte = {"FLYTE_PLATFORM_URL": f"{URL_USERS['flyte']}:{URL_PASSWORDS['flyte']}@127.0.0.1:1"}
+        tree = build_tree(tmp_path / "repo")
+        jobs: list[tuple[tuple[str, ...], dict[str, str] | None]] = [
+            (("scan", *WINDOW, "-vv", "-o", "json", "--report", "ok.json",
+              "--state", "ok-state.json", *guard), None),
+            (("scan", *WINDOW, "-vv", "-o", "json", "--report", "gaps.json",
+              "--state", "gaps-state.json", *guard), dead_loki),
+            (("config",), None),
+            (("config", "-o", "json"), flyte),
+            (("scan", *WINDOW, "--loki-url", _with_userinfo("http://127.0.0.1:x", "bad")), None),
+            (("pin-bump", NEW_SHA, "--root", str(tree.root), "--dry-run", "--require-fix"), dead_github),
+        ]  # fmt: skip
+        outputs = run.many(jobs)  # also checks the other secrets of the environment
+        for (args, _), (_, text) in zip(jobs, outputs, strict=True):
+            _assert_no_url_password(f"stdout or stderr of {args[:2]}", text.encode())
+        hook.close()
+        gateway.close()
+    (
+        (ok, ok_text),
+        (gaps, gaps_text),
+        (shown, table),
+        (flyte_code, flyte_text),
+        (bad, bad_text),
+        (
+            pins,
+            pins_text,
+        ),
+    ) = outputs
+    # Every server got its URL's credentials: Loki (events read too), Prometheus, the webhook
+    # and the Pushgateway; S3 ignores user info (SigV4 signs), and the scan is complete.
+    assert ok == 1, ok_text[-2000:]
+    report = json.loads((run.work / "ok.json").read_text())
+    assert report["complete"] is True and report["findings"]
+    assert prometheus.authorizations and set(prometheus.authorizations) == {_basic("prom")}
+    assert set(hook.authorizations) == {_basic("hook")} and hook.posts()
+    assert set(gateway.authorizations) == {_basic("push")}
+    for method, path, body in hook.requests + gateway.requests:  # the webhook's JSON, metrics
+        _assert_no_url_password(f"the body of {method} {path}", body)
+    assert any(b"cannot connect to Loki" in body for _, _, body in hook.requests)  # new_gaps
+    assert gaps == 3 and "cannot connect to Loki at http://127.0.0.1:" in gaps_text
+    gap_report = json.loads((run.work / "gaps.json").read_text())
+    assert any("Loki" in g["error"] for g in gap_report["gaps"])
+    # `config` says the credentials are there, masked, and where they came from
+    assert shown == 0 and "***" in table and "LOKI_ADDR" in table
+    # gRPC would resolve user:password as part of the host name: refused, in one masked line
+    assert flyte_code == 2 and len(flyte_text.strip().splitlines()) == 1
+    assert f"{URL_USERS['flyte']}:***@127.0.0.1:1" in flyte_text
+    assert "gRPC cannot use" in flyte_text
+    assert bad == 2 and len(bad_text.strip().splitlines()) == 1 and "badu" in bad_text
+    assert pins != 0 and "cannot reach http://githubuser:***@127.0.0.1:" in pins_text
+    files = [p for p in run.work.rglob("*") if p.is_file() and p.name != "elastic-audit.toml"]
+    assert {"ok.json", "gaps.json", "ok-state.json", "gaps-state.json"} <= {p.name for p in files}
+    for path in files:  # the reports and the guard's state files
+        _assert_no_url_password(str(path), path.read_bytes())

@@ -121,3 +121,78 @@ def test_loki_max_entries_sets_the_page_limit_and_is_checked(tmp_path):
         with pytest.raises(ConfigError) as e:
             load_settings(config=cfg, env={})
         assert "loki.max_entries" in str(e.value) and cfg in str(e.value)
+
+
+def test_config_lists_every_field_of_the_settings_model_with_its_origin(
+    tmp_path, monkeypatch, capsys
+):
+    # Issue 43 item 7: `config` derives its rows from the settings model, so every section
+    # ([k8s_events], [prometheus], ...) and every key is shown; the flytectl file read through
+    # FLYTECTL_CONFIG is named; each secret names the variable or URL it came from.
+    import json
+    from dataclasses import fields, is_dataclass
+
+    from support.cli import run
+
+    from forensics.config import Settings
+
+    flytectl = tmp_path / "flytectl.yaml"
+    flytectl.write_text("admin:\n  endpoint: dns:///127.0.0.1:9\n  insecure: true\n")
+    (tmp_path / "elastic-audit.toml").write_text(
+        '[k8s_events]\nenabled = true\n[prometheus]\nurl = "http://p:promsecret1@prom:9090"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    for var in ("FLYTE_PLATFORM_URL", "FLYTECTL_CONFIG_OVERRIDE", "ELASTIC_AUDIT_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("FLYTECTL_CONFIG", str(flytectl))
+    monkeypatch.setenv("LOKI_USERNAME", "auditor")
+    monkeypatch.setenv("LOKI_PASSWORD", "lokisecret1")
+    code, out, err = run(["config", "-o", "json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    model = Settings()
+    expected = set()
+    for top in fields(model):
+        value = getattr(model, top.name)
+        if top.name in ("config_path", "origins"):
+            continue
+        if not is_dataclass(value):
+            expected.add(top.name)
+            continue
+        for f in fields(value):
+            name = {"config_file": "config"}.get(f.name, f.name)
+            if f.name != "domains_configured":  # said by flyte.domains' origin
+                expected.add(f"{top.name}.{name}")
+    assert expected <= set(doc), sorted(expected - set(doc))
+    assert doc["flyte.config"] == {"value": str(flytectl), "from": "FLYTECTL_CONFIG"}
+    assert doc["loki.password"] == {"value": "***", "from": "LOKI_PASSWORD"}
+    assert doc["loki.username"] == {"value": "auditor", "from": "LOKI_USERNAME"}
+    assert doc["k8s_events.enabled"]["from"] == "[k8s_events] enabled in elastic-audit.toml"
+    assert doc["prometheus.url"] == {
+        "value": "http://prom:9090",
+        "from": "[prometheus] url in elastic-audit.toml",
+    }
+    assert doc["prometheus.password"]["value"] == "***"
+    assert doc["prometheus.password"]["from"].startswith("user:password in [prometheus] url")
+    assert "lokisecret1" not in out + err and "promsecret1" not in out + err
+
+
+def test_a_url_user_password_becomes_basic_auth_however_the_settings_are_built(
+    tmp_path, monkeypatch
+):
+    from forensics.config import LokiSettings, PrometheusSettings
+
+    monkeypatch.chdir(tmp_path)
+    url = "https://123456:glc_tok%2Fen@logs-prod.grafana.net/"
+    env = {"LOKI_ADDR": url, "XDG_CONFIG_HOME": str(tmp_path)}
+    for loki in (load_settings(env=env).loki, LokiSettings(url=url)):  # the CLI's and a library's
+        assert loki.url.rstrip("/") == "https://logs-prod.grafana.net"
+        assert (loki.username, loki.password) == ("123456", Secret("glc_tok/en"))
+        assert "glc_tok" not in repr(loki)
+    assert PrometheusSettings(url="http://p:pw1234@prom:9090").url == "http://prom:9090"
+    with pytest.raises(ConfigError, match="one way"):
+        load_settings(env={**env, "LOKI_BEARER_TOKEN": "other-token"})
+    with pytest.raises(ConfigError, match="basic auth needs both") as e:
+        load_settings(env={**env, "LOKI_ADDR": "https://glc_tok@logs-prod.grafana.net"})
+    assert "glc_tok" not in str(e.value)

@@ -69,7 +69,7 @@ def test_scan_show_and_relaunch_judge_each_finding_alike(sources):
 
 def test_the_sources_are_closed_together():
     with Sources.from_settings(load_settings()) as s:
-        channel = s.admin._client._channel
+        channel = s.admin._channel
     with pytest.raises(Exception, match="closed channel"):  # grpc refuses a closed channel
         channel.unary_unary("/x")(b"")
 

@@ -24,6 +24,7 @@ class HTTPRecorder:
         self.status = status
         self.delay = 0.0  # seconds before answering (after recording)
         self.requests: list[tuple[str, str, bytes]] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self._lock = threading.Lock()
         recorder = self
 
@@ -32,6 +33,7 @@ class HTTPRecorder:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with recorder._lock:
                     recorder.requests.append((self.command, self.path, body))
+                    recorder.authorizations.append(self.headers.get("Authorization"))
                     status = recorder.status
                 time.sleep(recorder.delay)
                 self.send_response(status)
