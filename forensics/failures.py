@@ -28,6 +28,7 @@ class FailureKind(Enum):
     SERVER_FAILED = "server-failed"  # 5xx, INTERNAL, UNAVAILABLE
     BAD_ANSWER = "bad-answer"  # an answer that is cut off, not JSON, or not the expected shape
     LOGS_ABSENT = "logs-absent"  # Loki answers but holds no task log there
+    LABEL_MISSING = "label-missing"  # the lines matched lack a configured label name
     FAILED = "failed"  # none of the above: the error's own text says what
 
 
