@@ -35,6 +35,13 @@ class FailureKind(Enum):
 def os_error(exc: BaseException) -> OSError | None:
     """The operating system's error behind a library's exception, found by type through causes,
     contexts, `args` and urllib3's `reason`; None when none lies behind it."""
+    found = in_chain(exc, (socket.gaierror, TimeoutError, ConnectionError))
+    return found if isinstance(found, OSError) else None
+
+
+def in_chain(exc: BaseException, types: tuple[type[BaseException], ...]) -> BaseException | None:
+    """The first exception of `types` behind `exc` (itself included), through causes, contexts,
+    `args` and urllib3's `reason`; None when none lies behind it."""
     seen: set[int] = set()
     todo: list[object] = [exc]
     while todo:
@@ -42,7 +49,7 @@ def os_error(exc: BaseException) -> OSError | None:
         if not isinstance(e, BaseException) or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, (socket.gaierror, TimeoutError, ConnectionError)):
+        if isinstance(e, types):
             return e
         todo += [e.__cause__, e.__context__, getattr(e, "reason", None), *e.args]
     return None
