@@ -18,7 +18,10 @@ the rest of the run. A range over `max_query_length` is a 400 stating the limit:
 shorter are read from then on. A query that times out (Loki's 504 from its `query_timeout`, or no
 answer within the client's timeout), reads too many bytes, or meets a full tenant queue (429)
 through its retries is too heavy for one request: the piece is read again in two halves, down to
-`SPLIT_FLOOR`, before that part becomes a gap. The texts and their sources are in
+`SPLIT_FLOOR`, before that part becomes a gap. A full tenant queue is met first by sending fewer
+requests at once (`loki_gate.py`: each 429 `too many outstanding requests` halves the requests in
+flight, each answer grows them back slowly); once a piece the queue refused through its retries is
+read in halves, no longer piece is sent for the rest of the run. The texts and their sources are in
 `loki_limits.py`. `holds_any` probes whether Loki holds any line of a selector in a window (log
 coverage, `forensics/scan/coverage.py`).
 """
@@ -90,7 +93,9 @@ from forensics.sources.loki_answers import (
     snippet,
     summary,
 )
+from forensics.sources.loki_gate import Gate
 from forensics.sources.loki_limits import (
+    TOO_MANY_REQUESTS,
     LokiQueryTooLong,
     LokiTooHeavy,
     duration_text,
@@ -169,9 +174,11 @@ class _Retryable(Exception):
     """A failure worth another try (`why`, for the notice; `after`, the server's Retry-After);
     `error` is raised when none is left."""
 
-    def __init__(self, error: SourceError, why: str, after: float | None = None) -> None:
+    def __init__(
+        self, error: SourceError, why: str, after: float | None = None, *, full: bool = False
+    ) -> None:
         super().__init__(error.cause)
-        self.error, self.why, self.after = error, why, after
+        self.error, self.why, self.after, self.full = error, why, after, full
 
 
 def _again(e: Exception) -> Again | None:
@@ -254,6 +261,10 @@ def _key(e: LogEntry) -> tuple[int, tuple[tuple[str, str], ...], str]:
     return (e.ts_ns, e.labels, e.line)
 
 
+def _ns(ns: int | None) -> str:
+    return duration_text(timedelta(microseconds=(ns or 0) // 1000))
+
+
 def _when(ns: int) -> str:
     return rfc3339(from_ns(ns)) or str(ns)
 
@@ -322,6 +333,8 @@ class LokiClient:
         self._no_index_stats = False
         self._is_loki: bool | None = None  # what build info said, once an answer was not Loki's
         self.max_length: timedelta | None = None  # learned from a max_query_length 400
+        # Requests in flight, adapted to the tenant's queue (loki_gate.py); at most the pool's.
+        self.gate = Gate(max(10, 2 * workers))
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
         for prefix, split in ((self._base + "/", False), (self._base + QUERY_RANGE, True)):
@@ -432,7 +445,23 @@ class LokiClient:
 
         def once() -> Any:
             tries[0] += 1
-            return self._get_once(path, params, window, tries[0])
+            ticket = self.gate.enter(getattr(_cancel, "event", None))
+            if ticket is None:
+                raise _Cancelled()
+            answered = full = False
+            try:
+                data = self._get_once(path, params, window, tries[0])
+                answered = True
+                return data
+            except _Retryable as r:
+                full = r.full
+                if full and isinstance(r.error, LokiTooHeavy) and self.gate.too_big(params):
+                    raise r.error from None  # longer than the queue takes: read in halves
+                if full and r.after is None:
+                    r.after = self.gate.pause()  # about one request's time: the queue drains
+                raise
+            finally:
+                self.gate.leave(ticket, answered=answered, full=full)
 
         def notice(why: str, number: int, of: int) -> None:
             self._count_retry()
@@ -512,7 +541,8 @@ class LokiClient:
         if isinstance(error, SourceError) and (
             status in statuses or (after and status in RETRY_AFTER_STATUSES)
         ):
-            raise _Retryable(error, f"answered {status}", after)
+            full = status == 429 and TOO_MANY_REQUESTS in text  # the tenant's queue: see Gate
+            raise _Retryable(error, f"answered {status}", after, full=full)
         raise error
 
     def _unless_loki(self, status: int, ctype: str, body: bytes) -> None:
@@ -742,7 +772,7 @@ class LokiClient:
         floor = to_ns(window.start + SPLIT_FLOOR) - to_ns(window.start)
         budget = self._split_budget(window)
         todo: list[tuple[int, int, set[Any] | None]] = [(to_ns(window.start), end, None)]
-        in_a_row, answered = 0, counts.answered
+        in_a_row, answered, throttled = 0, counts.answered, 0
         while todo:
             lo, hi, boundary = todo.pop()
             if self._split_to_length(lo, hi, boundary, todo):
@@ -750,12 +780,16 @@ class LokiClient:
             piece = Window(from_ns(lo), from_ns(hi))
             try:
                 yield from self._pages(query, piece, counts, boundary)
+                if throttled > hi - lo and self.gate.learn(throttled, floor):  # halves fit
+                    log.info("Loki's tenant queue: reading pieces of %s", _ns(self.gate.piece))
                 continue
             except _PieceTooLong as t:
                 self._learn_length(t.error, hi - t.start)
                 todo.append((t.start, hi, t.boundary))  # split to the learned length when popped
                 continue
             except _PieceTimeout as t:
+                if t.kind is FailureKind.THROTTLED:  # the tenant's queue refused it: see Gate
+                    throttled = hi - t.start
                 if counts.answered != answered:
                     in_a_row = 0  # Loki answered since the last timeout: progress, not a dead Loki
                 answered = counts.answered
@@ -786,12 +820,15 @@ class LokiClient:
     def _split_to_length(
         self, lo: int, hi: int, boundary: set[Any] | None, todo: list[Any]
     ) -> bool:
-        """Replace a piece longer than the learned max_query_length by pieces that fit (pushed on
-        `todo`, earliest on top); False when it fits."""
-        learned = self.max_length
-        if learned is None:
+        """Replace a piece longer than the learned max_query_length (or than the tenant's queue
+        takes, `gate.piece`) by pieces that fit (pushed on `todo`, earliest on top); False when
+        it fits."""
+        steps = [p // timedelta(microseconds=1) * 1000 for p in (self.max_length,) if p]
+        if self.gate.piece is not None:
+            steps.append(self.gate.piece)
+        if not steps:
             return False
-        step = learned // timedelta(microseconds=1) * 1000
+        step = min(steps)
         if hi - lo <= step:
             return False
         starts = list(range(lo, hi, step))
