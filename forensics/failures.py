@@ -28,12 +28,20 @@ class FailureKind(Enum):
     SERVER_FAILED = "server-failed"  # 5xx, INTERNAL, UNAVAILABLE
     BAD_ANSWER = "bad-answer"  # an answer that is cut off, not JSON, or not the expected shape
     LOGS_ABSENT = "logs-absent"  # Loki answers but holds no task log there
+    LABEL_MISSING = "label-missing"  # the lines matched lack a configured label name
     FAILED = "failed"  # none of the above: the error's own text says what
 
 
 def os_error(exc: BaseException) -> OSError | None:
     """The operating system's error behind a library's exception, found by type through causes,
     contexts, `args` and urllib3's `reason`; None when none lies behind it."""
+    found = in_chain(exc, (socket.gaierror, TimeoutError, ConnectionError))
+    return found if isinstance(found, OSError) else None
+
+
+def in_chain(exc: BaseException, types: tuple[type[BaseException], ...]) -> BaseException | None:
+    """The first exception of `types` behind `exc` (itself included), through causes, contexts,
+    `args` and urllib3's `reason`; None when none lies behind it."""
     seen: set[int] = set()
     todo: list[object] = [exc]
     while todo:
@@ -41,7 +49,7 @@ def os_error(exc: BaseException) -> OSError | None:
         if not isinstance(e, BaseException) or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, (socket.gaierror, TimeoutError, ConnectionError)):
+        if isinstance(e, types):
             return e
         todo += [e.__cause__, e.__context__, getattr(e, "reason", None), *e.args]
     return None

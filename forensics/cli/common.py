@@ -114,6 +114,8 @@ def emit(text: str) -> None:
 
 _CAUSES = {
     FailureKind.LOGS_ABSENT: "Loki answers but holds no task log there (see the gap's text):",
+    FailureKind.LABEL_MISSING: "a configured label name the matched streams lack (see the gap's "
+    "text) at",
     FailureKind.QUERY_TOO_HEAVY: "the query was too heavy for Loki's query_timeout (it answered; "
     "a smaller [loki] shard or a narrower task_selector helps):",
     FailureKind.UNREACHABLE: "nothing answers at",

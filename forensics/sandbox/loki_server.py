@@ -49,7 +49,8 @@ from forensics.sandbox.loki_params import (
     parse_timestamp,
     prom_duration,
 )
-from forensics.sandbox.loki_store import Store, select, stats
+from forensics.sandbox.loki_queue import QueueFull, TenantQueue
+from forensics.sandbox.loki_store import Store, discovered, ibytes, select, stats
 from forensics.sandbox.scenario import SandboxLogLine
 
 SANDBOX_VERSION = "3.4.2"  # the Loki release whose texts this server reproduces
@@ -115,47 +116,6 @@ class TooManyRequests(Refusal):
 
     def __init__(self) -> None:
         super().__init__(ERR_TOO_MANY_REQUESTS)
-
-
-# pkg/validation/limits.go DiscoverServiceName, in order.
-DISCOVER_SERVICE_NAME = (
-    "service",
-    "app",
-    "application",
-    "app_name",
-    "name",
-    "app_kubernetes_io_name",
-    "container",
-    "container_name",
-    "k8s_container_name",
-    "component",
-    "workload",
-    "job",
-    "k8s_job_name",
-)
-_LEVELS = (("error", "error"), ("warn", "warn"), ("info", "info"), ("debug", "debug"))
-
-
-def discovered(entry: SandboxLogLine) -> SandboxLogLine:
-    """`entry` with the labels Loki's distributor adds: service_name and detected_level."""
-    labels = dict(entry.labels)
-    if "service_name" not in labels:
-        found = next((labels[n] for n in DISCOVER_SERVICE_NAME if labels.get(n)), None)
-        labels["service_name"] = found or "unknown_service"
-    low = entry.line.lower()
-    level = next((lv for word, lv in _LEVELS if word in low), "unknown")
-    labels["detected_level"] = level
-    return SandboxLogLine(entry.ts_ns, labels, entry.line)
-
-
-def ibytes(n: int) -> str:
-    """go-humanize IBytes: `512 B`, `2.0 MiB`, `13 MiB`."""
-    if n < 1024:
-        return f"{n} B"
-    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-    e = min(int(math.log(n, 1024)), len(units))
-    val = math.floor(n / 1024**e * 10 + 0.5) / 10
-    return f"{val:.1f} {units[e - 1]}" if val < 10 else f"{val:.0f} {units[e - 1]}"
 
 
 class QueryTimeout(Refusal):
@@ -285,6 +245,9 @@ class LokiServer:
     `query_timeout_lines`: a log query whose range holds more than this many lines in the streams
     it selects (what Loki must scan, before line filters) times out: 504, as Loki answers at its
     `query_timeout`, after `query_timeout_delay` seconds.
+    `max_outstanding_requests_per_tenant`: the scheduler's per-tenant queue (`loki_queue.py`):
+    a query's sub-queries (one per `split_queries_by_interval`) over it are refused with 429;
+    `queriers` run `subquery_seconds` each.
     """
 
     def __init__(
@@ -308,6 +271,8 @@ class LokiServer:
         max_query_bytes_read: int | None = None,
         split_queries_by_interval: timedelta | None = None,
         max_outstanding_requests_per_tenant: int | None = None,
+        queriers: int = 4,
+        subquery_seconds: float = 0.0,
         multi_tenant_queries_enabled: bool = True,
         discover_labels: bool = False,
         index_stats_enabled: bool = True,
@@ -327,6 +292,18 @@ class LokiServer:
         self.max_query_bytes_read = max_query_bytes_read
         self.split_queries_by_interval = split_queries_by_interval
         self.max_outstanding_requests_per_tenant = max_outstanding_requests_per_tenant
+        self._stopping = threading.Event()
+        self.queue = (  # loki_queue.py: the frontend's split, the scheduler's queue, queriers
+            TenantQueue(
+                max_outstanding_requests_per_tenant,
+                split_queries_by_interval,
+                queriers=queriers,
+                subquery_seconds=subquery_seconds,
+                stopping=self._stopping,
+            )
+            if max_outstanding_requests_per_tenant is not None
+            else None
+        )
         self.multi_tenant_queries_enabled = multi_tenant_queries_enabled
         self.tenant_required = tenant_required
         self.bearer_token = bearer_token
@@ -338,7 +315,6 @@ class LokiServer:
         self._store = Store(meta)
         self.add_lines(lines)
         self._faults_lock = threading.Lock()
-        self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -467,7 +443,7 @@ class LokiServer:
         start, end, limit, forward = self._range_params(params)
         query = parse_log_query(params.get("query"))
         self._check_limits(org, limit, start, end)
-        self._check_query_range_limits(start, end)
+        self._check_query_range_limits(org, start, end)
         t0 = time.perf_counter()
         served = self._served(start, end)
         sees = self._tenant_sees_data(org) and served is not None
@@ -549,7 +525,7 @@ class LokiServer:
                 )
             )
 
-    def _check_query_range_limits(self, start: int, end: int) -> None:
+    def _check_query_range_limits(self, org: str | None, start: int, end: int) -> None:
         """The sharding lookup's extra 30 s against max query length, then the tenant's queue."""
         length = (end // 1_000_000 - start // 1_000_000) * 1_000_000
         if self.sharding_lookback and self.max_query_length_ns:
@@ -560,11 +536,11 @@ class LokiServer:
                         prom_duration(self.max_query_length_ns),
                     )
                 )
-        split, most = self.split_queries_by_interval, self.max_outstanding_requests_per_tenant
-        if split is not None and most is not None:
-            step = split // timedelta(microseconds=1) * 1000
-            if -(-length // step) > most:
-                raise TooManyRequests()
+        if self.queue is not None:  # waits while the queriers run the sub-queries
+            try:
+                self.queue.serve(org, length)
+            except QueueFull:
+                raise TooManyRequests() from None
 
     def series(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/series`: label sets of streams with entries in [start, end)."""

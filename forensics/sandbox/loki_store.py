@@ -4,6 +4,7 @@ the first `limit` entries over them in direction order, as Loki's merge across s
 from __future__ import annotations
 
 import heapq
+import math
 import threading
 from array import array
 from bisect import bisect_left
@@ -230,3 +231,44 @@ def stats(returned: int, scanned: int, nbytes: int, elapsed: float) -> dict[str,
         "ingester": {"totalReached": 1, "totalChunksMatched": 0, "totalBatches": 0},
         "cache": {},
     }
+
+
+# pkg/validation/limits.go DiscoverServiceName, in order.
+DISCOVER_SERVICE_NAME = (
+    "service",
+    "app",
+    "application",
+    "app_name",
+    "name",
+    "app_kubernetes_io_name",
+    "container",
+    "container_name",
+    "k8s_container_name",
+    "component",
+    "workload",
+    "job",
+    "k8s_job_name",
+)
+_LEVELS = (("error", "error"), ("warn", "warn"), ("info", "info"), ("debug", "debug"))
+
+
+def discovered(entry: SandboxLogLine) -> SandboxLogLine:
+    """`entry` with the labels Loki's distributor adds: service_name and detected_level."""
+    labels = dict(entry.labels)
+    if "service_name" not in labels:
+        found = next((labels[n] for n in DISCOVER_SERVICE_NAME if labels.get(n)), None)
+        labels["service_name"] = found or "unknown_service"
+    low = entry.line.lower()
+    level = next((lv for word, lv in _LEVELS if word in low), "unknown")
+    labels["detected_level"] = level
+    return SandboxLogLine(entry.ts_ns, labels, entry.line)
+
+
+def ibytes(n: int) -> str:
+    """go-humanize IBytes: `512 B`, `2.0 MiB`, `13 MiB`."""
+    if n < 1024:
+        return f"{n} B"
+    units = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    e = min(int(math.log(n, 1024)), len(units))
+    val = math.floor(n / 1024**e * 10 + 0.5) / 10
+    return f"{val:.1f} {units[e - 1]}" if val < 10 else f"{val:.0f} {units[e - 1]}"

@@ -151,4 +151,5 @@ def _signals(
             if a is not None:
                 hits[a.ref].append(hit)
     result.unparsed = lines.unparsed
+    result.gaps.extend(lines.label_gaps(result.window))
     return hits

@@ -421,6 +421,7 @@ class ScanRun:
         self.coverage.probe(self.settings.workers)  # before any verdict is final
         log_unparsed(lines)
         self.tally.unparsed(lines.unparsed, lines.unparsed_example)
+        self.tally.add_gaps(lines.label_gaps(self.window))  # a label name the lines lack
         signalled: list[tuple[str, str, SignalHit]] = []
         not_flyte = 0
         for (ns, _pod), hit in hits.items():

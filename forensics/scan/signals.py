@@ -10,29 +10,34 @@ from datetime import timedelta
 from forensics.concurrency import Stopped
 from forensics.config import LokiSettings
 from forensics.evidence.logs import parse_signal
-from forensics.model import LogEntry, SignalHit, UnparsedLine, Window, rfc3339
+from forensics.model import Gap, LogEntry, SignalHit, UnparsedLine, Window, rfc3339
 from forensics.sources.interfaces import LokiReader
-from forensics.sources.loki import ShardOutcome
+from forensics.sources.loki import SOURCE, ShardOutcome
+from forensics.sources.loki_labels import LOKI_ADDED_LABELS, LabelCensus
 from forensics.sources.loki_limits import reading_length
 
 log = logging.getLogger("elastic-audit")
-
-# Labels Loki itself adds to results (docs/upstream.md, "Labels Loki adds"): `service_name`
-# (discovered at ingestion), `detected_level` (structured metadata merged into the labels),
-# `__tenant_id__` (multi-tenant queries). They say nothing of the pod; an example leaves them out.
-LOKI_ADDED_LABELS = frozenset({"service_name", "detected_level", "__tenant_id__"})
 
 
 class SignalLines:
     """Reads a death-signal query over a window: parsed hits are yielded, shard outcomes handed
     to `on_shard`, and lines the filter matched that the parser cannot read are counted (the
-    earliest kept as an example): shown, never dropped silently (docs/report.md `summary`)."""
+    earliest kept as an example): shown, never dropped silently (docs/report.md `summary`).
+    Every matched line's labels go to a census of the configured label names: a name the
+    matched streams lack is a gap (`label_gaps`), never a quiet drop to `suspected`."""
 
     def __init__(self, loki: LokiReader, labels: LokiSettings) -> None:
         self._loki = loki
         self._labels = labels
         self.unparsed = 0
         self._first_unparsed: LogEntry | None = None
+        self.census = LabelCensus(
+            {
+                "namespace_label": labels.namespace_label,
+                "pod_label": labels.pod_label,
+                "container_label": labels.container_label,
+            }
+        )
 
     def read(
         self,
@@ -54,6 +59,7 @@ class SignalLines:
                 if isinstance(item, ShardOutcome):
                     on_shard(item)
                     continue
+                self.census.saw(item.labels)
                 hit = parse_signal(
                     item,
                     namespace_label=labels.namespace_label,
@@ -70,6 +76,10 @@ class SignalLines:
                 yield hit
         finally:
             items.close()  # stops the shard workers when the reader stops early
+
+    def label_gaps(self, window: Window) -> list[Gap]:
+        """A gap over `window` per configured label name some matched streams lack (warned)."""
+        return self.census.gaps(SOURCE, window)
 
     @property
     def unparsed_example(self) -> UnparsedLine | None:

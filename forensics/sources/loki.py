@@ -18,7 +18,10 @@ the rest of the run. A range over `max_query_length` is a 400 stating the limit:
 shorter are read from then on. A query that times out (Loki's 504 from its `query_timeout`, or no
 answer within the client's timeout), reads too many bytes, or meets a full tenant queue (429)
 through its retries is too heavy for one request: the piece is read again in two halves, down to
-`SPLIT_FLOOR`, before that part becomes a gap. The texts and their sources are in
+`SPLIT_FLOOR`, before that part becomes a gap. A full tenant queue is met first by sending fewer
+requests at once (`loki_gate.py`: each 429 `too many outstanding requests` halves the requests in
+flight, each answer grows them back slowly); once a piece the queue refused through its retries is
+read in halves, no longer piece is sent for the rest of the run. The texts and their sources are in
 `loki_limits.py`. `holds_any` probes whether Loki holds any line of a selector in a window (log
 coverage, `forensics/scan/coverage.py`).
 """
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -54,12 +56,11 @@ from forensics.concurrency import Emit, stream
 from forensics.config import LokiSettings
 from forensics.errors import (
     ConfigError,
-    ElasticAuditError,
     FailureKind,
     LokiQueryError,
     SourceError,
 )
-from forensics.failures import http_status_kind, os_failure
+from forensics.failures import os_failure
 from forensics.model import Gap, LogEntry, Window, from_ns, rfc3339, to_ns
 from forensics.notices import retrying
 from forensics.retry import (
@@ -72,73 +73,44 @@ from forensics.retry import (
 )
 from forensics.secrets import mask
 from forensics.sources.logql import selector, split_query
+from forensics.sources.loki_answers import (
+    INDEX_STATS,
+    LABELS,
+    QUERY_RANGE,
+    RETRY_STATUSES,
+    SERIES,
+    SOURCE,
+    LokiAuthError,
+    LokiEntryLimitError,
+    LokiNoIndexStats,
+    LokiTimeoutError,
+    NotLoki,
+    content_type,
+    is_html,
+    non_http,
+    not_loki,
+    refusal,
+    snippet,
+    summary,
+)
+from forensics.sources.loki_gate import Gate
 from forensics.sources.loki_limits import (
-    TOO_MANY_ORG_IDS,
+    TOO_MANY_REQUESTS,
     LokiQueryTooLong,
     LokiTooHeavy,
     duration_text,
     learned_piece,
     reading_length,
-    too_heavy,
-    too_long_limit,
-    too_many_org_ids,
 )
 
 log = logging.getLogger("elastic-audit")
 
-SOURCE = "loki"
 _PORTS = {"http": 80, "https": 443}
 MAX_PAGE_LIMIT = 5000  # Loki's default max_entries_limit_per_query
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # A query_range that times out is split rather than sent again at the same size.
 SPLIT_RETRY_STATUSES = RETRY_STATUSES - {504}
 SPLIT_FLOOR = timedelta(minutes=1)  # the smallest piece a timed-out shard is split into
-# Loki's 400 for a limit over the tenant's max_entries_limit_per_query. v3's query frontend
-# (pkg/util/validation/validate.go ErrMaxEntriesLimit) says `... > max_entries_limit_per_query
-# (5000 > 1000)`, its querier and older releases (pkg/querier/http.go validateMaxEntriesLimits)
-# `... > max_entries_limit (5000 > 1000)`; the prefix is the stable part (Loki's own
-# pkg/util/server/error.go matches on it too).
-ENTRY_LIMIT_PREFIX = "max entries limit per query exceeded"
-_ENTRY_LIMIT_RE = re.compile(
-    re.escape(ENTRY_LIMIT_PREFIX)
-    + r", limit > max_entries_limit(?:_per_query)? \(([0-9]+) > ([0-9]+)\)"
-)
-# Loki's own 504 at its query_timeout (pkg/util/server/error.go): it answered, quickly.
-QUERY_TIMEOUT_TEXT = "request timed out, decrease the duration"
-QUERY_RANGE = "/loki/api/v1/query_range"
-SERIES = "/loki/api/v1/series"
-INDEX_STATS = "/loki/api/v1/index/stats"
-LABELS = "/loki/api/v1/labels"
-
-# ---------------------------------------------------------------------------------------------
-# Results and errors
-# ---------------------------------------------------------------------------------------------
-
-
-class LokiAuthError(SourceError):
-    """Loki (or the gateway in front of it) refused the credentials or tenant: HTTP 401/403."""
-
-    default_kind = FailureKind.AUTH_REFUSED
-
-
-class LokiEntryLimitError(LokiQueryError):
-    """A 400 saying the page limit is over the tenant's max_entries_limit_per_query; `limit` is
-    the tenant's limit when the message states it."""
-
-    def __init__(self, cause: str, *, limit: int | None, **kw: Any) -> None:
-        super().__init__(SOURCE, cause, **kw)
-        self.limit = limit
-
-
-class LokiNoIndexStats(SourceError):
-    """Loki (or a gateway in front of it) does not serve `/loki/api/v1/index/stats` (404)."""
-
-    default_kind = FailureKind.NOT_FOUND
-
-
-class LokiTimeoutError(LokiTooHeavy):
-    """A query_range Loki gave up on (504, its query timeout) or that got no answer within the
-    client's timeout: the piece is too heavy for one request, so it is read in halves."""
+BUILDINFO = "/loki/api/v1/status/buildinfo"
 
 
 class _PieceTimeout(Exception):
@@ -202,9 +174,11 @@ class _Retryable(Exception):
     """A failure worth another try (`why`, for the notice; `after`, the server's Retry-After);
     `error` is raised when none is left."""
 
-    def __init__(self, error: SourceError, why: str, after: float | None = None) -> None:
+    def __init__(
+        self, error: SourceError, why: str, after: float | None = None, *, full: bool = False
+    ) -> None:
         super().__init__(error.cause)
-        self.error, self.why, self.after = error, why, after
+        self.error, self.why, self.after, self.full = error, why, after, full
 
 
 def _again(e: Exception) -> Again | None:
@@ -287,6 +261,10 @@ def _key(e: LogEntry) -> tuple[int, tuple[tuple[str, str], ...], str]:
     return (e.ts_ns, e.labels, e.line)
 
 
+def _ns(ns: int | None) -> str:
+    return duration_text(timedelta(microseconds=(ns or 0) // 1000))
+
+
 def _when(ns: int) -> str:
     return rfc3339(from_ns(ns)) or str(ns)
 
@@ -353,7 +331,10 @@ class LokiClient:
 
         self._limit_warned = False
         self._no_index_stats = False
+        self._is_loki: bool | None = None  # what build info said, once an answer was not Loki's
         self.max_length: timedelta | None = None  # learned from a max_query_length 400
+        # Requests in flight, adapted to the tenant's queue (loki_gate.py); at most the pool's.
+        self.gate = Gate(max(10, 2 * workers))
         self._owns_session = session is None
         self._session = session if session is not None else requests.Session()
         for prefix, split in ((self._base + "/", False), (self._base + QUERY_RANGE, True)):
@@ -464,7 +445,23 @@ class LokiClient:
 
         def once() -> Any:
             tries[0] += 1
-            return self._get_once(path, params, window, tries[0])
+            ticket = self.gate.enter(getattr(_cancel, "event", None))
+            if ticket is None:
+                raise _Cancelled()
+            answered = full = False
+            try:
+                data = self._get_once(path, params, window, tries[0])
+                answered = True
+                return data
+            except _Retryable as r:
+                full = r.full
+                if full and isinstance(r.error, LokiTooHeavy) and self.gate.too_big(params):
+                    raise r.error from None  # longer than the queue takes: read in halves
+                if full and r.after is None:
+                    r.after = self.gate.pause()  # about one request's time: the queue drains
+                raise
+            finally:
+                self.gate.leave(ticket, answered=answered, full=full)
 
         def notice(why: str, number: int, of: int) -> None:
             self._count_retry()
@@ -489,6 +486,9 @@ class LokiClient:
             )
             body = resp.content
         except requests.RequestException as e:
+            foreign = non_http(self._address, e)
+            if foreign is not None:  # a gRPC port's HTTP/2 frames: no retry mends it
+                raise foreign from None
             cls = SourceError
             if path == QUERY_RANGE and isinstance(e, requests.exceptions.ReadTimeout):
                 cls = LokiTimeoutError
@@ -499,25 +499,28 @@ class LokiClient:
             raise _Retryable(error, why_failed(e)) from None
         with self._lock:
             self._bytes += len(body)
-        status = resp.status_code
+        status, ctype = resp.status_code, content_type(resp.headers)
         if status == 200:
             try:
                 doc = resp.json()
                 if path == INDEX_STATS and isinstance(doc, dict) and "status" not in doc:
                     return doc  # a bare IndexStatsResponse, no status/data envelope
             except ValueError:
+                self._unless_loki(status, ctype, body)
                 raise _Retryable(
                     SourceError(
                         SOURCE,
-                        f"Loki answered 200 but the body is not JSON ({len(body)} bytes: "
-                        f"{self._scrub(self._snippet(body))!r}); truncated, or not Loki behind "
-                        f"{self._base}?",
+                        f"Loki answered 200 but the body is not JSON ({len(body)} bytes, {ctype}: "
+                        f"{self._scrub(summary(ctype, body))}); truncated, or not Loki at "
+                        f"{self._address}?",
                         window=where,
                         retryable=True,
                         kind=FailureKind.BAD_ANSWER,
                     ),
                     "answered 200 with a bad body",
                 ) from None
+            if not isinstance(doc, dict) or "status" not in doc:
+                self._unless_loki(status, ctype, body)
             if not isinstance(doc, dict) or doc.get("status") != "success":
                 got = doc.get("status") if isinstance(doc, dict) else type(doc).__name__
                 raise SourceError(
@@ -527,87 +530,61 @@ class LokiClient:
                     kind=FailureKind.BAD_ANSWER,
                 )
             return doc.get("data")
-        text = self._scrub(self._snippet(body))
+        foreign_body = is_html(ctype, body) or ctype == "application/json"
+        if foreign_body and status not in (401, 403, 407):  # an auth proxy's login page
+            self._unless_loki(status, ctype, body)
+        text = self._scrub(summary(ctype, body) if foreign_body else snippet(body))
         attempts = f" after {attempt} attempts" if attempt > 1 else ""
-        error = self._refusal(status, path, text, attempts, where)
+        error = refusal(status, path, text, attempts, where, self.settings.org_id)
         statuses = SPLIT_RETRY_STATUSES if path == QUERY_RANGE else RETRY_STATUSES
         after = retry_after(resp.headers.get("Retry-After"))
         if isinstance(error, SourceError) and (
             status in statuses or (after and status in RETRY_AFTER_STATUSES)
         ):
-            raise _Retryable(error, f"answered {status}", after)
+            full = status == 429 and TOO_MANY_REQUESTS in text  # the tenant's queue: see Gate
+            raise _Retryable(error, f"answered {status}", after, full=full)
         raise error
 
-    def _refusal(
-        self, status: int, path: str, text: str, attempts: str, where: Any
-    ) -> ElasticAuditError:
-        """The error a non-200 answer means (Loki's own text, secrets removed)."""
-        if status == 400:
-            if ENTRY_LIMIT_PREFIX in text:
-                m = _ENTRY_LIMIT_RE.search(text)
-                return LokiEntryLimitError(
-                    f"Loki rejected the query: {text}",
-                    limit=int(m.group(2)) if m else None,
-                    window=where,
-                )
-            if too_heavy(text) and path == QUERY_RANGE:
-                return LokiTooHeavy(
-                    SOURCE,
-                    f"Loki refused the piece: {text}",
-                    window=where,
-                    kind=FailureKind.QUERY_TOO_HEAVY,
-                )
-            if "exceeds the limit" in text:
-                return LokiQueryTooLong(
-                    SOURCE,
-                    f"Loki rejected the query: {text}",
-                    limit=too_long_limit(text),
-                    window=where,
-                )
-            return LokiQueryError(SOURCE, f"Loki rejected the query: {text}", window=where)
-        if TOO_MANY_ORG_IDS in text:  # several tenants (`A|B`) on a Loki without multi-tenant
-            return too_many_org_ids(self.settings.org_id, text)  # queries: no retry mends it
-        if status == 504 and path == QUERY_RANGE:
-            return LokiTimeoutError(
-                SOURCE,
-                f"HTTP 504 from Loki{attempts}: {text} (Loki's query_timeout: the piece is read "
-                "in halves)",
-                window=where,
-                retryable=True,
-                kind=FailureKind.QUERY_TOO_HEAVY,
-            )
-        if status == 429 and path == QUERY_RANGE:
-            return LokiTooHeavy(
-                SOURCE,
-                f"HTTP 429 from Loki{attempts}: {text} (the tenant's query queue is full at this "
-                "size: the piece is read in halves)",
-                window=where,
-                retryable=True,
-                kind=FailureKind.THROTTLED,
-            )
-        if status in (401, 403):
-            hint = (
-                "check LOKI_ORG_ID (X-Scope-OrgID)"
-                if "org id" in text.lower()
-                else "check LOKI_BEARER_TOKEN / LOKI_USERNAME + LOKI_PASSWORD"
-            )
-            return LokiAuthError(
-                SOURCE, f"HTTP {status}, access refused ({hint}): {text}", window=where
-            )
-        return SourceError(
-            SOURCE,
-            f"HTTP {status} from Loki{attempts}: {text}",
-            window=where,
-            retryable=status in RETRY_STATUSES,
-            kind=FailureKind.QUERY_TOO_HEAVY
-            if status == 504 and QUERY_TIMEOUT_TEXT in text
-            else http_status_kind(status),
-        )
+    def _unless_loki(self, status: int, ctype: str, body: bytes) -> None:
+        """An answer Loki never gives (an HTML page, JSON without Loki's envelope) came back:
+        raise NotLoki, naming what answered, unless Loki's build info (asked once per client)
+        shows Loki is there after all (then a proxy's page in front of it: retried as before)."""
+        with self._lock:
+            known = self._is_loki
+        if known is None:
+            known = self._buildinfo_is_loki()
+            with self._lock:
+                self._is_loki = known
+        if known is False:
+            raise NotLoki(self._scrub(str(not_loki(self._address, status, ctype, body))))
 
-    @staticmethod
-    def _snippet(body: bytes, limit: int = 500) -> str:
-        text = body.decode("utf-8", errors="replace").strip()
-        return text if len(text) <= limit else text[:limit] + "…"
+    def _buildinfo_is_loki(self) -> bool | None:
+        """Whether `/loki/api/v1/status/buildinfo` answers as Loki does: a JSON object with
+        `version` and `revision` (grafana/loki `pkg/loki/version_handler.go` versionHandler,
+        v3.4.2 line 12; Prometheus' PrometheusVersion fields). None: it cannot tell (no answer,
+        a 5xx, or a gateway's plain 404 for a path it does not route)."""
+        try:
+            resp = self._session.get(
+                self._base + BUILDINFO,
+                headers=self._headers,
+                auth=self._auth,
+                timeout=self._timeout,
+            )
+            body = resp.content
+        except requests.RequestException as e:
+            return False if non_http(self._address, e) is not None else None
+        ctype = content_type(resp.headers)
+        try:
+            doc = resp.json()
+        except ValueError:
+            return False if is_html(ctype, body) else None
+        if (
+            resp.status_code == 200
+            and isinstance(doc, dict)
+            and {"version", "revision"} <= set(doc)
+        ):
+            return True
+        return False
 
     # -- pages -----------------------------------------------------------------------------------
 
@@ -795,7 +772,7 @@ class LokiClient:
         floor = to_ns(window.start + SPLIT_FLOOR) - to_ns(window.start)
         budget = self._split_budget(window)
         todo: list[tuple[int, int, set[Any] | None]] = [(to_ns(window.start), end, None)]
-        in_a_row, answered = 0, counts.answered
+        in_a_row, answered, throttled = 0, counts.answered, 0
         while todo:
             lo, hi, boundary = todo.pop()
             if self._split_to_length(lo, hi, boundary, todo):
@@ -803,12 +780,16 @@ class LokiClient:
             piece = Window(from_ns(lo), from_ns(hi))
             try:
                 yield from self._pages(query, piece, counts, boundary)
+                if throttled > hi - lo and self.gate.learn(throttled, floor):  # halves fit
+                    log.info("Loki's tenant queue: reading pieces of %s", _ns(self.gate.piece))
                 continue
             except _PieceTooLong as t:
                 self._learn_length(t.error, hi - t.start)
                 todo.append((t.start, hi, t.boundary))  # split to the learned length when popped
                 continue
             except _PieceTimeout as t:
+                if t.kind is FailureKind.THROTTLED:  # the tenant's queue refused it: see Gate
+                    throttled = hi - t.start
                 if counts.answered != answered:
                     in_a_row = 0  # Loki answered since the last timeout: progress, not a dead Loki
                 answered = counts.answered
@@ -839,12 +820,15 @@ class LokiClient:
     def _split_to_length(
         self, lo: int, hi: int, boundary: set[Any] | None, todo: list[Any]
     ) -> bool:
-        """Replace a piece longer than the learned max_query_length by pieces that fit (pushed on
-        `todo`, earliest on top); False when it fits."""
-        learned = self.max_length
-        if learned is None:
+        """Replace a piece longer than the learned max_query_length (or than the tenant's queue
+        takes, `gate.piece`) by pieces that fit (pushed on `todo`, earliest on top); False when
+        it fits."""
+        steps = [p // timedelta(microseconds=1) * 1000 for p in (self.max_length,) if p]
+        if self.gate.piece is not None:
+            steps.append(self.gate.piece)
+        if not steps:
             return False
-        step = learned // timedelta(microseconds=1) * 1000
+        step = min(steps)
         if hi - lo <= step:
             return False
         starts = list(range(lo, hi, step))

@@ -8,6 +8,7 @@ never from the server under test. Requests are made with plain `requests`, not o
 from __future__ import annotations
 
 import base64
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -505,3 +506,32 @@ def test_latency_per_line_follows_the_lines_the_query_scans_not_those_it_returns
         assert lines_of(get(server, **{**query, "end": T + 15 * SEC})) == []
         tenth = time.perf_counter() - t0
     assert whole >= 150 * 0.004 and tenth < whole / 2
+
+
+# --- the tenant's queue (forensics/sandbox/loki_queue.py) ---------------------------------------
+
+
+def test_sub_queries_waiting_in_the_tenants_queue_refuse_what_would_overflow_it() -> None:
+    # grafana/loki pkg/queue/queue.go Enqueue: 429 `too many outstanding requests` when the
+    # tenant's waiting sub-queries would pass max_outstanding_requests_per_tenant.
+    hour = 3600 * SEC
+    with LokiServer(
+        [SandboxLogLine(T, labels("a"), "x")],
+        split_queries_by_interval=timedelta(hours=1),
+        max_outstanding_requests_per_tenant=24,
+        queriers=1,
+        subquery_seconds=0.1,
+    ) as server:
+        day: list[requests.Response] = []
+        first = threading.Thread(
+            target=lambda: day.append(get(server, query='{pod="a"}', start=T, end=T + 24 * hour))
+        )
+        first.start()
+        time.sleep(0.15)  # its 24 sub-queries wait for the one querier: about 22 still do
+        refused = get(server, query='{pod="a"}', start=T, end=T + 4 * hour)
+        first.join()
+        assert (refused.status_code, refused.text) == (429, "too many outstanding requests")
+        assert lines_of(day[0]) == ["x"]
+        after = get(server, query='{pod="a"}', start=T, end=T + 4 * hour)  # the queue drained
+        assert lines_of(after) == ["x"]
+        assert server.queue is not None and server.queue.refused == 1

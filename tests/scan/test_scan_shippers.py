@@ -127,6 +127,8 @@ def test_lines_loki_matched_that_cannot_be_read_are_counted_and_shown(
     assert f"{len(matched)} matched death-signal line(s) could not be read" in out  # headline
     assert "## Lines Loki matched that could not be read" in out
     assert first_line in out
-    # Not a gap (Loki was read completely), but the attempts are only suspected now.
-    assert report["complete"] and code == 1
+    # The label the config names is missing from every matched stream: a gap naming it (issue
+    # 43 item 2, tests/scan/test_scan_loki_labels.py), and the attempts are only suspected.
+    assert not report["complete"] and code == 3
+    assert [g["error"].split(":")[0] for g in report["gaps"]] == ["[loki] pod_label = pod"]
     assert {f["verdict"] for f in report["findings"]} == {"suspected"}

@@ -12,10 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,6 +22,7 @@ import grpc
 import pytest
 from botocore.config import Config
 from flytekit.configuration import PlatformConfig
+from support.answering import answering
 from support.cli import run, use_sandbox
 from support.scan import CONFIG
 
@@ -114,32 +113,6 @@ def full_listener() -> Iterator[int]:
         yield port
 
 
-@contextlib.contextmanager
-def answering(status: int, body: bytes, headers: dict[str, str] | None = None) -> Iterator[str]:
-    """A loopback HTTP server answering every GET with `status` and `body`."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(status)
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 # -- Loki -------------------------------------------------------------------------------------
 
 
@@ -206,8 +179,7 @@ def test_loki_unresolvable_host(capsys):
             b"request timed out, decrease the duration of the request or add more label matchers",
             FailureKind.QUERY_TOO_HEAVY,
         ),
-        (200, b"<html>a login page</html>", FailureKind.BAD_ANSWER),
-    ],
+    ],  # An HTML page everywhere is no Loki at all: tests/scan/test_scan_loki_not_loki.py
 )
 def test_loki_answers_map_by_status(status, body, kind, capsys):
     with answering(status, body) as url:
