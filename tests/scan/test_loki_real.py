@@ -16,7 +16,7 @@ from itertools import count
 import pytest
 from support.cli import run, use_sandbox
 from support.real_loki import binary, push, real_loki
-from support.scan import QUICK, WINDOW, key, sub_millisecond_burst
+from support.scan import CONFIG, QUICK, WINDOW, key, sub_millisecond_burst
 
 from forensics.model import UTC
 from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
@@ -141,6 +141,27 @@ def test_several_tenants_on_a_single_tenant_loki(tmp_path, monkeypatch, capsys):
 def test_a_burst_at_one_sub_millisecond_instant(tmp_path, monkeypatch, capsys):
     scenario, config = sub_millisecond_burst()
     code, report, err = scan_real(tmp_path, monkeypatch, capsys, config=config, scenario=scenario)
+    assert code == 1, err
+    assert report["complete"], report["gaps"]
+    assert verdicts(report) == EXPECTED_FINDINGS
+
+
+# A small per-tenant queue (grafana/loki pkg/scheduler/scheduler.go
+# max_outstanding_requests_per_tenant; pkg/queue/queue.go ErrTooManyRequests, answered 429 "too
+# many outstanding requests"): the scan lowers its concurrency and completes; docs/upstream.md.
+SMALL_QUEUE = "query_scheduler:\n  max_outstanding_requests_per_tenant: 4\n"
+
+
+def test_a_small_tenant_queue_is_waited_for_not_hammered(tmp_path, monkeypatch, capsys):
+    scenario = reference_scenario()
+    with sandbox(scenario) as box, real_loki(tmp_path / "loki", extra=SMALL_QUEUE) as url:
+        push(url, scenario.log_lines)
+        use_sandbox(box, monkeypatch)
+        monkeypatch.setenv("LOKI_ADDR", url)
+        (tmp_path / "elastic-audit.toml").write_text(CONFIG)  # the default retries and pauses
+        monkeypatch.chdir(tmp_path)
+        code, out, err = run(["scan", *WINDOW, "-o", "json", "--no-progress"], capsys)
+    report = json.loads(out)
     assert code == 1, err
     assert report["complete"], report["gaps"]
     assert verdicts(report) == EXPECTED_FINDINGS

@@ -64,6 +64,7 @@ limits_config:
   reject_old_samples: false
   allow_structured_metadata: true
 {limits}
+{extra}
 """
 
 
@@ -79,9 +80,14 @@ def binary() -> str:
 
 @contextmanager
 def real_loki(
-    scratch: Path, *, limits: Mapping[str, Any] | None = None, auth: bool = False
+    scratch: Path,
+    *,
+    limits: Mapping[str, Any] | None = None,
+    auth: bool = False,
+    extra: str = "",
 ) -> Iterator[str]:
-    """A real Loki listening on loopback; yields its base URL."""
+    """A real Loki listening on loopback; yields its base URL. `extra`: more top-level YAML
+    (another block's settings, such as the query scheduler's queue)."""
     exe = binary()
     scratch.mkdir(parents=True, exist_ok=True)
     http, grpc = free_port(), free_port()
@@ -89,7 +95,12 @@ def real_loki(
     cfg = scratch / "loki.yaml"
     cfg.write_text(
         CONFIG.format(
-            auth="true" if auth else "false", http=http, grpc=grpc, dir=scratch, limits=lines
+            auth="true" if auth else "false",
+            http=http,
+            grpc=grpc,
+            dir=scratch,
+            limits=lines,
+            extra=extra,
         )
     )
     log = (scratch / "loki.log").open("wb")
