@@ -27,6 +27,7 @@ from forensics.failures import FailureKind
 from forensics.model import Disruption, Gap, LogEntry, Window, rfc3339
 from forensics.sources.logql import build_query
 from forensics.sources.loki import LokiClient, ShardOutcome
+from forensics.sources.loki_labels import LabelCensus
 
 log = logging.getLogger("elastic-audit")
 
@@ -47,6 +48,9 @@ class EventsRead:
     # The selector matches no stream at all in the window (asked only when no line came back):
     # blind, not quiet, wherever Flyte Admin shows attempts ran (`blind_gap`).
     selector_empty: bool = False
+    # Pod events whose namespace the configured label should give and does not (Alloy's shapes
+    # take it from the stream label `[k8s_events] namespace_label`): a wrong label name, a gap.
+    census: LabelCensus | None = None
     selector: str = ""
 
 
@@ -84,7 +88,11 @@ def read_disruptions(
     `keep`, only those of the namespaces it accepts (memory follows Flyte's pods, not the
     cluster's)."""
     lk = settings.loki
-    out = EventsRead()
+    out = EventsRead(
+        census=LabelCensus(
+            {"namespace_label": settings.k8s_events.namespace_label}, section="[k8s_events]"
+        )
+    )
     query = events_query(settings)
     items = loki.scan(query, window, shard=lk.shard, max_query_length=lk.max_query_length)
     kills: list[Kill] = []
@@ -105,6 +113,8 @@ def read_disruptions(
         out.gaps.append(Gap(SOURCE, window.start, window.end, e.cause, failure=e.kind))
     finally:
         items.close()
+    if out.census is not None:
+        out.gaps.extend(out.census.gaps(SOURCE, window))
     for d in joined(kills, announced, window):
         out.by_pod.setdefault((d.namespace or "", d.pod or ""), []).append(d)
     out.selector = settings.k8s_events.selector
@@ -152,6 +162,8 @@ def _take(
         if out.unreadable_example is None:
             out.unreadable_example = item.line[:500]
         return
+    if ev.kind == "Pod" and ev.namespace is None and out.census is not None:
+        out.census.saw(item.labels)  # only Alloy's shapes read the namespace from a label
     a = announcement_of(ev)
     if a is not None:
         announced.setdefault(a.node, []).append(a)

@@ -162,3 +162,15 @@ def test_show_with_an_events_selector_that_matches_nothing_is_incomplete(capsys,
     assert code == 3, err
     gaps = json.loads(out)["gaps"]
     assert any("matches no stream" in g["error"] for g in gaps), gaps
+
+
+def test_an_events_namespace_label_the_streams_lack_is_a_gap_naming_it(capsys, tmp_path):
+    # Alloy keeps the event's namespace as a stream label; a wrong name for it attributes no
+    # disruption to any pod: incomplete, naming the setting and what the streams carry instead.
+    _config(tmp_path, EVENTS_CONFIG + 'namespace_label = "k8s_namespace_name"\n')
+    code, report, err = _scan(capsys)
+    assert code == 3, err
+    assert not report["complete"]
+    gap = next(g for g in report["gaps"] if g["source"] == "k8s-events")
+    assert "[k8s_events] namespace_label = k8s_namespace_name" in gap["error"]
+    assert "namespace" in gap["error"].split("carr", 1)[1]
