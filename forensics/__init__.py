@@ -45,6 +45,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "window_of": ("forensics.api", "window_of"),
     "execution_of": ("forensics.api", "execution_of"),
     "merge_reports": ("forensics.api", "merge_reports"),
+    "report_from_json": ("forensics.report_json", "report_from_json"),
     # relaunch
     "Relauncher": ("forensics.relaunch.relauncher", "Relauncher"),
     "RelaunchOptions": ("forensics.relaunch", "Options"),
@@ -155,6 +156,7 @@ __all__ = [
     "load_settings",
     "merge_reports",
     "plan_bump",
+    "report_from_json",
     "run_guard",
     "run_scan",
     "scan_window",
@@ -209,6 +211,7 @@ if TYPE_CHECKING:
     from forensics.relaunch import Outcome as RelaunchOutcome
     from forensics.relaunch import Plan as RelaunchPlan
     from forensics.relaunch.relauncher import Relauncher
+    from forensics.report_json import report_from_json
     from forensics.scan.examine import Examination, Examined, examine
     from forensics.scan.run import ScanRun
     from forensics.scan.run import scan as run_scan

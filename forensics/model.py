@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 from forensics.failures import FailureKind
 
@@ -655,13 +654,3 @@ class Report:
 
     def __iter__(self) -> Iterator[Finding]:
         return iter(self.findings)
-
-    @staticmethod
-    def from_json(doc: Mapping[str, Any]) -> Report:
-        """The typed report of a saved JSON report (docs/report.md, schema_version 1):
-        `from_json(r.as_dict()).as_dict() == r.as_dict()`. What the JSON does not hold stays
-        empty: `activity` (the page's hourly signals), a signal's log line and kind. ValueError
-        (or KeyError, TypeError) for a document that is not such a report."""
-        from forensics.report_json import report_from_json
-
-        return report_from_json(doc)

@@ -84,8 +84,8 @@ def merge(
 def _render(merged: dict, fmt: OutputFormat) -> str:
     """The merged report in `fmt`: the typed report of its JSON, and for `html` the incident
     page of a saved report (no source read: forensics.page.saved_page)."""
-    from forensics.model import Report
     from forensics.page import saved_page
+    from forensics.report_json import report_from_json
 
-    report = Report.from_json(merged)
+    report = report_from_json(merged)
     return render(saved_page(report) if fmt is OutputFormat.html else report, fmt)

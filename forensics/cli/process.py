@@ -36,27 +36,6 @@ def keep_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-_GRPC_LOG_VARS = ("GRPC_VERBOSITY", "GRPC_TRACE")
-_grpc_verbosity_ours = False  # whether GRPC_VERBOSITY was set here, not by the user
-
-
-def grpc_logging(verbosity: int) -> None:
-    """gRPC's own C-core log lines (`I1206 04:36:45.919908 18556 ssl_transport_security.cc:2563]
-    Handshake failed…`, a GOAWAY) on stderr only at -vv: GRPC_VERBOSITY is NONE below it, and
-    unset at it (gRPC's default: abseil's, which prints INFO and up). gRPC reads it once, when it
-    initialises (grpc/grpc src/core/util/log.cc `gpr_log_verbosity_init`: DEBUG, INFO, ERROR or
-    NONE; unset leaves abseil's settings), so this runs before any command opens a channel. A
-    GRPC_VERBOSITY or GRPC_TRACE the user set is theirs: left as it is."""
-    global _grpc_verbosity_ours
-    if not _grpc_verbosity_ours and any(os.environ.get(v) for v in _GRPC_LOG_VARS):
-        return
-    if verbosity >= 2:
-        os.environ.pop("GRPC_VERBOSITY", None)
-    else:
-        os.environ["GRPC_VERBOSITY"] = "NONE"
-    _grpc_verbosity_ours = True
-
-
 # -- Ctrl-C at any moment: exit 130 and one line (docs/exit-codes.md) ---------------------------
 
 INTERRUPTED = 130  # exits.INTERRUPTED (not imported: this module loads before anything else)

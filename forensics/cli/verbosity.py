@@ -211,8 +211,6 @@ def setup_logging(verbosity: int | bool) -> None:
         # flytekit's own knob (pyflyte honours it): its records still come here, to stderr.
         logging.getLogger("flytekit").setLevel(int(os.environ["FLYTE_SDK_LOGGING_LEVEL"]))
     _levels.update({n: logging.getLogger(n).level for n in ("flytekit", "user_space", "developer")})
-    from forensics.cli.process import grpc_logging
-
     grpc_logging(level)  # before any channel: gRPC reads its verbosity once
     # flytekit logs while it is imported (its config search warns about a FLYTECTL_CONFIG that
     # does not exist): without rich it writes those to a plain stderr handler, not stdout.
@@ -222,3 +220,24 @@ def setup_logging(verbosity: int | bool) -> None:
     if level < 2:
         warnings.filterwarnings("ignore", category=DeprecationWarning)
     adopt_flytekit()
+
+
+_GRPC_LOG_VARS = ("GRPC_VERBOSITY", "GRPC_TRACE")
+_grpc_verbosity_ours = False  # whether GRPC_VERBOSITY was set here, not by the user
+
+
+def grpc_logging(verbosity: int) -> None:
+    """gRPC's own C-core log lines (`I1206 04:36:45.919908 18556 ssl_transport_security.cc:2563]
+    Handshake failed…`, a GOAWAY) on stderr only at -vv: GRPC_VERBOSITY is NONE below it, and
+    unset at it (gRPC's default: abseil's, which prints INFO and up). gRPC reads it once, when it
+    initialises (grpc/grpc src/core/util/log.cc `gpr_log_verbosity_init`: DEBUG, INFO, ERROR or
+    NONE; unset leaves abseil's settings), so this runs before any command opens a channel. A
+    GRPC_VERBOSITY or GRPC_TRACE the user set is theirs: left as it is."""
+    global _grpc_verbosity_ours
+    if not _grpc_verbosity_ours and any(os.environ.get(v) for v in _GRPC_LOG_VARS):
+        return
+    if verbosity >= 2:
+        os.environ.pop("GRPC_VERBOSITY", None)
+    else:
+        os.environ["GRPC_VERBOSITY"] = "NONE"
+    _grpc_verbosity_ours = True

@@ -11,7 +11,7 @@ from support import paths
 from support.cli import run
 from support.scan import CONFIG, WINDOW, sandbox_fixtures
 
-from forensics.model import Report
+from forensics.report_json import report_from_json
 from forensics.sandbox.incident import EVENT_ONLY, reference_scenario
 
 box, env = sandbox_fixtures(reference_scenario, CONFIG + "[k8s_events]\nenabled = true\n")
@@ -81,7 +81,7 @@ def test_a_saved_report_without_a_scope_says_so_and_merges_only_with_its_kind(ca
 
 def test_a_saved_report_renders_in_every_format_as_the_scan_printed_it(capsys, tmp_path):
     doc, path = _saved(capsys, tmp_path)
-    assert Report.from_json(doc).as_dict() == doc  # the typed report round-trips
+    assert report_from_json(doc).as_dict() == doc  # the typed report round-trips
     code, out, _ = _cli(capsys, "merge", path, "-o", "json")
     assert code == 1 and json.loads(out) == doc
     for fmt in ("table", "wide", "csv", "markdown"):

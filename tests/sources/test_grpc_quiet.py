@@ -1,6 +1,6 @@
 """A quiet, polite gRPC client (issue 43 item 13): the Admin channel pings no sooner than
 grpc-go's default enforcement policy allows (forensics/sources/admin_channel.py), and gRPC's own
-C-core log lines reach stderr only at -vv (forensics/cli/process.py `grpc_logging`), unless the
+C-core log lines reach stderr only at -vv (forensics/cli/verbosity.py `grpc_logging`), unless the
 user set GRPC_VERBOSITY or GRPC_TRACE."""
 
 from __future__ import annotations
