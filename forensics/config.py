@@ -63,6 +63,20 @@ class Secret:
         return hash(self._value)
 
 
+# The `job` labels the event shippers give Kubernetes events in Loki: Alloy's
+# `loki.source.kubernetes_events` default, and the one Grafana's k8s-monitoring chart gives it
+# (grafana/k8s-monitoring-helm feature-cluster-events values.yaml:43). Their streams carry the
+# event's `namespace` too, so the default task selector leaves them out: events are not task
+# logs, and counting them as such would hide a namespace whose task logs Loki lost
+# (docs/configuration.md, `task_selector`).
+EVENT_SHIPPER_JOBS = "loki.source.kubernetes_events|integrations/kubernetes/eventhandler"
+
+
+def default_task_selector(namespace_label: str) -> str:
+    """Every stream with a namespace, but the event shippers' (`EVENT_SHIPPER_JOBS`)."""
+    return f'{{{namespace_label}=~".+", job!~"{EVENT_SHIPPER_JOBS}"}}'
+
+
 @dataclass(frozen=True)
 class LokiSettings:
     """Where Loki is, how to authenticate (logcli's conventions), and how streams are labelled."""
@@ -75,7 +89,7 @@ class LokiSettings:
     namespace_label: str = "namespace"
     pod_label: str = "pod"
     container_label: str = "container"
-    task_selector: str = '{namespace=~".+"}'
+    task_selector: str = default_task_selector("namespace")
     propeller_selector: str = '{container="flytepropeller"}'
     max_query_length: timedelta = timedelta(hours=721)
     shard: timedelta = timedelta(hours=24)
@@ -134,7 +148,7 @@ class K8sEventsSettings:
     # k8s-monitoring chart gives it (grafana/k8s-monitoring-helm feature-cluster-events
     # values.yaml:43); the event exporter's Loki sink has only the `streamLabels` it is given
     # (e.g. {app="kubernetes-event-exporter"}).
-    selector: str = '{job=~"loki.source.kubernetes_events|integrations/kubernetes/eventhandler"}'
+    selector: str = f'{{job=~"{EVENT_SHIPPER_JOBS}"}}'
     namespace_label: str = "namespace"  # Alloy's label for the event's object's namespace
 
     def __post_init__(self) -> None:
@@ -602,7 +616,7 @@ def _loki_settings(
         loki = replace(loki, shard=loki.max_query_length)
     # Unset selectors follow the configured label names (an otel collector has no `namespace`).
     if "task_selector" not in floki:
-        loki = replace(loki, task_selector=f'{{{loki.namespace_label}=~".+"}}')
+        loki = replace(loki, task_selector=default_task_selector(loki.namespace_label))
     if "propeller_selector" not in floki:
         loki = replace(loki, propeller_selector=f'{{{loki.container_label}="flytepropeller"}}')
     for key in ("task_selector", "propeller_selector"):

@@ -136,3 +136,33 @@ def test_a_loki_without_index_stats_is_probed_with_one_read(tmp_path, monkeypatc
     stats = [r for r in sent if r.path.endswith("/index/stats")]
     assert 1 <= len(stats) <= 8 and {r.status for r in stats} == {404}  # only probes in flight
     assert any(r.params.get("limit") == "1" for r in sent)
+
+
+def test_events_in_loki_never_stand_in_for_lost_task_logs(tmp_path, monkeypatch, capsys):
+    # Alloy's events carry the event's `namespace` label too: where Loki lost a day of task logs
+    # but kept the cluster's events, the default task selector must still see no task log there.
+    from forensics.config import EVENT_SHIPPER_JOBS
+
+    scenario = reference_scenario()
+    lost = (_t("2026-09-04T00:00:00Z"), _t("2026-09-05T00:00:00Z"))
+    events = EVENT_SHIPPER_JOBS.split("|")
+
+    def kept(line) -> bool:
+        at = datetime.fromtimestamp(line.ts_ns / 1e9, UTC)
+        return line.labels.get("job") in events or not lost[0] <= at < lost[1]
+
+    scenario.log_lines[:] = [line for line in scenario.log_lines if kept(line)]
+    assert any(line.labels.get("job") in events for line in scenario.log_lines)
+    with sandbox(scenario) as box:
+        use_sandbox(box, monkeypatch)
+        cfg = tmp_path / "elastic-audit.toml"
+        cfg.write_text(QUICK)
+        code, out, err = run(
+            ["scan", *WINDOW, "-o", "json", "--no-progress", "--config", str(cfg)], capsys
+        )
+    report = json.loads(out)
+    assert code == 3, err
+    absent = [g for g in report["gaps"] if g["kind"] == "logs_absent"]
+    assert [(g["start"], g["end"]) for g in absent] == [
+        ("2026-09-04T00:00:00Z", "2026-09-05T00:00:00Z")
+    ], report["gaps"]
