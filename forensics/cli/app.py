@@ -39,7 +39,7 @@ from forensics.cli import (
 )
 from forensics.cli.errors import message as worded
 from forensics.cli.options import with_flag_groups
-from forensics.cli.process import finishing, interrupted, leave
+from forensics.cli.process import finishing, interrupted, leave, new_command
 from forensics.errors import ElasticAuditError, UsageError
 
 
@@ -281,6 +281,7 @@ def console() -> NoReturn:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: errors become one line on stderr and an exit code."""
+    new_command()
     try:
         rc = app(args=argv, prog_name="elastic-audit", standalone_mode=False)
     except ElasticAuditError as e:

@@ -44,7 +44,7 @@ _late: list[int] = []
 
 
 def interrupted() -> int:
-    """Say on stderr, once per process, that Ctrl-C stopped the command; its exit code."""
+    """Say on stderr, once per command, that Ctrl-C stopped it; its exit code."""
     if not _said:
         _said.append(True)
         try:
@@ -53,6 +53,13 @@ def interrupted() -> int:
         except (OSError, ValueError):  # stderr closed: the exit code still says it
             pass
     return INTERRUPTED
+
+
+def new_command() -> None:
+    """A command starts: its Ctrl-C is said anew (several commands run in one process: the
+    tests' runner, the Flyte guard task)."""
+    _said.clear()
+    _late.clear()
 
 
 def _note(signum: int, frame: object) -> None:
