@@ -72,6 +72,21 @@ def _time_text(value: datetime | str | None, param: str) -> str | None:
     raise _type_error(param, "a datetime or a time text (RFC 3339, a date)", value)
 
 
+def since_text(value: datetime | timedelta | str | None, *, param: str = "since") -> str | None:
+    """A window's start as the CLI's `--since` text: a datetime (aware), a positive timedelta
+    (seconds, `90s`) or the text itself (`7d`, a date, RFC 3339); None stays None."""
+    if isinstance(value, timedelta):
+        if value <= timedelta(0):
+            raise ParamError(Param(param), f": {value!r} must be a positive duration")
+        return f"{value.total_seconds():.6f}s"
+    return _time_text(value, param)
+
+
+def until_text(value: datetime | str | None, *, param: str = "until") -> str | None:
+    """A window's end as the CLI's `--until` text: a datetime (aware) or the text itself."""
+    return _time_text(value, param)
+
+
 def window_of(
     since: datetime | timedelta | str,
     until: datetime | str | None = None,

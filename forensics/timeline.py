@@ -145,10 +145,13 @@ def _tag(a: AttemptRecord) -> str:
     return f"{a.ref.node_id}/{a.ref.attempt}"
 
 
-def build_timeline(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None) -> Timeline:
+def build_timeline(
+    sources: Sources, ref: ExecutionRef | str, *, now: datetime | None = None
+) -> Timeline:
     """Gather every piece of evidence about one execution (NotFoundError if Admin has none).
 
-    The verdicts are the scan's own (`examine`); the timeline reads the same window.
+    The verdicts are the scan's own (`examine`); the timeline reads the same window. `ref`: an
+    ExecutionRef or a form the CLI takes (`project:domain:name`).
     """
     now = now or datetime.now(UTC)
     exam = examine(sources, ref, now=now)
@@ -157,7 +160,7 @@ def build_timeline(sources: Sources, ref: ExecutionRef, *, now: datetime | None 
     attempts = [e.attempt for e in exam.attempts]
     tl.events += _admin_events(exam.execution, attempts)
     tl.events += _pod_events(sources, exam, attempts, tl)
-    tl.events += _propeller_events(sources, ref, exam.window, tl)
+    tl.events += _propeller_events(sources, exam.execution.ref, exam.window, tl)
     tl.events += _disruption_events(exam)
     for e in exam.attempts:
         _judge(tl, e, now)

@@ -23,6 +23,8 @@ from forensics.guard.run import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime, timedelta
+
     from forensics.config import Settings
     from forensics.model import Report, Window
     from forensics.progress import Progress
@@ -46,8 +48,8 @@ def run_guard(
     settings: Settings,
     scope: ScanScope,
     *,
-    since: str | None = None,
-    until: str | None = None,
+    since: datetime | timedelta | str | None = None,
+    until: datetime | str | None = None,
     options: GuardOptions,
     scan: Callable[[Window], Report] | None = None,
     signals: Signals | None = None,
@@ -60,7 +62,11 @@ def run_guard(
     the run's SIGTERM/SIGINT handler when the caller installed one; with `page` the incident
     page is made right after the scan, so the notification can link to it. A SIGTERM ends the
     run with `terminated` set (and `state_written` saying whether a state write finished first);
-    StateConflict and the other errors of a run are raised."""
+    StateConflict and the other errors of a run are raised. `since`/`until` take what the CLI's
+    `--since`/`--until` take, or a datetime (`since` a timedelta too)."""
+    from forensics.arguments import since_text, until_text
+
+    since, until = since_text(since), until_text(until)
     sig = signals or Signals()
     page = page or Page(None, wanted=False)
     try:

@@ -76,13 +76,19 @@ def life_window(ex: ExecutionRecord, now: datetime) -> Window:
     return Window(start, max(end, start + timedelta(minutes=1)))
 
 
-def examine(sources: Sources, ref: ExecutionRef, *, now: datetime | None = None) -> Examination:
+def examine(
+    sources: Sources, ref: ExecutionRef | str, *, now: datetime | None = None
+) -> Examination:
     """Every attempt of one execution, decided by the scan's own rules (`detect.decide`).
 
     Signals are read over the execution's whole life (`life_window`). Every signalled attempt
     and every elastic success is examined, as the scan's sweep does over a window covering the
-    execution. NotFoundError when Admin does not know `ref`.
+    execution. NotFoundError when Admin does not know `ref` (an ExecutionRef or a form the CLI
+    takes, `project:domain:name`).
     """
+    from forensics.arguments import execution_of
+
+    ref = execution_of(ref, param="ref")
     now = now or datetime.now(UTC)
     lookups = Lookups(sources)
     ex = sources.admin.get_execution(ref)

@@ -115,3 +115,11 @@ def test_a_scan_scope_takes_one_project_as_one_name():
     assert (scope.projects, scope.domains) == (("gs1",), ("production",))
     assert scope.covers("gs1", "production")
     assert not scope.covers("gs", "production")  # not a substring of the text
+
+
+def test_examine_and_build_timeline_take_the_cli_s_execution_text(settings):
+    with forensics.Sources.from_settings(settings) as sources:
+        exam = forensics.examine(sources, INCIDENT)
+        tl = forensics.build_timeline(sources, INCIDENT)
+    assert exam.execution.ref == forensics.execution_of(INCIDENT)
+    assert tl.execution.ref == exam.execution.ref and tl.events

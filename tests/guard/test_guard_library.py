@@ -48,3 +48,24 @@ def test_run_guard_returns_what_happened_and_prints_nothing(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == "" and err == ""  # the command line says things; the library does not
     assert heard == []  # the sandbox answered at once: no retry to tell anyone about
+
+
+def test_run_guard_takes_a_timedelta_or_a_datetime_where_the_cli_takes_text(tmp_path):
+    from datetime import datetime
+
+    from forensics.model import UTC
+
+    with sandbox(reference_scenario()) as box, box.apply_env():
+        cfg = tmp_path / "cfg.toml"
+        cfg.write_text(CONFIG)
+        settings = load_settings(config=str(cfg))
+        until = datetime(2026, 9, 11, tzinfo=UTC)
+        windows = []
+        for n, since in enumerate((timedelta(days=7), datetime(2026, 9, 4, tzinfo=UTC))):
+            options = GuardOptions(state=str(tmp_path / f"state{n}.json"), overlap=timedelta(0))
+            outcome = run_guard(
+                settings, ScanScope((), ()), since=since, until=until, options=options
+            )
+            windows.append(outcome.report.window)
+    assert windows[0] == windows[1]
+    assert windows[0].start == datetime(2026, 9, 4, tzinfo=UTC)
