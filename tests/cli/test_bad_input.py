@@ -200,9 +200,13 @@ def test_a_project_name_can_never_widen_or_escape_the_logql_selector(project, do
     settings_ = Settings()
     sel = task_selector(settings_, ScanScope((project,), (domain,)))
     parsed = parse_log_query(sel)
-    assert [(m.name, m.op) for m in parsed.matchers] == [("namespace", "=~"), ("namespace", "=~")]
+    assert [(m.name, m.op) for m in parsed.matchers] == [
+        ("namespace", "=~"),
+        ("job", "!~"),  # the default leaves out the event shippers' streams
+        ("namespace", "=~"),
+    ]
     namespace = f"{project}-{domain}"
-    ns = parsed.matchers[1]
+    ns = parsed.matchers[-1]
     assert ns.matches(namespace)
     assert not ns.matches(namespace + "x") and not ns.matches("x" + namespace)
 
