@@ -63,12 +63,14 @@ def browser():
 
 def test_log_lines_shaped_like_html_are_shown_as_text_and_never_run(browser, tmp_path, capsys):
     pages = []
-    for name, args in (
-        ("xss-show", ["show", ":".join(REFERENCE), "-o", "html"]),
-        ("xss-scan", ["scan", *WINDOW, "-o", "html", "--no-progress"]),
+    for name, args, codes in (
+        ("xss-show", ["show", ":".join(REFERENCE), "-o", "html"], (0, 1)),
+        # the scan reads the payload's stream, which has no pod label: a gap naming the label
+        ("xss-scan", ["scan", *WINDOW, "-o", "html", "--no-progress"], (3,)),
     ):
         code, out, err = run(args, capsys)
-        assert code in (0, 1), err
+        assert code in codes, err
+        assert code != 3 or "pod_label = pod" in err, err
         html = tmp_path / f"{name}.html"
         html.write_text(out, encoding="utf-8")
         pages.append(html)
