@@ -289,7 +289,7 @@ def _varies() -> list[tuple[re.Pattern[str], str]]:
         (re.compile(r"/tmp/(elastic-audit|walkthrough)-[A-Za-z0-9_]+"), "/tmp/TMPDIR"),
         (re.compile(r"\b\d+\.\d+ s\b"), "N.N s"),
         # where the tool is installed: the page shows one such place
-        (re.compile(rf"({venv}|/home/me/elastic-audit/\.venv)"), "VENV"),
+        (re.compile(rf"({venv}|{re.escape(SHOWN_VENV)})"), "VENV"),
         # what the demo derives from now (`--add-incident`, a guard run's window end)
         (re.compile(rf"\b({days})[T ]\d\d:\d\d:\d\d(\.\d+)?Z?"), "NOW"),
         (re.compile(r"gs1:production:n[0-9a-f]{19}\b"), "gs1:production:NEW-INCIDENT"),
@@ -324,13 +324,23 @@ def _run_block(
         trailing = _blank_tail(cmd.shown)
         want, got = normalised(cmd.shown, block.unordered), normalised(printed, block.unordered)
         # what the page shows stays when it equals the run: --update changes only what differs
-        kept = cmd.shown[: len(cmd.shown) - trailing] if want == got else printed
+        kept = cmd.shown[: len(cmd.shown) - trailing] if want == got else _as_shown(printed)
         last = i == len(block.commands) - 1
         body += [f"$ {cmd.line}", *kept, *([""] * (0 if last else trailing))]
         if want != got:
             diff += [f"--- line {block.start + 1}: $ {cmd.line}"]
             diff += list(difflib.unified_diff(want, got, "page", "run", lineterm="", n=1))
     return body, diff
+
+
+# Where the page says the tool is installed: a run's own install path is written as this, so the
+# page reads the same from any checkout (and `_varies` maps both back to VENV).
+SHOWN_VENV = "/home/me/elastic-audit/.venv"
+
+
+def _as_shown(printed: list[str]) -> list[str]:
+    venv = str(Path(sys.prefix))
+    return [line.replace(venv, SHOWN_VENV) for line in printed]
 
 
 def _blank_tail(lines: list[str]) -> int:
