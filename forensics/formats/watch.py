@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.guard.run import Outcome
+from forensics.guard.run import GuardOutcome
 from forensics.model import rfc3339
 
 
@@ -17,7 +17,7 @@ class WatchRun:
 
     number: int
     at: datetime
-    outcome: Outcome
+    outcome: GuardOutcome
     code: int
 
 

@@ -108,7 +108,7 @@ class Signals:
 
 
 @dataclass
-class Outcome:
+class GuardOutcome:
     """What one guard run did: the report (None when SIGTERM ended the run during its scan) and
     its JSON document (findings carry `new`), each notification's delivery, whether the metrics
     reached the Pushgateway (`push_error` otherwise), whether a state write completed, whether
@@ -142,7 +142,7 @@ def run_once(
     watch: bool = False,
     page_url: Callable[[], str | None] = lambda: None,
     on_delivery: Callable[[Delivery, Message], None] | None = None,
-) -> Outcome:
+) -> GuardOutcome:
     """One guard run; raises StateConflict when another run wrote the state meanwhile, and
     Terminated when SIGTERM arrived outside a state write. `on_delivery` hears each
     notification's delivery as soon as it is known."""
@@ -171,7 +171,7 @@ def run_once(
     gaps_now, new_gaps = track_gaps(state, doc["gaps"], window)  # type: ignore[arg-type]
     advance(state, window, report, finished, keep)
 
-    outcome = Outcome(report, doc)
+    outcome = GuardOutcome(report, doc)
     if options.notify and (to_notify or new_gaps):
         message = _message(report, window, to_notify, new_gaps, page_url())
         _notify(run, options, message, to_notify, new_gaps, outcome, on_delivery)
@@ -207,7 +207,7 @@ def _notify(
     message: Message,
     to_notify: list[tuple[str, dict[str, Any]]],
     new_gaps: list[dict[str, Any]],
-    outcome: Outcome,
+    outcome: GuardOutcome,
     on_delivery: Callable[[Delivery, Message], None] | None,
 ) -> None:
     """Claim the items, deliver, then record the delivery (at least once: a failed one leaves
@@ -306,7 +306,7 @@ def _message(
 
 __all__ = [
     "GuardOptions",
-    "Outcome",
+    "GuardOutcome",
     "Signals",
     "StateConflict",
     "Terminated",

@@ -45,7 +45,7 @@ def relaunch_request(ref: ExecutionRef, *, overwrite_cache: bool = True) -> dict
 
 
 @dataclass(frozen=True)
-class Plan:
+class RelaunchPlan:
     """What a relaunch of one execution would do, after the live re-check."""
 
     execution: ExecutionRef
@@ -137,7 +137,7 @@ def bug_status(bug: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RelaunchOutcome:
     """The result for one execution (docs/report.md, `relaunch -o json`)."""
 
     execution: ExecutionRef
@@ -233,7 +233,7 @@ class AuditLog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def append(self, outcome: Outcome, *, dry_run: bool = False) -> None:
+    def append(self, outcome: RelaunchOutcome, *, dry_run: bool = False) -> None:
         record = {
             "time": rfc3339(datetime.now(UTC)),
             "user": _user(),
