@@ -1,5 +1,9 @@
-"""A saved JSON report (docs/report.md, schema_version 1) back into the typed `Report`
-(`Report.from_json`): how `merge` renders a saved or merged report in every format."""
+"""A saved JSON report (docs/report.md, schema_version 1) back into the typed `Report`: the one
+way back from JSON, for `merge`, guard state and `relaunch --from-report`.
+
+`report_from_json(report.as_dict()).as_dict() == report.as_dict()` for every report (what the
+JSON does not hold — a signal's line, the page's activity — stays empty).
+"""
 
 from __future__ import annotations
 
@@ -30,9 +34,17 @@ from forensics.model import (
 
 
 def report_from_json(doc: Mapping[str, Any]) -> Report:
-    """`Report.from_json` (see its docstring)."""
+    """The typed report of a JSON report. A document that is not one raises ValueError
+    (another schema_version), KeyError (a required key missing) or TypeError (a wrong type)."""
     if doc.get("schema_version") != 1:
         raise ValueError(f"schema_version {doc.get('schema_version')!r}, not 1")
+    try:
+        return _report(doc)
+    except AttributeError as e:  # a list or a number where an object or a time belongs
+        raise TypeError(str(e)) from None
+
+
+def _report(doc: Mapping[str, Any]) -> Report:
     w = doc["window"]
     scope = doc.get("scope")
     return Report(
@@ -164,4 +176,5 @@ def _finding(f: Mapping[str, Any]) -> Finding:
         cost=_cost(f["cost"]) if f.get("cost") else None,
         disruption=_disruption(f["disruption"]) if f.get("disruption") else None,
         cause=f.get("cause"),
+        new=f.get("new"),
     )
