@@ -50,13 +50,10 @@ def _report(doc: Mapping[str, Any]) -> Report:
     return Report(
         tool=str(doc["tool"]),
         window=Window(_time(w["start"]), _time(w["end"])),
-        gaps=tuple(_gap(g) for g in doc["gaps"]),
+        gaps=tuple(gap_from_json(g) for g in doc["gaps"]),
         summary=_summary(doc["summary"]),
-        findings=tuple(_finding(f) for f in doc["findings"]),
-        pending=tuple(
-            Pending(_attempt(p), str(p.get("phase", "")), _signal(p["signal"]))
-            for p in doc.get("pending", ())
-        ),
+        findings=tuple(finding_from_json(f) for f in doc["findings"]),
+        pending=tuple(pending_from_json(p) for p in doc.get("pending", ())),
         unresolved=tuple(
             Unresolved(_signal(u["signal"]), str(u["reason"])) for u in doc.get("unresolved", ())
         ),
@@ -104,7 +101,8 @@ def _signal(s: Mapping[str, Any]) -> SignalHit:
     )
 
 
-def _gap(g: Mapping[str, Any]) -> Gap:
+def gap_from_json(g: Mapping[str, Any]) -> Gap:
+    """One of the report's `gaps` (a gap saved without `kind` is `failed`, as before kinds)."""
     return Gap(
         g["source"], _opt_time(g["start"]), _opt_time(g["end"]), g["error"], g.get("kind", "failed")
     )
@@ -159,7 +157,13 @@ def _cost(c: Mapping[str, Any]) -> Cost:
     )
 
 
-def _finding(f: Mapping[str, Any]) -> Finding:
+def pending_from_json(p: Mapping[str, Any]) -> Pending:
+    """One of the report's `pending` attempts."""
+    return Pending(_attempt(p), str(p.get("phase", "")), _signal(p["signal"]))
+
+
+def finding_from_json(f: Mapping[str, Any]) -> Finding:
+    """One of the report's `findings`."""
     parent = f.get("parent")
     return Finding(
         attempt=_attempt(f),

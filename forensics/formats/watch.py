@@ -24,7 +24,7 @@ class WatchRun:
 def _line(run: WatchRun, width: int | None = None) -> str:
     r = run.outcome.report
     assert r is not None  # a run SIGTERM ended has no line
-    new = sum(1 for f in run.outcome.report_doc["findings"] if f.get("new"))
+    new = sum(1 for f in r.findings if f.new)
     w = r.window.as_dict()
     return (
         f"{rfc3339(run.at.replace(microsecond=0))} run {run.number}: "

@@ -82,7 +82,7 @@ def run_guard(
             on_delivery=on_delivery,
         )
     except Terminated:
-        return GuardOutcome(None, {}, state_written=sig.wrote, terminated=True, page=page.page)
+        return GuardOutcome(None, state_written=sig.wrote, terminated=True, page=page.page)
     outcome.page = page.page
     return outcome
 

@@ -131,7 +131,7 @@ REPORT = Report(
             "cpu_hours_unknown": 2,
             "by_project": {},
             "by_day": {},
-        },  # fmt: skip
+        },
         by_disruption_reason={"Preempted": 1, "none": 2},
     ),
     findings=FINDINGS,
