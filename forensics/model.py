@@ -1,6 +1,6 @@
 """The domain's plain data: frozen dataclasses passed between sources, detection and formats.
 
-One module on purpose (under 500 lines): every type of the report and of its evidence
+One module on purpose: every type of the report and of its evidence
 reads in one place, each a few lines, as docs/report.md describes them.
 """
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import jsonschema
 import pytest
 from support import paths
+from support.cli import run
 
 from forensics.detect import Cleared
 from forensics.merge import merge, merge_reports
@@ -199,3 +200,39 @@ def test_ordered_is_the_order_merge_prints():
     merged = merge([shuffled])
     assert merged.findings == ordered.findings and merged.gaps == ordered.gaps
     assert merge_reports([shuffled.as_dict()]) == merged.as_dict()
+
+
+def _without_checkpoint(doc: dict) -> dict:
+    return {**doc, "findings": [{k: v for k, v in doc["findings"][0].items() if k != "checkpoint"}]}
+
+
+@pytest.mark.parametrize(
+    "broken, why",
+    [
+        (_without_checkpoint, "('checkpoint')"),
+        (lambda d: {**d, "window": {"start": 5, "end": 6}}, "has no attribute"),
+        (lambda d: {**d, "gaps": None}, "not iterable"),
+    ],
+    ids=["a finding without checkpoint", "a number as a time", "gaps null"],
+)
+def test_merge_refuses_a_document_the_typed_report_cannot_hold_in_one_line(
+    capsys, tmp_path, monkeypatch, broken, why
+):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken(REPORT.as_dict())))
+    code, out, err = run(["merge", str(path)], capsys)
+    assert (code, out) == (2, "")
+    line = "elastic-audit: error: merge: a report lacks what docs/report.md requires ("
+    assert err.startswith(line) and why in err and err.count("\n") == 1, err
+
+
+def test_merge_prints_a_saved_report_as_it_was_saved(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    doc = REPORT.as_dict()
+    (tmp_path / "saved.json").write_text(json.dumps(doc))
+    code, out, _ = run(["merge", "saved.json", "--exit-zero"], capsys)
+    assert code == 3  # incomplete: its gaps
+    assert json.loads(out)["findings"] == doc["findings"] and json.loads(out)["gaps"] == [
+        g.as_dict() for g in REPORT.ordered().gaps
+    ]
