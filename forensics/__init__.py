@@ -49,8 +49,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     # relaunch
     "Relauncher": ("forensics.relaunch.relauncher", "Relauncher"),
     "RelaunchOptions": ("forensics.relaunch", "Options"),
-    "RelaunchPlan": ("forensics.relaunch", "Plan"),
-    "RelaunchOutcome": ("forensics.relaunch", "Outcome"),
+    "RelaunchPlan": ("forensics.relaunch", "RelaunchPlan"),
+    "RelaunchOutcome": ("forensics.relaunch", "RelaunchOutcome"),
     "AuditLog": ("forensics.relaunch", "AuditLog"),
     # guard
     "run_guard": ("forensics.guard", "run_guard"),
@@ -206,10 +206,8 @@ if TYPE_CHECKING:
     from forensics.plugin_fix.check import CheckResult, check_environment, check_source
     from forensics.plugin_fix.patch import ApplyResult, load_patch
     from forensics.plugin_fix.patch import apply as apply_fix
-    from forensics.relaunch import AuditLog
+    from forensics.relaunch import AuditLog, RelaunchOutcome, RelaunchPlan
     from forensics.relaunch import Options as RelaunchOptions
-    from forensics.relaunch import Outcome as RelaunchOutcome
-    from forensics.relaunch import Plan as RelaunchPlan
     from forensics.relaunch.relauncher import Relauncher
     from forensics.report_json import report_from_json
     from forensics.scan.examine import Examination, Examined, examine

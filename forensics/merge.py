@@ -25,47 +25,49 @@ What a merge does, and why it equals one scan of the whole window:
   cover is a gap `not covered by any merged report of <part>`). Any other mix is refused
   (UsageError), never merged: "every project" beside "project a", overlapping or missing parts —
   no merged scope or time gap could say what was left out.
-- **order**: as a scan orders them (findings by signal time, else disruption, else end; pending by signal time;
-  unresolved by signal time and pod; gaps by source and time).
+- **order**: the report's one order (`Report.ordered`, forensics/model.py), as a scan's.
+
+`merge` works on typed reports; `merge_reports` takes and returns the JSON documents
+(`report_from_json` reads them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from forensics.cost import CostRow, totals_of
+from forensics.cost import totals
 from forensics.errors import UsageError
-from forensics.model import UTC, AttemptRef, ExecutionRef, Scope, rfc3339
+from forensics.model import (
+    UTC,
+    AttemptRef,
+    Finding,
+    Gap,
+    Pending,
+    Report,
+    Scope,
+    Summary,
+    Superseded,
+    UnparsedLine,
+    Unresolved,
+    Window,
+    order_findings,
+)
+from forensics.report_json import report_from_json
 
 SCHEMA_VERSION = 1
 SOURCES = ("loki", "admin", "s3")
 UNCOVERED = "not covered by any merged report"
 
-Doc = dict[str, Any]
+ScopeKey = tuple[tuple[str, ...], tuple[str, ...]]
 
 
-def _time(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
-
-
-def _attempt_key(item: Mapping[str, Any]) -> tuple[str, str, str, str, int]:
-    e = item["execution"]
-    return (e["project"], e["domain"], e["name"], item["node_id"], int(item["attempt"]))
-
-
-def _attempt_str(item: Mapping[str, Any]) -> str:
-    p, d, n, node, attempt = _attempt_key(item)
-    return f"{p}:{d}:{n}/{node}/{attempt}"
-
-
-def _check(reports: list[Doc]) -> None:
-    if not reports:
+def _check(docs: list[Any]) -> None:
+    if not docs:
         raise UsageError("merge: no reports given")
-    for i, r in enumerate(reports):
+    for i, r in enumerate(docs):
         version = r.get("schema_version") if isinstance(r, dict) else None
         if version != SCHEMA_VERSION:
             raise UsageError(
@@ -74,29 +76,28 @@ def _check(reports: list[Doc]) -> None:
             )
 
 
-def _scope_of(r: Doc) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+def _scope_of(r: Report) -> ScopeKey | None:
     """A report's scope as sorted (projects, domains); None when it records none."""
-    scope = r.get("scope")
-    if scope is None:
+    if r.scope is None:
         return None
-    return tuple(sorted(scope["projects"])), tuple(sorted(scope["domains"]))
+    return tuple(sorted(r.scope.projects)), tuple(sorted(r.scope.domains))
 
 
-def _scope_words(scope: tuple[tuple[str, ...], tuple[str, ...]] | None) -> str:
+def _scope_words(scope: ScopeKey | None) -> str:
     return "an unrecorded scope" if scope is None else str(Scope(*scope))
 
 
-def _scope(reports: list[Doc]) -> Any:
+def _scope(reports: Sequence[Report]) -> Scope | None:
     """The merged report's scope (module docstring): the reports' one scope, or the grid their
     scopes tile; UsageError naming two scopes that neither equal nor tile."""
     groups = list(dict.fromkeys(_scope_of(r) for r in reports))
     if len(groups) == 1:
         one = groups[0]
-        return None if one is None else {"projects": list(one[0]), "domains": list(one[1])}
+        return None if one is None else Scope(*one)
     if None not in groups:
         grid = _grid(groups)  # type: ignore[arg-type]
         if grid is not None:
-            return {"projects": list(grid[0]), "domains": list(grid[1])}
+            return Scope(*grid)
     first = _scope_of(reports[0])
     i = next(i for i, r in enumerate(reports) if _scope_of(r) != first)
     raise UsageError(
@@ -106,9 +107,7 @@ def _scope(reports: list[Doc]) -> Any:
     )
 
 
-def _grid(
-    groups: list[tuple[tuple[str, ...], tuple[str, ...]]],
-) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+def _grid(groups: list[ScopeKey]) -> ScopeKey | None:
     """The scope that `groups` split into disjoint (project, domain) cells exactly — as a
     backfill's slices per project do — or None. An axis left whole ("every") in one group must
     be whole in all: "every project" and "project a" overlap in ways no cell list can say."""
@@ -126,209 +125,167 @@ def _grid(
     return projects, domains
 
 
-def _holes(reports: list[Doc]) -> tuple[datetime, datetime, list[tuple[datetime, datetime, str]]]:
+def _holes(reports: Sequence[Report]) -> tuple[Window, list[tuple[datetime, datetime, str]]]:
     """The merged window, and each stretch of it that the reports of one scope do not cover
     (every stretch for one scope; per scope when the scopes split a grid)."""
-    spans = [(_time(r["window"]["start"]), _time(r["window"]["end"])) for r in reports]
-    start = min(s for s, _ in spans if s is not None)
-    end = max(e for _, e in spans if e is not None)
-    groups: dict[Any, list[tuple[datetime, datetime]]] = {}
-    for r, span in zip(reports, spans, strict=True):
-        groups.setdefault(_scope_of(r), []).append(span)  # type: ignore[arg-type]
+    window = Window(min(r.window.start for r in reports), max(r.window.end for r in reports))
+    groups: dict[ScopeKey | None, list[tuple[datetime, datetime]]] = {}
+    for r in reports:
+        groups.setdefault(_scope_of(r), []).append((r.window.start, r.window.end))
     holes = []
     for scope, group in groups.items():
         error = UNCOVERED if len(groups) == 1 else f"{UNCOVERED} of {_scope_words(scope)}"
-        holes += [(s, e, error) for s, e in _uncovered(sorted(group), start, end)]
-    return start, end, holes
+        holes += [(s, e, error) for s, e in _uncovered(sorted(group), window)]
+    return window, holes
 
 
 def _uncovered(
-    spans: list[tuple[datetime, datetime]], start: datetime, end: datetime
+    spans: list[tuple[datetime, datetime]], window: Window
 ) -> list[tuple[datetime, datetime]]:
-    holes, reach = [], start
+    holes, reach = [], window.start
     for s, e in spans:
         if s > reach:
             holes.append((reach, s))
         reach = max(reach, e)
-    if reach < end:
-        holes.append((reach, end))
+    if reach < window.end:
+        holes.append((reach, window.end))
     return holes
 
 
-def _better(a: Doc, b: Doc) -> Doc:
+def _better(a: Finding, b: Finding) -> Finding:
     """Of two findings of one attempt, the one a scan of both slices would report."""
 
-    def rank(f: Doc) -> tuple[int, datetime, int]:
-        sig = f.get("signal")
-        at = _time(sig["at"]) if sig else None
+    def rank(f: Finding) -> tuple[int, datetime, int]:
         return (
-            0 if sig else 1,  # the slice that saw the signal judged it as the whole scan would
-            at or datetime.max.replace(tzinfo=UTC),
-            0 if f["verdict"] == "affected" else 1,
+            0 if f.signal else 1,  # the slice that saw the signal judged it as the whole scan would
+            f.signal.at if f.signal else datetime.max.replace(tzinfo=UTC),
+            0 if f.verdict == "affected" else 1,
         )
 
     best = a if rank(a) <= rank(b) else b
     other = b if best is a else a
-    if best.get("relaunched_as") is None and other.get("relaunched_as") is not None:
-        best = {**best, "relaunched_as": other["relaunched_as"]}
+    if best.relaunched_as is None and other.relaunched_as is not None:
+        best = replace(best, relaunched_as=other.relaunched_as)
     return best
 
 
-def _findings(reports: list[Doc], end: datetime) -> tuple[list[Doc], int]:
-    merged: dict[tuple[str, str, str, str, int], Doc] = {}
+def _findings(reports: Sequence[Report], end: datetime) -> tuple[list[Finding], int]:
+    merged: dict[AttemptRef, Finding] = {}
     duplicates = 0
     for r in reports:
-        for f in r.get("findings", ()):
-            k = _attempt_key(f)
-            if k in merged:
+        for f in r.findings:
+            if f.attempt in merged:
                 duplicates += 1
-                merged[k] = _better(merged[k], f)
+                merged[f.attempt] = _better(merged[f.attempt], f)
             else:
-                merged[k] = f
-
-    def order(f: Doc) -> tuple[datetime, str]:
-        # as the scan's tally orders them: signal, else disruption, else the attempt's end
-        at = (f.get("signal") or f.get("disruption") or {}).get("at") or f.get("succeeded_at")
-        return (_time(at) or end, _attempt_str(f))
-
-    return sorted(merged.values(), key=order), duplicates
+                merged[f.attempt] = f
+    return order_findings(merged.values(), end), duplicates
 
 
-def _pending(reports: list[Doc], found: set[tuple]) -> tuple[list[Doc], int]:
-    merged: dict[tuple, Doc] = {}
+def _pending(reports: Sequence[Report], found: set[AttemptRef]) -> tuple[list[Pending], int]:
+    merged: dict[AttemptRef, Pending] = {}
     dropped = 0
     for r in reports:
-        for p in r.get("pending", ()):
-            k = _attempt_key(p)
-            if k in found or k in merged:
+        for p in r.pending:
+            if p.attempt in found or p.attempt in merged:
                 dropped += 1
                 continue
-            merged[k] = p
-    out = sorted(merged.values(), key=lambda p: (_time(p["signal"]["at"]), _attempt_str(p)))
-    return out, dropped
+            merged[p.attempt] = p
+    return list(merged.values()), dropped
 
 
-def _unresolved(reports: list[Doc]) -> tuple[list[Doc], int]:
-    merged: dict[tuple[str, str], Doc] = {}
-    dropped = 0
+def _unresolved(reports: Sequence[Report]) -> list[Unresolved]:
+    """One per pod, the earliest signal's."""
+    merged: dict[tuple[str, str], Unresolved] = {}
     for r in reports:
-        for u in r.get("unresolved", ()):
-            k = (u["namespace"], u["pod"])
-            if k in merged:
-                dropped += 1
-                if _time(u["signal"]["at"]) < _time(merged[k]["signal"]["at"]):  # type: ignore[operator]
-                    merged[k] = u
-                continue
-            merged[k] = u
-    out = sorted(merged.values(), key=lambda u: (_time(u["signal"]["at"]), u["signal"]["pod"]))
-    return out, dropped
+        for u in r.unresolved:
+            k = (u.signal.namespace, u.signal.pod)
+            if k not in merged or u.signal.at < merged[k].signal.at:
+                merged[k] = u
+    return list(merged.values())
 
 
-def _superseded(reports: list[Doc]) -> list[Doc]:
-    """Each superseded trial once (two slices may both clear it), in the scan's order."""
-    merged = {_attempt_key(x): x for r in reports for x in r.get("superseded", ())}
-    return [merged[k] for k in sorted(merged, key=lambda k: str(_attempt_ref(k)))]
+def _superseded(reports: Sequence[Report]) -> list[Superseded]:
+    """Each superseded trial once (two slices may both clear it)."""
+    return list({x.attempt: x for r in reports for x in r.superseded}.values())
 
 
-def _attempt_ref(key: tuple[str, str, str, str, int]) -> AttemptRef:
-    project, domain, name, node_id, attempt = key
-    return AttemptRef(ExecutionRef(project, domain, name), node_id, attempt)
-
-
-def _gaps(
-    reports: list[Doc],
-    holes: Iterable[tuple[datetime, datetime, str]],
-    start: datetime,
-    end: datetime,
-) -> list[Doc]:
-    seen: dict[tuple, Doc] = {}
+def _gaps(reports: Sequence[Report], holes: Iterable[tuple[datetime, datetime, str]]) -> list[Gap]:
+    seen: dict[tuple, Gap] = {}
     for r in reports:
-        for g in r.get("gaps", ()):
-            seen.setdefault((g["source"], g["start"], g["end"], g["error"]), g)
+        for g in r.gaps:
+            seen.setdefault((g.source, g.start, g.end, g.error), g)
     for s, e, error in holes:
         for source in SOURCES:
-            g = {"source": source, "kind": "failed", "start": rfc3339(s), "end": rfc3339(e),
-                 "error": error}  # fmt: skip
-            seen.setdefault((source, g["start"], g["end"], error), g)
-
-    def order(g: Doc) -> tuple[str, datetime, datetime, str]:
-        return (g["source"], _time(g["start"]) or start, _time(g["end"]) or end, g["error"])
-
-    return sorted(seen.values(), key=order)
+            seen.setdefault((source, s, e, error), Gap(source, s, e, error))
+    return list(seen.values())
 
 
-def _summary(reports: list[Doc], findings: list[Doc], pending: list[Doc], duplicates: int) -> Doc:
+def _summary(
+    reports: Sequence[Report], findings: list[Finding], pending: list[Pending], duplicates: int
+) -> Summary:
     cleared: dict[str, int] = {}
     examined = not_affected = unparsed = 0
-    example = None
+    example: UnparsedLine | None = None
     for r in reports:
-        s = r["summary"]
-        examined += s["attempts_examined"]
-        not_affected += s["not_affected"]
-        unparsed += s["unparsed_lines"]
-        for reason, n in (s.get("cleared") or {}).items():
+        s = r.summary
+        examined += s.attempts_examined
+        not_affected += s.not_affected
+        unparsed += s.unparsed_lines
+        for reason, n in s.cleared.items():
             cleared[reason] = cleared.get(reason, 0) + n
-        ex = s.get("unparsed_example")
-        if ex is not None and (example is None or _time(ex["at"]) < _time(example["at"])):  # type: ignore[operator]
+        ex = s.unparsed_example
+        if ex is not None and (example is None or ex.at < example.at):
             example = ex
-    return {
-        "attempts_examined": examined - duplicates,
-        "affected": sum(f["verdict"] == "affected" for f in findings),
-        "suspected": sum(f["verdict"] == "suspected" for f in findings),
-        "not_affected": not_affected,
-        "pending": len(pending),
-        "cleared": dict(sorted(cleared.items())),
-        "unparsed_lines": unparsed,
-        "unparsed_example": example,
-        "cost": totals_of(_cost_row(f) for f in findings),
-        "findings_by_disruption_reason": _by_reason(findings),
-    }
-
-
-def _by_reason(findings: list[Doc]) -> dict[str, int]:
-    """`summary.findings_by_disruption_reason` of the merged findings ("none": no evidence)."""
-    counts: dict[str, int] = {}
-    for f in findings:
-        reason = (f.get("disruption") or {}).get("reason") or "none"
-        counts[reason] = counts.get(reason, 0) + 1
-    return dict(sorted(counts.items()))
-
-
-def _cost_row(f: Mapping[str, Any]) -> CostRow:
-    """A finding's cost as `forensics.cost.totals` counts it: on the UTC day of its signal,
-    else of its false success (report times are RFC 3339 in UTC)."""
-    at = (f.get("signal") or {}).get("at") or f.get("succeeded_at")
-    cost = f.get("cost") or {}
-    return CostRow(
-        f["execution"]["project"],
-        at[:10] if at else "unknown",
-        cost.get("gpu_hours"),
-        cost.get("cpu_hours"),
+    by_reason: dict[str, int] = {}
+    for f in findings:  # docs/report.md `summary.findings_by_disruption_reason`
+        reason = f.disruption.reason if f.disruption else "none"
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+    return Summary(
+        attempts_examined=examined - duplicates,
+        affected=sum(f.verdict == "affected" for f in findings),
+        suspected=sum(f.verdict == "suspected" for f in findings),
+        not_affected=not_affected,
+        cleared=cleared,
+        pending=len(pending),
+        unparsed_lines=unparsed,
+        unparsed_example=example,
+        cost=totals(findings),  # over the findings in the report's order, as the scan's
+        by_disruption_reason=by_reason,
     )
 
 
-def merge_reports(reports: Iterable[Doc]) -> Doc:
+def merge(reports: Iterable[Report]) -> Report:
+    """One report from the reports of several scans (module docstring), in the report's order;
+    UsageError for no reports or scopes that cannot merge."""
+    parts = list(reports)
+    if not parts:
+        raise UsageError("merge: no reports given")
+    scope = _scope(parts)
+    window, holes = _holes(parts)
+    findings, dup_findings = _findings(parts, window.end)
+    pending, dup_pending = _pending(parts, {f.attempt for f in findings})
+    return Report(
+        tool=parts[0].tool,
+        window=window,
+        gaps=tuple(_gaps(parts, holes)),
+        summary=_summary(parts, findings, pending, dup_findings + dup_pending),
+        findings=tuple(findings),
+        pending=tuple(pending),
+        unresolved=tuple(_unresolved(parts)),
+        superseded=tuple(_superseded(parts)),
+        scope=scope,
+    ).ordered()
+
+
+def merge_documents(docs: Iterable[Any]) -> Report:
+    """`merge` of JSON reports (docs/report.md): UsageError naming a document of another schema;
+    KeyError, TypeError or ValueError for one that lacks what the schema requires."""
+    listed = list(docs)
+    _check(listed)
+    return merge(report_from_json(d) for d in listed)
+
+
+def merge_reports(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One report (the JSON document of docs/report.md) from the reports of several scans."""
-    docs = list(reports)
-    _check(docs)
-    scope = _scope(docs)
-    start, end, holes = _holes(docs)
-    findings, dup_findings = _findings(docs, end)
-    found = {_attempt_key(f) for f in findings}
-    pending, dup_pending = _pending(docs, found)
-    unresolved, _dup_pods = _unresolved(docs)
-    gaps = _gaps(docs, holes, start, end)
-    summary = _summary(docs, findings, pending, dup_findings + dup_pending)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": docs[0]["tool"],
-        "window": {"start": rfc3339(start), "end": rfc3339(end)},
-        "scope": scope,
-        "complete": not gaps,
-        "gaps": gaps,
-        "summary": summary,
-        "findings": findings,
-        "pending": pending,
-        "unresolved": unresolved,
-        "superseded": _superseded(docs),
-    }
+    return merge_documents(reports).as_dict()

@@ -1,13 +1,13 @@
 """The domain's plain data: frozen dataclasses passed between sources, detection and formats.
 
-One module on purpose (under 500 lines): every type of the report and of its evidence
+One module on purpose: every type of the report and of its evidence
 reads in one place, each a few lines, as docs/report.md describes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 from forensics.failures import FailureKind
@@ -436,10 +436,13 @@ class Finding:
     # success silent (docs/verdicts.md "Causes").
     disruption: Disruption | None = None
     cause: str | None = None
+    # Guard runs only (docs/report.md `new`): True when no earlier run reported it; None: not
+    # a guard run, and the key is not in the JSON.
+    new: bool | None = None
 
     def as_dict(self) -> dict[str, object]:
         sig = signal_dict(self.signal) if self.signal is not None else None
-        return {
+        doc: dict[str, object] = {
             "execution": self.attempt.execution.as_dict(),
             "node_id": self.attempt.node_id,
             "attempt": self.attempt.attempt,
@@ -457,6 +460,9 @@ class Finding:
             "disruption": self.disruption.as_dict() if self.disruption else None,
             "cause": self.cause,
         }
+        if self.new is not None:
+            doc["new"] = self.new
+        return doc
 
 
 def signal_dict(hit: SignalHit) -> dict[str, object]:
@@ -637,6 +643,18 @@ class Report:
     def complete(self) -> bool:
         return not self.gaps
 
+    def ordered(self) -> Report:
+        """This report with every list in the report's one order (`order_findings`, `order_gaps`,
+        ...): what the scan, `merge` and every format show."""
+        return replace(
+            self,
+            gaps=tuple(order_gaps(self.gaps, self.window)),
+            findings=tuple(order_findings(self.findings, self.window.end)),
+            pending=tuple(order_pending(self.pending)),
+            unresolved=tuple(order_unresolved(self.unresolved)),
+            superseded=tuple(order_superseded(self.superseded)),
+        )
+
     def as_dict(self) -> dict[str, object]:
         return {
             "schema_version": 1,
@@ -654,3 +672,39 @@ class Report:
 
     def __iter__(self) -> Iterator[Finding]:
         return iter(self.findings)
+
+
+# -- the report's one order (docs/report.md): the scan's report, `merge` and every format ------
+
+
+def order_findings(findings: Iterable[Finding], end: datetime) -> list[Finding]:
+    """By the signal's time, else the disruption's, else the attempt's end (`end`, the window's
+    end, when it has none); then by attempt."""
+
+    def key(f: Finding) -> tuple[datetime, str]:
+        at = f.signal.at if f.signal else f.disruption.at if f.disruption else f.succeeded_at
+        return (at or end, str(f.attempt))
+
+    return sorted(findings, key=key)
+
+
+def order_gaps(gaps: Iterable[Gap], window: Window) -> list[Gap]:
+    """By source, then start and end (an open end is the window's), then error."""
+    return sorted(
+        gaps, key=lambda g: (g.source, g.start or window.start, g.end or window.end, g.error)
+    )
+
+
+def order_pending(pending: Iterable[Pending]) -> list[Pending]:
+    """By the signal's time, then by attempt."""
+    return sorted(pending, key=lambda p: (p.signal.at, str(p.attempt)))
+
+
+def order_unresolved(unresolved: Iterable[Unresolved]) -> list[Unresolved]:
+    """By the signal's time, then by pod."""
+    return sorted(unresolved, key=lambda u: (u.signal.at, u.signal.pod))
+
+
+def order_superseded(superseded: Iterable[Superseded]) -> list[Superseded]:
+    """By attempt."""
+    return sorted(superseded, key=lambda x: str(x.attempt))

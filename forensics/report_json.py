@@ -1,5 +1,9 @@
-"""A saved JSON report (docs/report.md, schema_version 1) back into the typed `Report`
-(`Report.from_json`): how `merge` renders a saved or merged report in every format."""
+"""A saved JSON report (docs/report.md, schema_version 1) back into the typed `Report`: the one
+way back from JSON, for `merge`, guard state and `relaunch --from-report`.
+
+`report_from_json(report.as_dict()).as_dict() == report.as_dict()` for every report (what the
+JSON does not hold — a signal's line, the page's activity — stays empty).
+"""
 
 from __future__ import annotations
 
@@ -30,21 +34,26 @@ from forensics.model import (
 
 
 def report_from_json(doc: Mapping[str, Any]) -> Report:
-    """`Report.from_json` (see its docstring)."""
+    """The typed report of a JSON report. A document that is not one raises ValueError
+    (another schema_version), KeyError (a required key missing) or TypeError (a wrong type)."""
     if doc.get("schema_version") != 1:
         raise ValueError(f"schema_version {doc.get('schema_version')!r}, not 1")
+    try:
+        return _report(doc)
+    except AttributeError as e:  # a list or a number where an object or a time belongs
+        raise TypeError(str(e)) from None
+
+
+def _report(doc: Mapping[str, Any]) -> Report:
     w = doc["window"]
     scope = doc.get("scope")
     return Report(
         tool=str(doc["tool"]),
         window=Window(_time(w["start"]), _time(w["end"])),
-        gaps=tuple(_gap(g) for g in doc["gaps"]),
+        gaps=tuple(gap_from_json(g) for g in doc["gaps"]),
         summary=_summary(doc["summary"]),
-        findings=tuple(_finding(f) for f in doc["findings"]),
-        pending=tuple(
-            Pending(_attempt(p), str(p.get("phase", "")), _signal(p["signal"]))
-            for p in doc.get("pending", ())
-        ),
+        findings=tuple(finding_from_json(f) for f in doc["findings"]),
+        pending=tuple(pending_from_json(p) for p in doc.get("pending", ())),
         unresolved=tuple(
             Unresolved(_signal(u["signal"]), str(u["reason"])) for u in doc.get("unresolved", ())
         ),
@@ -92,7 +101,8 @@ def _signal(s: Mapping[str, Any]) -> SignalHit:
     )
 
 
-def _gap(g: Mapping[str, Any]) -> Gap:
+def gap_from_json(g: Mapping[str, Any]) -> Gap:
+    """One of the report's `gaps` (a gap saved without `kind` is `failed`, as before kinds)."""
     return Gap(
         g["source"], _opt_time(g["start"]), _opt_time(g["end"]), g["error"], g.get("kind", "failed")
     )
@@ -147,7 +157,13 @@ def _cost(c: Mapping[str, Any]) -> Cost:
     )
 
 
-def _finding(f: Mapping[str, Any]) -> Finding:
+def pending_from_json(p: Mapping[str, Any]) -> Pending:
+    """One of the report's `pending` attempts."""
+    return Pending(_attempt(p), str(p.get("phase", "")), _signal(p["signal"]))
+
+
+def finding_from_json(f: Mapping[str, Any]) -> Finding:
+    """One of the report's `findings`."""
     parent = f.get("parent")
     return Finding(
         attempt=_attempt(f),
@@ -164,4 +180,5 @@ def _finding(f: Mapping[str, Any]) -> Finding:
         cost=_cost(f["cost"]) if f.get("cost") else None,
         disruption=_disruption(f["disruption"]) if f.get("disruption") else None,
         cause=f.get("cause"),
+        new=f.get("new"),
     )

@@ -43,12 +43,11 @@ def for_scan(
     else 1 when there is something to act on — findings, pending attempts (signalled, not
     finished yet: rescan) or signalled Flyte pods that resolve to no attempt (configuration) —
     unless `exit_zero`; else 0. 3 wins over 1."""
-    from forensics.guard.items import pending_items
-
+    pending = getattr(report, "pending", ())
     unresolved = getattr(report, "unresolved", ())
     return for_result(
         complete=report.complete and not page_gaps and not undelivered,
-        to_act_on=bool(report.findings or pending_items(report, {}) or unresolved),
+        to_act_on=bool(report.findings or pending or unresolved),
         exit_zero=exit_zero,
     )
 

@@ -19,7 +19,7 @@ from forensics.cli import exits
 from forensics.cli.common import check_writable_file
 from forensics.cli.verbosity import add_secret
 from forensics.errors import UsageError
-from forensics.guard import GuardOptions, Outcome, Page, Signals, run_guard, scanner
+from forensics.guard import GuardOptions, GuardOutcome, Page, Signals, run_guard, scanner
 from forensics.guard.notify import FORMATS, Delivery, Message, check_webhook
 from forensics.guard.state import open_store
 from forensics.secrets import userinfo_secrets
@@ -100,7 +100,7 @@ def say_delivery(d: Delivery, message: Message) -> None:
         )
 
 
-def say_failures(outcome: Outcome) -> None:
+def say_failures(outcome: GuardOutcome) -> None:
     """What the run could not do that is not in the report: the metrics push."""
     if outcome.push_error is not None:
         print(f"elastic-audit: error: {outcome.push_error}", file=sys.stderr)
@@ -178,7 +178,9 @@ def scan_command(
     )
 
 
-def emit_outcome(outcome: Outcome, fmt: str, report_path: str | None, page: Any = None) -> None:
+def emit_outcome(
+    outcome: GuardOutcome, fmt: str, report_path: str | None, page: Any = None
+) -> None:
     """The report on stdout (and in --report): JSON from the guard's document, which adds `new`
     per finding; other formats through the ordinary renderers (`html`: the incident `page`)."""
     from forensics.cli.display import render

@@ -14,7 +14,8 @@ from forensics.cli.display import render
 from forensics.cli.options import check_output, default_output, flag_option, output_option
 from forensics.errors import UsageError
 from forensics.formats import SCAN_FORMATS, OutputFormat
-from forensics.merge import merge_reports
+from forensics.merge import merge_documents
+from forensics.model import Report
 
 EXAMPLES = """
 Examples:
@@ -63,9 +64,9 @@ def merge(
     fmt = check_output(default_output(output), SCAN_FORMATS)
     docs = [_read(p) for p in reports]
     try:
-        merged = merge_reports(docs)
+        merged = merge_documents(docs)
         text = (
-            json.dumps(merged, indent=2) + "\n"
+            json.dumps(merged.as_dict(), indent=2) + "\n"
             if fmt is OutputFormat.json
             else _render(merged, fmt)
         )
@@ -74,18 +75,16 @@ def merge(
     emit(text)
     raise typer.Exit(
         exits.for_result(
-            complete=merged["complete"],
-            to_act_on=bool(merged["findings"] or merged["pending"] or merged["unresolved"]),
+            complete=merged.complete,
+            to_act_on=bool(merged.findings or merged.pending or merged.unresolved),
             exit_zero=exit_zero,
         )
     )
 
 
-def _render(merged: dict, fmt: OutputFormat) -> str:
-    """The merged report in `fmt`: the typed report of its JSON, and for `html` the incident
-    page of a saved report (no source read: forensics.page.saved_page)."""
+def _render(merged: Report, fmt: OutputFormat) -> str:
+    """The merged report in `fmt`; for `html` the incident page of a saved report (no source
+    read: forensics.page.saved_page)."""
     from forensics.page import saved_page
-    from forensics.report_json import report_from_json
 
-    report = report_from_json(merged)
-    return render(saved_page(report) if fmt is OutputFormat.html else report, fmt)
+    return render(saved_page(merged) if fmt is OutputFormat.html else merged, fmt)

@@ -30,7 +30,7 @@ from forensics.identifiers import FORMS, parse_execution
 from forensics.model import ExecutionRef
 
 if TYPE_CHECKING:
-    from forensics.relaunch import AuditLog, Outcome, Plan
+    from forensics.relaunch import AuditLog, RelaunchOutcome, RelaunchPlan
     from forensics.relaunch.relauncher import Relauncher
     from forensics.sources import Sources
 
@@ -194,7 +194,7 @@ def _relauncher(clients: Sources, audit: AuditLog) -> Relauncher:
     return Relauncher.over(clients, audit)
 
 
-def _linked(outcome: Outcome, console_url: str | None) -> Outcome:
+def _linked(outcome: RelaunchOutcome, console_url: str | None) -> RelaunchOutcome:
     """The outcome with the Flyte console link of its new (or existing) execution."""
     from dataclasses import replace
 
@@ -208,7 +208,7 @@ def _linked(outcome: Outcome, console_url: str | None) -> Outcome:
     )
 
 
-def _refuse_unknown(plans: list[Plan]) -> None:
+def _refuse_unknown(plans: list[RelaunchPlan]) -> None:
     """An execution Admin does not know is a typo: exit 2 before anything is done or audited,
     as `show` does for the same name (docs/exit-codes.md)."""
     unknown = [str(p.execution) for p in plans if p.verdict == "not-found"]
@@ -219,7 +219,7 @@ def _refuse_unknown(plans: list[Plan]) -> None:
         )
 
 
-def _confirm_plans(plans: list[Plan]) -> None:
+def _confirm_plans(plans: list[RelaunchPlan]) -> None:
     """Ask before relaunching anything; a no (or no answer) exits 1 with nothing done."""
     todo = [p for p in plans if not (p.failure or p.refusal) and p.existing is None]
     if todo and not _confirm(f"Relaunch {len(todo)} execution(s)?"):

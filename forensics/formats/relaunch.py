@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from forensics.formats import OutputFormat, Renderers
 from forensics.formats.blocks import render_fitted
 from forensics.formats.table import Column
-from forensics.relaunch import Outcome, Plan
+from forensics.relaunch import RelaunchOutcome, RelaunchPlan
 
 
 @dataclass(frozen=True)
 class RelaunchResults:
     """The outcome per execution, in the order asked; a dry run's carry the exact request."""
 
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[RelaunchOutcome, ...]
     dry_run: bool
 
 
@@ -47,7 +47,7 @@ def _json(results: RelaunchResults, width: int | None = None) -> str:
     return json.dumps(rows, indent=2) + "\n"
 
 
-def plan_lines(plan: Plan) -> list[str]:
+def plan_lines(plan: RelaunchPlan) -> list[str]:
     """The plan for one execution as said on stderr before anything is done."""
     state = (
         plan.failure
@@ -58,7 +58,7 @@ def plan_lines(plan: Plan) -> list[str]:
     return [f"{plan.execution}: {state}", *(f"  {line}" for line in plan.lines())]
 
 
-def request_lines(plans: Sequence[Plan], outcomes: Sequence[Outcome]) -> list[str]:
+def request_lines(plans: Sequence[RelaunchPlan], outcomes: Sequence[RelaunchOutcome]) -> list[str]:
     """A dry run's exact requests, one line each: the RPC and its JSON body."""
     lines = []
     for p, o in zip(plans, outcomes, strict=True):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.guard.run import Outcome
+from forensics.guard.run import GuardOutcome
 from forensics.model import rfc3339
 
 
@@ -17,14 +17,14 @@ class WatchRun:
 
     number: int
     at: datetime
-    outcome: Outcome
+    outcome: GuardOutcome
     code: int
 
 
 def _line(run: WatchRun, width: int | None = None) -> str:
     r = run.outcome.report
     assert r is not None  # a run SIGTERM ended has no line
-    new = sum(1 for f in run.outcome.report_doc["findings"] if f.get("new"))
+    new = sum(1 for f in r.findings if f.new)
     w = r.window.as_dict()
     return (
         f"{rfc3339(run.at.replace(microsecond=0))} run {run.number}: "

@@ -2,7 +2,7 @@
 
 `run_guard` is one guard run as a library call: it prints nothing and chooses no exit code; the
 command line (forensics/cli/guard.py) and the Flyte task (deploy/flyte/guard_workflow.py) say
-what its `Outcome` means.
+what its `GuardOutcome` means.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from forensics.guard.notify import Delivery, Message
 from forensics.guard.run import (
     GuardOptions,
-    Outcome,
+    GuardOutcome,
     Signals,
     StateConflict,
     Terminated,
@@ -55,7 +55,7 @@ def run_guard(
     signals: Signals | None = None,
     page: Page | None = None,
     on_delivery: Callable[[Delivery, Message], None] | None = None,
-) -> Outcome:
+) -> GuardOutcome:
     """One guard run: state → window → scan → what is new → notify → state → metrics.
 
     `scan` scans one window (default: `scanner(settings, scope, page=page)`); `signals` is
@@ -82,7 +82,7 @@ def run_guard(
             on_delivery=on_delivery,
         )
     except Terminated:
-        return Outcome(None, {}, state_written=sig.wrote, terminated=True, page=page.page)
+        return GuardOutcome(None, state_written=sig.wrote, terminated=True, page=page.page)
     outcome.page = page.page
     return outcome
 
@@ -124,7 +124,7 @@ def scanner(
 
 __all__ = [
     "GuardOptions",
-    "Outcome",
+    "GuardOutcome",
     "Page",
     "Signals",
     "StateConflict",

@@ -4,18 +4,20 @@ them for a notification, and the open gaps."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from forensics.guard.state import (
     RESET_STATE,
     STATE,
     GuardState,
+    OpenGap,
     StateConflict,
     StateStore,
     parse_optional,
 )
-from forensics.model import UTC, Report, Window, rfc3339
+from forensics.model import UTC, AttemptRef, Finding, Gap, Pending, Report, Window, rfc3339
 from forensics.params import ParamConfigError, ParamError
 from forensics.timeutil import SINCE, UNTIL, parse_until, parse_window
 
@@ -24,99 +26,87 @@ from forensics.timeutil import SINCE, UNTIL, parse_until, parse_window
 CLAIM_LEASE = timedelta(minutes=10)
 
 
-def item_key(kind: str, item: dict[str, Any]) -> str:
-    e = item["execution"]
-    return f"{kind}:{e['project']}:{e['domain']}:{e['name']}/{item['node_id']}/{item['attempt']}"
+def item_key(kind: str, ref: AttemptRef) -> str:
+    """`finding:project:domain:name/node/attempt` (or `pending:…`): an item's key in the state."""
+    return f"{kind}:{ref}"
 
 
-def pending_items(report: Report, doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """The report's pending attempts in their JSON shape (docs/report.md): the report's own `pending`
-    list when it has one, else `report.pending` items (objects with `as_dict()`, or dicts);
-    empty when the report has none."""
-    listed = doc.get("pending")
-    items = listed if isinstance(listed, list) else getattr(report, "pending", ()) or ()
-    out = []
-    for p in items:
-        d = p.as_dict() if hasattr(p, "as_dict") else p
-        if isinstance(d, dict) and "execution" in d:
-            out.append(d)
-    return out
-
-
-def overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    if a["source"] != b["source"]:
+def overlaps(a: Gap, b: Gap) -> bool:
+    if a.source != b.source:
         return False
-    a0, a1 = parse_optional(a["start"]), parse_optional(a["end"])
-    b0, b1 = parse_optional(b["start"]), parse_optional(b["end"])
     lo = datetime.min.replace(tzinfo=UTC)
     hi = datetime.max.replace(tzinfo=UTC)
-    return (a0 or lo) <= (b1 or hi) and (b0 or lo) <= (a1 or hi)
+    return (a.start or lo) <= (b.end or hi) and (b.start or lo) <= (a.end or hi)
 
 
-def clamped(gap: dict[str, Any], window: Window) -> dict[str, Any]:
+def clamped(gap: Gap, window: Window) -> Gap:
     """A gap within the window (Admin gaps span an execution's life, which may start earlier)."""
-    start = parse_optional(gap.get("start"))
-    end = parse_optional(gap.get("end"))
-    start = window.start if start is None else max(start, window.start)
-    end = window.end if end is None else min(max(end, start), window.end)
-    return {**gap, "start": rfc3339(start), "end": rfc3339(end)}
+    start = window.start if gap.start is None else max(gap.start, window.start)
+    end = window.end if gap.end is None else min(max(gap.end, start), window.end)
+    return replace(gap, start=start, end=end)
+
+
+Item = Finding | Pending
 
 
 def track_items(
     state: GuardState,
-    findings: list[dict[str, Any]],
-    pending: list[dict[str, Any]],
+    findings: Sequence[Finding],
+    pending: Sequence[Pending],
     run_id: str,
     now: datetime,
-) -> tuple[set[str], list[tuple[str, dict[str, Any]]]]:
-    """Record this run's findings and pending attempts in the state (first seen, counters,
-    `new` on each finding); return the keys reported and the items to notify."""
+) -> tuple[list[Finding], set[str], list[tuple[str, Item]]]:
+    """Record this run's findings and pending attempts in the state (first seen, counters);
+    return the findings with `new` set, the keys reported and the items to notify."""
     before = set(state.items)
     keep: set[str] = set()
-    to_notify: list[tuple[str, dict[str, Any]]] = []
-    for kind, docs in (("finding", findings), ("pending", pending)):
-        for item in docs:
-            k = item_key(kind, item)
-            keep.add(k)
-            entry = state.items.get(k)
-            if entry is None:
-                verdict = str(item.get("verdict", "pending"))
-                entry = {
-                    "kind": kind,
-                    "verdict": verdict,
-                    "first_seen": rfc3339(now) or "",
-                    "notified": "",
-                }
-                state.items[k] = entry
-                if kind == "finding":
-                    state.new_findings_total[verdict] = state.new_findings_total.get(verdict, 0) + 1
+    to_notify: list[tuple[str, Item]] = []
+    marked: list[Finding] = []
+    items: list[tuple[str, Item]] = [("finding", f) for f in findings]
+    items += [("pending", p) for p in pending]
+    for kind, item in items:
+        k = item_key(kind, item.attempt)
+        keep.add(k)
+        entry = state.items.get(k)
+        verdict = str(item.verdict) if isinstance(item, Finding) else "pending"
+        if entry is None:
+            entry = {
+                "kind": kind,
+                "verdict": verdict,
+                "first_seen": rfc3339(now) or "",
+                "notified": "",
+            }
+            state.items[k] = entry
             if kind == "finding":
-                item["new"] = k not in before
-                entry["verdict"] = str(item.get("verdict"))  # suspected may become affected
-            if not entry["notified"]:
-                entry["doc"] = item
-                if not claimed_by_other(entry, run_id, now):
-                    to_notify.append((k, item))
+                state.new_findings_total[verdict] = state.new_findings_total.get(verdict, 0) + 1
+        if isinstance(item, Finding):
+            item = replace(item, new=k not in before)
+            marked.append(item)
+            entry["verdict"] = verdict  # suspected may become affected
+        if not entry["notified"]:
+            entry["doc"] = item
+            if not claimed_by_other(entry, run_id, now):
+                to_notify.append((k, item))
     # Items an earlier run could not deliver that this window no longer reaches: sent again
     # from the state (at least once, docs/deployment.md).
     for k, entry in state.items.items():
         if k not in keep and not entry["notified"] and "doc" in entry:
             if not claimed_by_other(entry, run_id, now):
                 to_notify.append((k, entry["doc"]))
-    return keep, to_notify
+    return marked, keep, to_notify
 
 
-def uncovered(gaps: list[dict[str, Any]], window: Window) -> list[dict[str, Any]]:
+def uncovered(gaps: list[OpenGap], window: Window) -> list[OpenGap]:
     """The parts of `gaps` outside `window`."""
     out = []
-    for g in gaps:
-        start, end = parse_optional(g["start"]), parse_optional(g["end"])
+    for o in gaps:
+        start, end = o.gap.start, o.gap.end
         if start is not None and start < window.start:
             cut = window.start if end is None else min(end, window.start)
-            out.append({**g, "end": rfc3339(cut)})
+            out.append(OpenGap(replace(o.gap, end=cut), o.notified))
         if end is not None and end > window.end:
             cut = window.end if start is None else max(start, window.end)
-            out.append({**g, "start": rfc3339(cut)})
+            out.append(OpenGap(replace(o.gap, start=cut), o.notified))
     return out
 
 
@@ -130,7 +120,7 @@ def settle_claims(
     run_id: str,
     delivered: bool,
     now: datetime,
-    new_gaps: list[dict[str, Any]],
+    new_gaps: list[OpenGap],
     keys: list[str] | None = None,
 ) -> None:
     """Mark this run's claimed items notified (or release them), and its new gaps."""
@@ -145,7 +135,7 @@ def settle_claims(
             entry.pop("doc", None)
     if delivered:
         for g in new_gaps:
-            g["notified"] = True
+            g.notified = True
 
 
 def write_final(
@@ -182,23 +172,23 @@ def write_final(
 
 
 def track_gaps(
-    state: GuardState, gaps: list[dict[str, Any]], window: Window
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    state: GuardState, gaps: Sequence[Gap], window: Window
+) -> tuple[list[OpenGap], list[OpenGap]]:
     """This run's gaps (clamped to the window) and those of them that are new.
 
     A gap is new unless an open gap of the last run (same source, overlapping) was already
     notified; this run's gaps become the open gaps (its window covers the old ones). An explicit
     --since/--until window may not cover every open gap: what lies outside it stays open.
     """
-    gaps_now = [clamped(g, window) for g in gaps]
-    new_gaps = []
+    gaps_now = []
+    for g in gaps:
+        gap = clamped(g, window)
+        notified = any(o.notified for o in state.open_gaps if overlaps(o.gap, gap))
+        gaps_now.append(OpenGap(gap, notified))
+    new_gaps = [g for g in gaps_now if not g.notified]
     for g in gaps_now:
-        old = [o for o in state.open_gaps if overlaps(o, g)]
-        g["notified"] = any(o["notified"] for o in old)
-        if not g["notified"]:
-            new_gaps.append(g)
-    for g in gaps_now:
-        state.source_errors_total[g["source"]] = state.source_errors_total.get(g["source"], 0) + 1
+        source = g.gap.source
+        state.source_errors_total[source] = state.source_errors_total.get(source, 0) + 1
     state.open_gaps = gaps_now + uncovered(state.open_gaps, window)
     return gaps_now, new_gaps
 
@@ -224,9 +214,8 @@ def window_for(
     end = parse_until(until, now)
     start = state.scanned_until - overlap
     for g in state.open_gaps:
-        s = parse_optional(g["start"])
-        if s is not None:
-            start = min(start, s)
+        if g.gap.start is not None:
+            start = min(start, g.gap.start)
     if start >= end:
         raise ParamError(
             UNTIL, f" ({rfc3339(end)}) is not after the state's window start ({rfc3339(start)})"

@@ -13,15 +13,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from forensics.config import Settings
 from forensics.errors import SourceError
 from forensics.guard.items import (
+    Item,
     advance,
-    pending_items,
     read_state,
     settle_claims,
     track_gaps,
@@ -33,11 +33,12 @@ from forensics.guard.metrics import GuardCollector, Snapshot, push, registry_for
 from forensics.guard.notify import Delivery, Message, deliver, safe_url
 from forensics.guard.state import (
     GuardState,
+    OpenGap,
     StateConflict,
     StateStore,
     open_store,
 )
-from forensics.model import UTC, Report, Window, rfc3339
+from forensics.model import UTC, Finding, Report, Window, rfc3339
 
 log = logging.getLogger("elastic-audit")
 
@@ -108,20 +109,24 @@ class Signals:
 
 
 @dataclass
-class Outcome:
-    """What one guard run did: the report (None when SIGTERM ended the run during its scan) and
-    its JSON document (findings carry `new`), each notification's delivery, whether the metrics
-    reached the Pushgateway (`push_error` otherwise), whether a state write completed, whether
-    SIGTERM ended the run, and the incident page when one was made."""
+class GuardOutcome:
+    """What one guard run did: the report, its findings marked `new` (None when SIGTERM ended
+    the run during its scan), each notification's delivery, whether the metrics reached the
+    Pushgateway (`push_error` otherwise), whether a state write completed, whether SIGTERM
+    ended the run, and the incident page when one was made."""
 
     report: Report | None
-    report_doc: dict[str, Any]
     deliveries: list[Delivery] = field(default_factory=list)
     new_notified: int = 0
     push_error: SourceError | None = None
     state_written: bool = False
     terminated: bool = False
     page: Any = None  # forensics.page.IncidentPage
+
+    @property
+    def report_doc(self) -> dict[str, Any]:
+        """The report's JSON document (docs/report.md; findings carry `new`), {} without one."""
+        return self.report.as_dict() if self.report is not None else {}
 
     @property
     def delivered(self) -> bool:
@@ -142,7 +147,7 @@ def run_once(
     watch: bool = False,
     page_url: Callable[[], str | None] = lambda: None,
     on_delivery: Callable[[Delivery, Message], None] | None = None,
-) -> Outcome:
+) -> GuardOutcome:
     """One guard run; raises StateConflict when another run wrote the state meanwhile, and
     Terminated when SIGTERM arrived outside a state write. `on_delivery` hears each
     notification's delivery as soon as it is known."""
@@ -162,16 +167,14 @@ def run_once(
 
     state = state or GuardState(scope=scope_doc)
     run = _Run(store, state, token, uuid.uuid4().hex, finished, sig)
-    doc = report.as_dict()
-    findings_docs: list[dict[str, Any]] = doc["findings"]  # type: ignore[assignment]
-    pending_docs = pending_items(report, doc)
-    if pending_docs and "pending" not in doc:
-        doc["pending"] = pending_docs
-    keep, to_notify = track_items(state, findings_docs, pending_docs, run.run_id, finished)
-    gaps_now, new_gaps = track_gaps(state, doc["gaps"], window)  # type: ignore[arg-type]
+    findings, keep, to_notify = track_items(
+        state, report.findings, report.pending, run.run_id, finished
+    )
+    report = replace(report, findings=tuple(findings))  # each finding says whether it is new
+    gaps_now, new_gaps = track_gaps(state, report.gaps, window)
     advance(state, window, report, finished, keep)
 
-    outcome = Outcome(report, doc)
+    outcome = GuardOutcome(report)
     if options.notify and (to_notify or new_gaps):
         message = _message(report, window, to_notify, new_gaps, page_url())
         _notify(run, options, message, to_notify, new_gaps, outcome, on_delivery)
@@ -183,7 +186,7 @@ def run_once(
         with sig.write_section():
             store.write(state, run.token)
 
-    snap = _snapshot(state, report, findings_docs, len(pending_docs), len(gaps_now), duration)
+    snap = _snapshot(state, report, len(gaps_now), duration)
     outcome.push_error = _publish(snap, options, collector)
     outcome.state_written = sig.wrote
     return outcome
@@ -205,9 +208,9 @@ def _notify(
     run: _Run,
     options: GuardOptions,
     message: Message,
-    to_notify: list[tuple[str, dict[str, Any]]],
-    new_gaps: list[dict[str, Any]],
-    outcome: Outcome,
+    to_notify: list[tuple[str, Item]],
+    new_gaps: list[OpenGap],
+    outcome: GuardOutcome,
     on_delivery: Callable[[Delivery, Message], None] | None,
 ) -> None:
     """Claim the items, deliver, then record the delivery (at least once: a failed one leaves
@@ -232,21 +235,14 @@ def _notify(
         outcome.new_notified = len(to_notify)
 
 
-def _snapshot(
-    state: GuardState,
-    report: Report,
-    findings: list[dict[str, Any]],
-    pending: int,
-    gaps: int,
-    duration: float,
-) -> Snapshot:
+def _snapshot(state: GuardState, report: Report, gaps: int, duration: float) -> Snapshot:
     """The metric values of this run (counters from the state)."""
     return Snapshot(
         findings={
-            v: sum(1 for f in findings if f.get("verdict") == v) for v in ("affected", "suspected")
+            v: sum(1 for f in report.findings if f.verdict == v) for v in ("affected", "suspected")
         },
         new_findings_total=dict(state.new_findings_total),
-        pending=pending,
+        pending=len(report.pending),
         gaps=gaps,
         complete=report.complete,
         last_complete_scan=(
@@ -278,15 +274,14 @@ def _publish(
 def _message(
     report: Report,
     window: Window,
-    items: list[tuple[str, dict[str, Any]]],
-    gaps: list[dict[str, Any]],
+    items: list[tuple[str, Item]],
+    gaps: list[OpenGap],
     page_url: str | None = None,
 ) -> Message:
-    findings = [i for k, i in items if k.startswith("finding:")]
-    pending = [i for k, i in items if k.startswith("pending:")]
-    counts = {
-        v: sum(1 for f in findings if f.get("verdict") == v) for v in ("affected", "suspected")
-    }
+    """What is new, in the report's JSON shapes (the webhook's payload)."""
+    findings = [i for _, i in items if isinstance(i, Finding)]
+    pending = [i.as_dict() for _, i in items if not isinstance(i, Finding)]
+    counts = {v: sum(1 for f in findings if f.verdict == v) for v in ("affected", "suspected")}
     w = window.as_dict()
     summary = (
         f"elastic-audit: {counts['affected']} new affected, {counts['suspected']} new suspected, "
@@ -297,16 +292,16 @@ def _message(
         summary=summary,
         window=w,
         complete=report.complete,
-        findings=findings,
+        findings=[f.as_dict() for f in findings],
         pending=pending,
-        gaps=[{k: v for k, v in g.items() if k != "notified"} for g in gaps],
+        gaps=[g.gap.as_dict() for g in gaps],
         page_url=page_url,
     )
 
 
 __all__ = [
     "GuardOptions",
-    "Outcome",
+    "GuardOutcome",
     "Signals",
     "StateConflict",
     "Terminated",

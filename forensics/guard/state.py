@@ -20,8 +20,9 @@ from typing import Any
 
 from forensics.errors import ConfigError, ElasticAuditError, SourceError
 from forensics.fsutil import write_atomic
-from forensics.model import rfc3339
+from forensics.model import Finding, Gap, Pending, rfc3339
 from forensics.params import Param, ParamConfigError
+from forensics.report_json import finding_from_json, gap_from_json, pending_from_json
 from forensics.timeutil import parse_time
 
 # The parameters the state is given by, as errors name them.
@@ -37,18 +38,31 @@ class StateConflict(ElasticAuditError):
 
 
 @dataclass
+class OpenGap:
+    """A gap of the last run that a later window has not covered yet, and whether it was
+    notified; in the state's JSON, the report's gap with `notified`."""
+
+    gap: Gap
+    notified: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.gap.as_dict(), "notified": self.notified}
+
+
+@dataclass
 class GuardState:
     """The document: window progress, open gaps, what was seen and notified, counters.
 
     `items` maps a finding's or pending attempt's key (`finding:project:domain:name/node/attempt`,
     `pending:…`) to `{"kind", "verdict", "first_seen", "notified", "claimed_by", "claimed_at",
-    "doc"}` (times RFC 3339, "" when not yet; `doc` only while not notified). `open_gaps` are the last run's gaps (report shape) with a
-    `notified` flag.
+    "doc"}` (times RFC 3339, "" when not yet); `doc` is the Finding or Pending as last reported,
+    kept only while not notified (the report's JSON in the file). `open_gaps` are the last
+    run's gaps with a `notified` flag.
     """
 
     scanned_until: datetime | None = None
     scope: dict[str, list[str]] = field(default_factory=lambda: {"projects": [], "domains": []})
-    open_gaps: list[dict[str, Any]] = field(default_factory=list)
+    open_gaps: list[OpenGap] = field(default_factory=list)
     items: dict[str, dict[str, Any]] = field(default_factory=dict)
     new_findings_total: dict[str, int] = field(default_factory=dict)
     source_errors_total: dict[str, int] = field(default_factory=dict)
@@ -61,8 +75,8 @@ class GuardState:
             "schema_version": SCHEMA_VERSION,
             "scanned_until": rfc3339(self.scanned_until),
             "scope": self.scope,
-            "open_gaps": self.open_gaps,
-            "items": dict(sorted(self.items.items())),
+            "open_gaps": [g.as_dict() for g in self.open_gaps],
+            "items": {k: _item_json(v) for k, v in sorted(self.items.items())},
             "new_findings_total": dict(sorted(self.new_findings_total.items())),
             "source_errors_total": dict(sorted(self.source_errors_total.items())),
             "last_complete_scan": rfc3339(self.last_complete_scan),
@@ -90,24 +104,14 @@ class GuardState:
                 f"schema_version {doc.get('schema_version')!r}, this tool reads {SCHEMA_VERSION}"
             )
         try:
-            gaps = []
-            for g in doc["open_gaps"]:
-                gaps.append(
-                    {
-                        "source": str(g["source"]),
-                        "start": _time(g["start"]),
-                        "end": _time(g["end"]),
-                        "error": str(g["error"]),
-                        "notified": bool(g["notified"]),
-                    }
-                )
+            gaps = [OpenGap(_gap(g), bool(g["notified"])) for g in doc["open_gaps"]]
             items = {}
             for k, v in doc["items"].items():
                 # `doc`: the item as last reported, kept while it is not notified, so a failed
                 # delivery is sent again even when the item has left the window.
-                entry = {str(a): (b if a == "doc" else str(b)) for a, b in v.items()}
-                if not isinstance(entry.get("doc", {}), dict):
-                    raise TypeError("an item's doc is not an object")
+                entry = {
+                    str(a): (_item(v["kind"], b) if a == "doc" else str(b)) for a, b in v.items()
+                }
                 for name in ("kind", "verdict", "first_seen", "notified"):
                     entry[name]
                 items[str(k)] = entry
@@ -139,12 +143,23 @@ class GuardState:
         }
 
 
-def _time(v: Any) -> str | None:
-    """A stored time, checked (RFC 3339) but kept as text."""
-    if v is None:
-        return None
-    parse_time(str(v), name="state")
-    return str(v)
+def _gap(g: Any) -> Gap:
+    """A stored open gap (saved before gap kinds: `failed`), its times checked (RFC 3339)."""
+    for t in (g["start"], g["end"]):
+        if t is not None:
+            parse_time(str(t), name="state")
+    return gap_from_json(g)
+
+
+def _item(kind: Any, doc: Any) -> Finding | Pending:
+    """A stored item's `doc`: the report's finding or pending attempt, typed."""
+    if not isinstance(doc, dict):
+        raise TypeError("an item's doc is not an object")
+    return finding_from_json(doc) if kind == "finding" else pending_from_json(doc)
+
+
+def _item_json(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.as_dict() if k == "doc" else v) for k, v in entry.items()}
 
 
 def parse_optional(v: Any) -> datetime | None:

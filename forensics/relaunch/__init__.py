@@ -29,6 +29,7 @@ from forensics.errors import UsageError
 from forensics.identifiers import parse_execution
 from forensics.model import UTC, Checkpoint, ExecutionRef, ParentNode, rfc3339
 from forensics.params import Param, ParamError
+from forensics.report_json import report_from_json
 
 STATUSES = ("relaunched", "already-relaunched", "dry-run", "refused", "failed")
 
@@ -45,7 +46,7 @@ def relaunch_request(ref: ExecutionRef, *, overwrite_cache: bool = True) -> dict
 
 
 @dataclass(frozen=True)
-class Plan:
+class RelaunchPlan:
     """What a relaunch of one execution would do, after the live re-check."""
 
     execution: ExecutionRef
@@ -137,7 +138,7 @@ def bug_status(bug: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RelaunchOutcome:
     """The result for one execution (docs/report.md, `relaunch -o json`)."""
 
     execution: ExecutionRef
@@ -233,7 +234,7 @@ class AuditLog:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def append(self, outcome: Outcome, *, dry_run: bool = False) -> None:
+    def append(self, outcome: RelaunchOutcome, *, dry_run: bool = False) -> None:
         record = {
             "time": rfc3339(datetime.now(UTC)),
             "user": _user(),
@@ -274,7 +275,31 @@ def _user() -> str:
 
 
 def executions_from_report(path: str) -> list[ExecutionRef]:
-    """The executions of a scan report's affected and suspected findings (deduplicated, in order)."""
+    """The executions of a scan report's affected and suspected findings (deduplicated, in
+    order), read as the typed report (`report_from_json`). Anything else is a ParamError of one
+    line naming the file: unreadable, not JSON, another schema, a finding whose execution is not
+    one the command line would accept, or a document that lacks what docs/report.md requires."""
+    doc = _report_document(path)
+    for i, f in enumerate(doc["findings"]):
+        _check_execution(path, i, f)
+    try:
+        report = report_from_json(doc)
+    except (KeyError, TypeError, ValueError) as e:
+        why = " ".join(str(e).split())
+        raise ParamError(
+            Param("from_report"),
+            f" {path}: not an elastic-audit scan report: it lacks what docs/report.md requires "
+            f"({why})",
+        ) from None
+    found = (f.attempt.execution for f in report.findings if f.verdict in FINDING_VERDICTS)
+    return list(dict.fromkeys(found))
+
+
+FINDING_VERDICTS = ("affected", "suspected")
+
+
+def _report_document(path: str) -> dict[str, Any]:
+    """The JSON document at `path`, if it is a schema_version 1 report with a findings list."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -294,29 +319,27 @@ def executions_from_report(path: str) -> list[ExecutionRef]:
             Param("from_report"),
             f" {path}: not an elastic-audit scan report (schema_version 1 with findings)",
         )
-    refs: list[ExecutionRef] = []
-    for i, f in enumerate(doc["findings"]):
-        try:
-            if f["verdict"] not in ("affected", "suspected"):
-                continue
-            e = f["execution"]
-            parts = [e["project"], e["domain"], e["name"]]
-        except (KeyError, TypeError):
-            raise ParamError(
-                Param("from_report"), f" {path}: finding {i} has no execution"
-            ) from None
-        if not all(isinstance(p, str) and ":" not in p for p in parts):
-            raise ParamError(
-                Param("from_report"), f" {path}: finding {i}: execution {parts!r} is not valid"
-            )
-        try:
-            # The same rules as an execution typed on the command line: a report is input too.
-            ref = parse_execution(":".join(parts))
-        except UsageError as err:
-            raise ParamError(Param("from_report"), f" {path}: finding {i}: {err}") from None
-        if ref not in refs:
-            refs.append(ref)
-    return refs
+    return doc
+
+
+def _check_execution(path: str, i: int, f: Any) -> None:
+    """A finding to relaunch names its execution as the command line must (a report is input
+    too); findings of other verdicts are not relaunched and not checked."""
+    try:
+        if f["verdict"] not in FINDING_VERDICTS:
+            return
+        e = f["execution"]
+        parts = [e["project"], e["domain"], e["name"]]
+    except (KeyError, TypeError):
+        raise ParamError(Param("from_report"), f" {path}: finding {i} has no execution") from None
+    if not all(isinstance(p, str) and ":" not in p for p in parts):
+        raise ParamError(
+            Param("from_report"), f" {path}: finding {i}: execution {parts!r} is not valid"
+        )
+    try:
+        parse_execution(":".join(parts))
+    except UsageError as err:
+        raise ParamError(Param("from_report"), f" {path}: finding {i}: {err}") from None
 
 
 @dataclass(frozen=True)

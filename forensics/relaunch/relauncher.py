@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from forensics.errors import AlreadyRelaunched, NotFoundError, SourceError
 from forensics.model import ExecutionRecord, ExecutionRef
-from forensics.relaunch import AuditLog, Options, Outcome, Plan, relaunch_name, relaunch_request
+from forensics.relaunch import (
+    AuditLog,
+    Options,
+    RelaunchOutcome,
+    RelaunchPlan,
+    relaunch_name,
+    relaunch_request,
+)
 from forensics.relaunch.assess import assess_bug, describe_cache
 from forensics.relaunch.recheck import RELAUNCHABLE, Recheck, recheck_of
 
@@ -58,7 +65,9 @@ class Relauncher:
         relauncher.sources = sources
         return relauncher
 
-    def plan(self, ref: ExecutionRef | str, options: Options | None = None, **kw: Any) -> Plan:
+    def plan(
+        self, ref: ExecutionRef | str, options: Options | None = None, **kw: Any
+    ) -> RelaunchPlan:
         """Everything the operator must know before `ref` is relaunched (docs/commands.md,
         "relaunch"); `ref` an ExecutionRef or a form the CLI takes (`project:domain:name`)."""
         from forensics.arguments import execution_of
@@ -70,11 +79,11 @@ class Relauncher:
         try:
             return self._plan(ref, opts)
         except NotFoundError:
-            return Plan(ref, "not-found", "", None, "execution not found in Flyte Admin")
+            return RelaunchPlan(ref, "not-found", "", None, "execution not found in Flyte Admin")
         except SourceError as e:
-            return Plan(ref, "unknown", "", None, None, f"{e}; nothing relaunched")
+            return RelaunchPlan(ref, "unknown", "", None, None, f"{e}; nothing relaunched")
 
-    def _plan(self, ref: ExecutionRef, opts: Options) -> Plan:
+    def _plan(self, ref: ExecutionRef, opts: Options) -> RelaunchPlan:
         # The existing relaunch first: a refusal (re-check inconclusive, running, child) must
         # never hide that the execution was relaunched already (docs/commands.md, "relaunch").
         try:
@@ -85,14 +94,16 @@ class Relauncher:
         except NotFoundError:
             raise
         except SourceError as e:
-            return Plan(ref, "unknown", "", None, None, f"re-check failed: {e}; nothing relaunched")
+            return RelaunchPlan(
+                ref, "unknown", "", None, None, f"re-check failed: {e}; nothing relaunched"
+            )
         try:
             existing = self._existing(target, top)
         except SourceError as e:
             # The deterministic name only guards relaunches made by this tool; one made in the
             # console under another name is found by listing, and without that answer a
             # relaunch could be the second execution.
-            return Plan(
+            return RelaunchPlan(
                 ref,
                 "unknown",
                 "",
@@ -104,10 +115,14 @@ class Relauncher:
             check = self.recheck(ref)
         except SourceError as e:
             if existing is not None:
-                return Plan(ref, "unknown", "", existing, None, target=target, phase=ex.phase)
-            return Plan(ref, "unknown", "", None, None, f"re-check failed: {e}; nothing relaunched")
+                return RelaunchPlan(
+                    ref, "unknown", "", existing, None, target=target, phase=ex.phase
+                )
+            return RelaunchPlan(
+                ref, "unknown", "", None, None, f"re-check failed: {e}; nothing relaunched"
+            )
         followed = self._follow(ref, _Chain(target, top, check, existing))
-        if isinstance(followed, Plan):
+        if isinstance(followed, RelaunchPlan):
             return followed
         target, top, check, existing = (
             followed.target,
@@ -123,7 +138,7 @@ class Relauncher:
             request, create, failure = self._request(target, opts)
             if failure is not None:
                 refusal = refusal or failure
-        return Plan(
+        return RelaunchPlan(
             ref,
             verdict,
             checkpoint,
@@ -145,9 +160,9 @@ class Relauncher:
             found=check.found,
         )
 
-    def _follow(self, ref: ExecutionRef, c: _Chain) -> _Chain | Plan:
+    def _follow(self, ref: ExecutionRef, c: _Chain) -> _Chain | RelaunchPlan:
         """A relaunch that itself ended silently green is no relaunch: follow the chain of
-        relaunches to the first that is running or judged fine (a refusal Plan past MAX_CHAIN)."""
+        relaunches to the first that is running or judged fine (a refusal plan past MAX_CHAIN)."""
         while c.existing is not None:
             try:
                 again = self.recheck(c.existing)
@@ -159,7 +174,7 @@ class Relauncher:
                 break
             c.links.append(f"{c.existing} ended {again.execution.phase}, re-check {again.verdict}")
             if len(c.links) > MAX_CHAIN:
-                return Plan(
+                return RelaunchPlan(
                     ref,
                     c.check.verdict,
                     c.check.checkpoint,
@@ -288,7 +303,7 @@ class Relauncher:
             return None
         return self.admin.relaunches_of(ref.project, ref.domain, ex.created_at).get(ref)
 
-    def execute(self, plan: Plan, *, dry_run: bool) -> Outcome:
+    def execute(self, plan: RelaunchPlan, *, dry_run: bool) -> RelaunchOutcome:
         if self.sources is not None:
             self.sources.check_open()
         ref = plan.execution
@@ -297,9 +312,9 @@ class Relauncher:
         audited = False
         try:
             if plan.failure:
-                out = Outcome(ref, "failed", None, plan.failure, request, plan=details)
+                out = RelaunchOutcome(ref, "failed", None, plan.failure, request, plan=details)
             elif plan.existing is not None:
-                out = Outcome(
+                out = RelaunchOutcome(
                     ref,
                     "already-relaunched",
                     plan.existing,
@@ -309,9 +324,9 @@ class Relauncher:
                     plan=details,
                 )
             elif plan.refusal:
-                out = Outcome(ref, "refused", None, plan.refusal, request, plan=details)
+                out = RelaunchOutcome(ref, "refused", None, plan.refusal, request, plan=details)
             elif dry_run:
-                out = Outcome(
+                out = RelaunchOutcome(
                     ref,
                     "dry-run",
                     None,
@@ -328,13 +343,13 @@ class Relauncher:
             if not audited:
                 # Whether Admin performed it is unknown; a rerun is safe (same name).
                 self.audit.append(
-                    Outcome(ref, "failed", None, "interrupted; rerun to confirm", request),
+                    RelaunchOutcome(ref, "failed", None, "interrupted; rerun to confirm", request),
                     dry_run=dry_run,
                 )
             raise
 
     @staticmethod
-    def _what(plan: Plan) -> str:
+    def _what(plan: RelaunchPlan) -> str:
         target = plan.target or plan.execution
         what = "it" if target == plan.execution else str(target)
         if plan.chain:
@@ -345,8 +360,8 @@ class Relauncher:
         return what
 
     def _relaunch(
-        self, plan: Plan, request: dict[str, object] | None, details: dict[str, object]
-    ) -> Outcome:
+        self, plan: RelaunchPlan, request: dict[str, object] | None, details: dict[str, object]
+    ) -> RelaunchOutcome:
         ref = plan.execution
         target = plan.target or ref
         try:
@@ -362,7 +377,7 @@ class Relauncher:
             if e.after_retry:
                 # The plan found no relaunch, this call's first attempt reached Admin and only
                 # its answer was lost: the execution under our name is this call's own work.
-                return Outcome(
+                return RelaunchOutcome(
                     ref,
                     "relaunched",
                     e.existing,
@@ -372,7 +387,7 @@ class Relauncher:
                     after_retry=True,
                     plan=details,
                 )
-            return Outcome(
+            return RelaunchOutcome(
                 ref,
                 "already-relaunched",
                 e.existing,
@@ -381,8 +396,10 @@ class Relauncher:
                 plan=details,
             )
         except SourceError as e:
-            return Outcome(ref, "failed", None, f"Flyte Admin: {e.cause}", request, plan=details)
-        return Outcome(
+            return RelaunchOutcome(
+                ref, "failed", None, f"Flyte Admin: {e.cause}", request, plan=details
+            )
+        return RelaunchOutcome(
             ref,
             "relaunched",
             new,

@@ -15,6 +15,7 @@ from support.synthetic import synthetic_month
 
 from forensics.merge import UNCOVERED, merge_reports
 from forensics.model import rfc3339
+from forensics.report_json import report_from_json
 from forensics.sandbox.stack import sandbox
 
 MONTH = synthetic_month(attempts=300, signalled=60, affected=15, noise_lines=5_000, projects=2)
@@ -53,6 +54,8 @@ def _slices(days: list[int]) -> list[tuple[datetime, datetime]]:
 
 def test_the_merged_report_of_slices_equals_one_scan_of_the_window(capsys, tmp_path):
     whole = _scan(capsys, START, START + timedelta(days=30))
+    jsonschema.validate(whole, SCHEMA)
+    assert report_from_json(whole).as_dict() == whole  # the month's report is the typed one
     paths = []
     for i, (s, e) in enumerate(_slices([0, 7, 13, 30])):
         path = tmp_path / f"slice{i}.json"

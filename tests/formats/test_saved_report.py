@@ -79,6 +79,13 @@ def test_a_saved_report_without_a_scope_says_so_and_merges_only_with_its_kind(ca
 # -- item 5: a saved or merged report renders ----------------------------------------------------
 
 
+def test_every_report_of_the_reference_incident_is_the_typed_report(capsys, tmp_path):
+    for scope in ((), DEV, ("--project", "gs1")):
+        doc, _ = _saved(capsys, tmp_path, *scope)
+        jsonschema.validate(doc, SCHEMA)
+        assert report_from_json(doc).as_dict() == doc, scope
+
+
 def test_a_saved_report_renders_in_every_format_as_the_scan_printed_it(capsys, tmp_path):
     doc, path = _saved(capsys, tmp_path)
     assert report_from_json(doc).as_dict() == doc  # the typed report round-trips

@@ -13,7 +13,7 @@ from support.cli import run, use_sandbox
 from support.scan import CONFIG, WINDOW
 
 from forensics.model import ExecutionRef
-from forensics.relaunch import AuditLog, Outcome, relaunch_name
+from forensics.relaunch import AuditLog, RelaunchOutcome, relaunch_name
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
@@ -207,7 +207,7 @@ def _append_many(args: tuple[str, int]) -> None:
     path, n = args
     log = AuditLog(Path(path))
     for i in range(n):
-        log.append(Outcome(INCIDENT, "dry-run", None, "x" * (i % 7000), {"i": i}))
+        log.append(RelaunchOutcome(INCIDENT, "dry-run", None, "x" * (i % 7000), {"i": i}))
 
 
 def test_concurrent_audit_writers_never_interleave(tmp_path):
