@@ -34,6 +34,7 @@ from google.protobuf import json_format, struct_pb2
 from google.protobuf import message as pb_message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC
 from forensics.sandbox.scenario import (
     SandboxAttempt,
@@ -262,8 +263,6 @@ def array_shape(
     per subtask retry with `external_id` = `<array generated name>-n<index>-<retry>`
     (flytepropeller v1.16.8 `nodes/array/event_recorder.go` `finalize`,
     `generateExternalResourceID`), sorted by index then retry as flyteadmin merges them."""
-    from forensics.evidence.flyte_names import generated_name
-
     c = te.closure
     c.task_type = "container_array"
     c.ClearField("log_context")
