@@ -253,11 +253,10 @@ class ScenarioBuilder:
         attempt's end as Admin records it.
 
         The preempted worker's agent logs its signal (unless its logs were `lost`) and the pod
-        exits 0 two seconds later (the bug); the training operator marks an elastic job
-        Succeeded as soon as any worker succeeds (`pytorchjob_controller.go`: `ElasticPolicy !=
-        nil && succeeded > 0`) and deletes the other pods; propeller stamps the end itself
-        (`time.Now()`) when it next observes the job, with sub-second precision; the deleted
-        siblings' agents log their signals after that success (docs/upstream.md).
+        exits 0 two seconds later (the bug); the operator marks the job Succeeded and deletes the
+        other pods; propeller stamps the end when it next observes the job; the deleted
+        siblings' agents log their signals after that success (docs/upstream.md, "The reference
+        incident").
         """
         end = preempted_at + timedelta(seconds=2, milliseconds=370)
         for i, pod in enumerate(workers):

@@ -1,6 +1,7 @@
 """How the sandbox Loki reads request parameters: Go's and Prometheus's number, time and duration
-syntax, and form values as Go's `r.Form` (checked against grafana/loki `pkg/loghttp/params.go`,
-`pkg/util/time.go`, prometheus/common `model/time.go`)."""
+syntax, and form values as Go's `r.Form`. Pure: no state, no I/O. Upstream: docs/upstream.md,
+"The sandbox servers".
+"""
 
 from __future__ import annotations
 

@@ -112,10 +112,9 @@ class Store:
     """All streams, keyed by their sorted label pairs.
 
     Labels named in `metadata` are kept as each entry's structured metadata, not stream labels
-    (as Loki's OTLP ingestion keeps resource attributes it does not index, grafana/loki
-    `pkg/loghttp/push/otlp.go`): stream selectors do not see them, label filters and results do.
-    Entries that differ only in them are stored apart here, which a query cannot tell from one
-    stream with per-entry metadata.
+    (as Loki keeps the OTLP resource attributes it does not index): stream selectors do not see
+    them, label filters and results do. Entries that differ only in them are stored apart here,
+    which a query cannot tell from one stream with per-entry metadata.
     """
 
     def __init__(self, metadata: Iterable[str] = ()) -> None:
