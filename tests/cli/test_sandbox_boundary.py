@@ -50,11 +50,11 @@ def imported(path: Path, module: list[str] | None = None) -> list[tuple[int, str
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package[: len(package) - (node.level - 1)]
-                module = ".".join([*base, *([node.module] if node.module else [])])
+                source = ".".join([*base, *([node.module] if node.module else [])])
             else:
-                module = node.module or ""
-            out.append((node.lineno, module))
-            out += [(node.lineno, f"{module}.{a.name}") for a in node.names]
+                source = node.module or ""
+            out.append((node.lineno, source))
+            out += [(node.lineno, f"{source}.{a.name}") for a in node.names]
         elif isinstance(node, ast.Call) and node.args:
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
