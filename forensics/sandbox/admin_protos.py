@@ -34,6 +34,7 @@ from google.protobuf import json_format, struct_pb2
 from google.protobuf import message as pb_message
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC
 from forensics.sandbox.scenario import (
     SandboxAttempt,
@@ -257,13 +258,10 @@ def task_execution_proto(
 def array_shape(
     te: task_execution_pb2.TaskExecution, ex: SandboxExecution, node: SandboxNode, a: SandboxAttempt
 ) -> None:
-    """An array node's one task execution as propeller's ArrayNode (event version 0) reports it:
-    task type `container_array`, plugin `k8s-array`, no pod of its own, one ExternalResourceInfo
-    per subtask retry with `external_id` = `<array generated name>-n<index>-<retry>`
-    (flytepropeller v1.16.8 `nodes/array/event_recorder.go` `finalize`,
-    `generateExternalResourceID`), sorted by index then retry as flyteadmin merges them."""
-    from forensics.evidence.flyte_names import generated_name
-
+    """An array node's one task execution as propeller's ArrayNode reports it: task type
+    `container_array`, plugin `k8s-array`, no pod of its own, one ExternalResourceInfo per
+    subtask retry with `external_id` = `<array generated name>-n<index>-<retry>`, sorted by index
+    then retry (docs/upstream.md, "Flyte Admin" under "The sandbox servers")."""
     c = te.closure
     c.task_type = "container_array"
     c.ClearField("log_context")

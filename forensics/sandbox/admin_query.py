@@ -1,6 +1,7 @@
 """flyteadmin's list requests as the sandbox Admin answers them: filters, sort keys, pagination
-and their error texts (flyteadmin `pkg/manager/impl/util/filters.go`, `pkg/common/filters.go`,
-`pkg/common/entity.go`, the gorm models in `pkg/repositories/models/`)."""
+and their error texts. Pure: no state, no I/O (the in-process fakes share `parse_filters`).
+Upstream: docs/upstream.md, "The sandbox servers".
+"""
 
 from __future__ import annotations
 

@@ -3,39 +3,16 @@
 State (`admin_state.AdminState`, its protos built by `admin_protos`) is kept apart from the
 protocol layer (`_Servicer` here: validation and errors as flyteadmin does them; filters, sort keys
 and pagination in `admin_query`), as moto splits models from responses. Every RPC of the
-servicer reads `AdminServer`'s fault switches and call log. What it reproduces from flyteadmin (flyteorg/flyte v1):
+servicer reads `AdminServer`'s fault switches (`AdminFaults`) and call log.
 
-- Filters (`util/filters.go`, `common/filters.go`): the string is split on `+`; each part must
-  match `(.+)\\((.+),\\s?(.+)\\)` (else `invalid value for filters`); an entity prefix
-  (`execution.`, `node_execution.`, ...) must be joinable (`'<e>' entity is not allowed in
-  filters`); the column must exist in the model (`'<e>.<field>' is invalid filter`, entity codes
-  `e`, `ne`, `te`, ...); then the function must be known (`unrecognized filter function: X`).
-  Values stay strings (the database casts them); `;` separates list values.
-- Pagination: `token` is a decimal offset (`invalid pagination token X for ListExecutions`); the
-  response token is `str(offset + len)` exactly when `len == limit`; `limit == 0` is rejected.
-  ListExecutions adds `state = ACTIVE` unless a filter names `state`. Sort keys must be columns
-  (`invalid sort key 'x'`).
-- ListNodeExecutions without `unique_parent_id` returns top-level nodes only, start-node and
-  end-node included; with it, that parent's children (NOT_FOUND for an unknown parent).
-- RelaunchExecution: NOT_FOUND for an unknown original, then name validation (lower-cased,
-  `^[a-z][a-z\\-0-9]*$`, at most 63), then ALREADY_EXISTS for a taken name; a random 20-character
-  name when none is given; the new execution has mode RELAUNCH, `reference_execution`, the same
-  inputs and the request's `overwrite_cache`.
-
-- RelaunchExecution copies the original's whole spec, `parent_node_execution` included (so a
-  relaunched child re-attaches to its parent's node), whatever the original's phase (flyteadmin
-  v1.16.8 `execution_manager.go::RelaunchExecution` has no phase check). CreateExecution keeps the
-  request's spec metadata (mode, `reference_execution`; `principal` is Admin's) and needs the
-  launch plan version to exist. Both check the launch plan's concurrency policy before the name
-  is inserted (`checkLaunchPlanConcurrency`: QUEUED/RUNNING executions of the launch plan name,
-  any version; at the limit ALREADY_EXISTS "concurrency limit (N) reached for launch plan X;
-  skipping execution").
-- GetLaunchPlan, ListLaunchPlans (one named launch plan's versions) and GetWorkflow (the compiled
-  closure with each task's template: image, flytekit runtime version, cache settings).
-
+It answers the reads the tool makes (executions, node and task executions, their data, tasks,
+launch plans, compiled workflows, projects) with flyteadmin's filters, pagination, sort keys and
+error texts, and the writes `relaunch` makes: RelaunchExecution and CreateExecution, with
+flyteadmin's name validation, uniqueness (ALREADY_EXISTS) and launch plan concurrency limit.
 Columns the sandbox cannot evaluate (closures, joins to other tables) answer UNIMPLEMENTED rather
 than being silently ignored. Every call is recorded (`calls`) — RecoverExecution too, so tests
-can assert it is never used.
+can assert it is never used. What flyteadmin does, and where it was read: docs/upstream.md,
+"Flyte Admin" under "The sandbox servers".
 """
 
 from __future__ import annotations

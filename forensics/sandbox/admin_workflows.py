@@ -1,17 +1,11 @@
 """The sandbox's compiled workflows: GetWorkflow's `CompiledWorkflowClosure` and a dynamic node's
 compiled workflow (GetNodeExecutionData), shaped from the node executions the scenario seeded.
 
-The shape follows flyteidl `core/compiler.proto` and `core/workflow.proto` as flytekit compiles and
-flyteadmin stores them (`pkg/manager/impl/workflow_manager.go` keeps the compiled closure it gets
-from flytepropeller's compiler; GetWorkflow returns it in `WorkflowClosure.compiled_workflow`):
-
-- a task node is a `Node` with `task_node.reference_id` naming a `CompiledTask` of `tasks`;
-- a map task is an `array_node` wrapping the node it maps (flytekit `core/array_node.py`);
-- a sub-workflow node is a `workflow_node.sub_workflow_ref` whose `CompiledWorkflow` is in
-  `sub_workflows` (every level's, flattened, as propeller's compiler gathers them);
-- a launch-plan node is a `workflow_node.launchplan_ref` (its child is another execution);
-- a `@dynamic` node is a task node of the dynamic task; the nodes it yields exist only in its
-  `DynamicWorkflowNodeMetadata.compiled_workflow`, with flytekit's `dn<i>` ids.
+Task nodes name a `CompiledTask`; a map task is an `array_node` wrapping the node it maps; a
+sub-workflow node's `CompiledWorkflow` is in `sub_workflows` (every level's, flattened); a
+launch-plan node names the launch plan (its child is another execution); a `@dynamic` node's
+yielded nodes (`dn<i>`) exist only in its dynamic workflow. Upstream: docs/upstream.md, "The
+sandbox servers".
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 own record, an event each collector stores in Loki in its own format (`sandbox/k8s_events.py`).
 
 Dated in October 2026, after every other scenario's window, so a scan of those never sees them;
-`DISRUPTION_WINDOW` covers them all and `DISRUPTION_EXPECTED` says what a correct scan with
-`[k8s_events]` on concludes.
+`DISRUPTION_WINDOW` covers them all (what a correct scan with `[k8s_events]` on concludes is the
+tests' own: tests/support/expected.py).
 """
 
 from __future__ import annotations
@@ -345,17 +345,3 @@ DISRUPTION_CONDITIONS = [
         _t(7, 3, 1, 0),
     ),
 ]
-
-DISRUPTION_EXPECTED = {
-    (*PREEMPTED, "n0", 0): ("affected", "Disrupted", "elastic-ignore-outputs"),
-    (*EXIT0, "n0", 0): ("affected", "Preempted", "exit-0-after-signal"),
-    (*SPOT_JOB, "n0", 0): ("affected", "Evicted", "elastic-ignore-outputs"),
-    (*NTH_SPOT, "n0", 0): ("affected", "SpotInterruption", "exit-0-after-signal"),
-    (*SCALED_DOWN, "n0", 0): ("affected", "ScaleDown", "exit-0-after-signal"),
-    (*EVENTROUTER, "n0", 0): ("affected", "Preempted", "exit-0-after-signal"),
-    (*EXPORTER_STDOUT, "n0", 0): ("affected", "Evicted", "exit-0-after-signal"),
-    (*ADMIN_EVICTED, "n0", 0): ("affected", "Evicted", "exit-0-after-signal"),
-    (*ADMIN_ONLY, "n0", 0): ("affected", "TaintManagerEviction", "exit-0-after-signal"),
-    (*PROM_ONLY, "n0", 0): ("affected", "PreemptionByScheduler", "exit-0-after-signal"),
-    (*AT_THE_EDGE, "n0", 0): ("affected", "Disrupted", "elastic-ignore-outputs"),
-}

@@ -1,12 +1,11 @@
 """The reference incident and its neighbours: one execution per verdict and not-finding class.
 
 Each neighbour is built the way the real systems would record it: the elastic agent's log lines in
-the task pod's stream (in the variants docs/verdicts.md "Log lines" lists), flytekit's JSON
-lines, propeller's success
-line, Admin's closures and the objects in S3. `reference_scenario()` is what `demo` and the
-end-to-end tests scan; `EXPECTED` says what a correct scan of it must conclude. The incident and
-its neighbours are one story whose times, lines and expected verdicts refer to each other, read
-top to bottom.
+the task pod's stream (in the variants docs/verdicts.md "Log lines" lists), flytekit's JSON lines,
+propeller's success line, Admin's closures and the objects in S3. `reference_scenario()` is what
+`demo` and the end-to-end tests scan; what a correct scan of it concludes is the tests' own
+(tests/support/expected.py). The incident and its neighbours are one story whose times and lines
+refer to each other, read top to bottom.
 """
 
 from __future__ import annotations
@@ -16,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from forensics.model import UTC, ExecutionRef, to_ns
+from forensics.evidence.flyte_names import generated_name
+from forensics.model import UTC, to_ns
 from forensics.sandbox.k8s_events import (
     event_line,
     karpenter_disrupted,
@@ -27,6 +27,7 @@ from forensics.sandbox.k8s_events import (
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxExecution,
+    SandboxLaunchPlan,
     SandboxLogLine,
     SandboxNode,
     SandboxObject,
@@ -252,11 +253,10 @@ class ScenarioBuilder:
         attempt's end as Admin records it.
 
         The preempted worker's agent logs its signal (unless its logs were `lost`) and the pod
-        exits 0 two seconds later (the bug); the training operator marks an elastic job
-        Succeeded as soon as any worker succeeds (`pytorchjob_controller.go`: `ElasticPolicy !=
-        nil && succeeded > 0`) and deletes the other pods; propeller stamps the end itself
-        (`time.Now()`) when it next observes the job, with sub-second precision; the deleted
-        siblings' agents log their signals after that success (docs/upstream.md).
+        exits 0 two seconds later (the bug); the operator marks the job Succeeded and deletes the
+        other pods; propeller stamps the end when it next observes the job; the deleted
+        siblings' agents log their signals after that success (docs/upstream.md, "The reference
+        incident").
         """
         end = preempted_at + timedelta(seconds=2, milliseconds=370)
         for i, pod in enumerate(workers):
@@ -336,8 +336,6 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
     envelope instead, as a cluster running Fluent Bit, the OpenTelemetry collector, Vector or
     Alloy would store it (the OTel collector's labels are `OTEL_LABELS`).
     """
-    from forensics.evidence.flyte_names import generated_name
-
     b = ScenarioBuilder(labels, shipper)
     gs1, dev = ("gs1", "production"), ("gs1", "development")
     ns = "gs1-production"
@@ -508,6 +506,9 @@ def reference_scenario(labels: LabelNames = LabelNames(), shipper: str | None = 
 PIPELINE = ("gs1", "production", "p1q5w9e3r7t1y5u9i3o7")  # a parent, RUNNING
 CHILD = ("gs1", "production", "c2v6b0n4m8q2w6e0r4t8")  # its child: RUNNING, training lied
 CHAINED = ("gs1", "production", "o3i7u1y5t9r3e7w1q5a9")  # relaunched once; the relaunch lied too
+# The name `relaunch` gives every relaunch of CHAINED (forensics.relaunch.relaunch_name, which must
+# never change: exactly-once rests on it); tests/sandbox/test_scenario.py checks the two agree.
+CHAINED_RELAUNCH = "rh2rlj27cqxmhqbpzrcv"
 RUNNING = ("gs1", "production", "s4d8f2g6h0j4k8l2z6x0")  # lied, still RUNNING its evaluation
 TWO_NODES = ("gs1", "production", "t5y9u3i7o1p5a9s3d7f1")  # two elastic nodes lied
 FRESH = ("gs1", "production", "u6i0o4p8a2s6d0f4g8h2")  # lied, ended, never relaunched
@@ -521,9 +522,6 @@ def relaunch_neighbours(b: ScenarioBuilder) -> None:
     window and the quiet day the scan tests read): a running child of a running parent, a relaunch that died silently green too, a running
     original, two lying nodes, and launch plan `wf.distill` v1 (vulnerable image, a cacheable
     preprocessing node) with a v2 on a fixed image."""
-    from forensics.relaunch import relaunch_name
-    from forensics.sandbox.scenario import SandboxLaunchPlan
-
     gs1, ns = ("gs1", "production"), "gs1-production"
     prep = SandboxTask(*gs1, "distill.prep", "v1", "python-task", 0, True, DISTILL_IMAGE,
                        cacheable=True, cache_version="1.0")
@@ -569,8 +567,7 @@ def relaunch_neighbours(b: ScenarioBuilder) -> None:
             mode="CHILD_WORKFLOW", parent=(*PIPELINE, "n0"))
     # Relaunched once by this tool; the relaunch ran into the same storm and lied too.
     distill(CHAINED[2], "SUCCEEDED", _t(20, 1, 0, 0), _t(20, 2, 0, 0), _t(20, 2, 0, 8))
-    first = relaunch_name(ExecutionRef(*CHAINED))
-    distill(first, "SUCCEEDED", _t(20, 4, 0, 0), _t(20, 5, 0, 0), _t(20, 5, 0, 7),
+    distill(CHAINED_RELAUNCH, "SUCCEEDED", _t(20, 4, 0, 0), _t(20, 5, 0, 0), _t(20, 5, 0, 7),
             mode="RELAUNCH", reference_execution=CHAINED)
     distill(RUNNING[2], "RUNNING", _t(21, 1, 0, 0), _t(21, 3, 0, 0), _t(21, 3, 0, 5))
     distill(FRESH[2], "SUCCEEDED", _t(21, 2, 0, 0), _t(21, 4, 0, 0), _t(21, 4, 0, 9),
@@ -586,29 +583,3 @@ def relaunch_neighbours(b: ScenarioBuilder) -> None:
     for i, n in enumerate(("n0", "n1")):
         b.signal_pod(_t(21, 5 + i, 30, 0), ns, f"{name}-{n}-0", f"{name}-{n}-0")
 # fmt: on
-
-
-# What a correct scan of reference_scenario() over [WINDOW_START, WINDOW_END) concludes.
-EXPECTED_FINDINGS = {
-    ("gs1", "production", "azvg5f9v9974m78fvlf7", "n0", 0): "affected",
-    ("gs1", "production", "bq7k2m9x4c8d1f6h3j5n", "n0", 0): "affected",
-    ("gs1", "development", "c3p8r2w6y1t5u9e4o7i0", "n0", 0): "affected",
-    (
-        "gs1",
-        "production",
-        "nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain",
-        "n0",
-        0,
-    ): "affected",
-    ("gs1", "production", "e8r4t2y6u0i3o7p1a5s9", "n0-0-dn1", 0): "affected",
-    ("gs1", "production", "j4k8l2z6x0c3v7b1n5m9", "n0", 0): "suspected",
-}
-# With `[k8s_events]` on (as `demo` runs): the event alone proves neighbour 15.
-EXPECTED_WITH_EVENTS = {**EXPECTED_FINDINGS, (*EVENT_ONLY, "n0", 0): "affected"}
-EXPECTED_CLEARED = {
-    "outputs-written": 2,  # 7's successful retry and 11 (healthy, no signal)
-    "signal-then-outputs-written": 1,  # 6
-    "signal-then-failed-and-retried": 1,  # 7
-    "signal-then-execution-failed": 1,  # 8
-    "signal-not-a-flyte-task-pod": 1,  # 9
-}

@@ -1,30 +1,14 @@
-"""Kubernetes events as the collectors write them into Loki, for the sandbox (docs/upstream.md,
-"Kubernetes events"):
+"""Kubernetes events as the collectors write them into Loki, for the sandbox.
 
-- Grafana Alloy `loki.source.kubernetes_events` (grafana/alloy
-  internal/component/loki/source/kubernetes_events/event_controller.go `parseEvent`): labels
-  `namespace` (the object's), `job` (`loki.source.kubernetes_events` by default), `instance` (the
-  component's id); the entry's time the event's `lastTimestamp`, else `eventTime`; the line
-  `name= kind= [action=] objectAPIversion= [objectRV=] [eventRV=] [reportinginstance=]
-  [reportingcontroller=] [sourcecomponent=] [sourcehost=] reason= type= [count=] msg=%q ` in
-  logfmt, or those keys as one JSON object (Go's json.Marshal of a map: keys sorted, `<>&` escaped);
-- kubernetes-event-exporter's Loki sink (resmoio/kubernetes-event-exporter pkg/sinks/loki.go,
-  pkg/kube/event.go): the configured `streamLabels` only, the time it was sent, and the whole
-  `corev1.Event` (plus `clusterName`) as JSON; its stdout sink (pkg/sinks/stdout.go,
-  `json.Encoder.Encode(ev)`) writes the same JSON on stdout, which a log agent ships inside the
-  container runtime's envelope (CRI: `<RFC3339Nano> stdout F <line>`; docker json-file:
-  `{"log":"<line>\\n","stream":"stdout","time":"..."}`);
-- heptiolabs/eventrouter's stdout sink (sinks/stdoutsink.go, sinks/eventdata.go `EventData`):
-  `{"verb":"ADDED","event":{<corev1.Event>}}` (`UPDATED` with `old_event` for a repeat), on
-  stdout, shipped the same way;
-- Grafana's k8s-monitoring chart (grafana/k8s-monitoring-helm charts/k8s-monitoring/charts/
-  feature-cluster-events: values.yaml:43 `jobLabel: "integrations/kubernetes/eventhandler"`, the
-  rendered module `loki.source.kubernetes_events` with `log_format = "logfmt"`, then
-  `stage.static_labels` source="kubernetes-events" and `stage.labels` kind, level,
-  service_name (= job), reason): Alloy's logfmt line under those labels.
-
-An event the API server aggregated (the same event again: `count` > 1) carries its first and
-last occurrence; Alloy stamps the entry with `lastTimestamp` and writes only `count`.
+`event_line(ev, fmt)` is one event as one collector stores it: Grafana Alloy's
+`loki.source.kubernetes_events` (logfmt or JSON, also under the k8s-monitoring chart's labels),
+kubernetes-event-exporter's Loki sink or its stdout shipped in a CRI or docker envelope, and
+eventrouter's stdout. The other functions build the events each writer records (Karpenter, its
+AWS provider, the Node Termination Handler, Cluster Autoscaler, the taint-eviction controller,
+the kubelet, the scheduler); `routine_events` is the cluster's everyday traffic. An aggregated
+event (`count` > 1) carries its first and last occurrence. Where each shape comes from:
+docs/upstream.md, "Kubernetes events" under "The sandbox servers"; what the tool reads from
+them: "Kubernetes events and disruption conditions" there.
 """
 
 from __future__ import annotations
@@ -231,19 +215,16 @@ def karpenter_disrupted(ns: str, pod: str, at: datetime, node_deadline: datetime
 def karpenter_evicted(
     ns: str, pod: str, at: datetime, reason: str | None = "Forceful Termination"
 ) -> K8sEvent:
-    """Karpenter's EvictPod (kubernetes-sigs/karpenter pkg/controllers/node/termination/
-    terminator/events/events.go:33-41): "Evicted pod: " + the NodeClaim's DisruptionReason
-    (Underutilized, Empty, Drifted) or "Forceful Termination" (eviction.go:333-348) since v1.2.0;
-    `reason=None`: "Evicted pod" alone (v0.32 ... v1.1)."""
+    """Karpenter's EvictPod: "Evicted pod: " + the NodeClaim's disruption reason (Underutilized,
+    Empty, Drifted) or "Forceful Termination" (since v1.2.0); `reason=None`: "Evicted pod" alone
+    (v0.32 ... v1.1)."""
     message = "Evicted pod" if reason is None else f"Evicted pod: {reason}"
     return K8sEvent(ns, pod, "Evicted", message, at, component="karpenter")
 
 
 def node_spot_interrupted(node: str, nodeclaim: str, at: datetime) -> list[K8sEvent]:
     """Karpenter's AWS provider on a spot interruption: SpotInterrupted on the NodeClaim and the
-    Node, never on a pod (aws/karpenter-provider-aws pkg/controllers/interruption/events/
-    events.go:24-42), then TerminatingOnInterruption on both as it deletes the NodeClaim
-    (events.go:144-160; interruption/utils.go:153-161)."""
+    Node, never on a pod, then TerminatingOnInterruption on both as it deletes the NodeClaim."""
     warn = "Spot interruption warning was triggered"
     return [
         K8sEvent("", nodeclaim, "SpotInterrupted", warn, at, component="karpenter",
@@ -260,33 +241,28 @@ def node_spot_interrupted(node: str, nodeclaim: str, at: datetime) -> list[K8sEv
 
 
 def nth_spot_interruption(node: str, at: datetime, deadline: datetime) -> K8sEvent:
-    """AWS Node Termination Handler (IMDS mode) on the Node it drains: reason SpotInterruption
-    (aws/aws-node-termination-handler pkg/observability/k8s-events.go:68, Emit:132-158 on a Node
-    object, source component aws-node-termination-handler), message the event's Description
-    (pkg/monitor/spotitn/spot-itn-monitor.go:93)."""
+    """AWS Node Termination Handler (IMDS mode) on the Node it drains: reason SpotInterruption,
+    message the interruption notice's description."""
     return K8sEvent("", node, "SpotInterruption",
                     f"Spot ITN received. Instance will be interrupted at {rfc3339(deadline)} \n",
                     at, component="aws-node-termination-handler", host=node, kind="Node")  # fmt: skip
 
 
 def autoscaler_scale_down(ns: str, pod: str, at: datetime) -> K8sEvent:
-    """Cluster Autoscaler's drain, on each pod of the node it removes (kubernetes/autoscaler
-    cluster-autoscaler/core/scaledown/actuation/drain.go evictPod)."""
+    """Cluster Autoscaler's drain, on each pod of the node it removes."""
     return K8sEvent(ns, pod, "ScaleDown", "deleting pod for node scale down", at,
                     component="cluster-autoscaler")  # fmt: skip
 
 
 def taint_eviction(ns: str, pod: str, at: datetime, *, cancelled: bool = False) -> K8sEvent:
-    """The taint-eviction controller (kubernetes pkg/controller/tainteviction/taint_eviction.go
-    emitPodDeletionEvent / emitCancelPodDeletionEvent): the same reason for both."""
+    """The taint-eviction controller's deletion of a pod, or its cancellation: the same reason."""
     verb = "Cancelling deletion of Pod" if cancelled else "Marking for deletion Pod"
     return K8sEvent(ns, pod, "TaintManagerEviction", f"{verb} {ns}/{pod}", at,
                     component="taint-eviction-controller")  # fmt: skip
 
 
 def kubelet_pressure_eviction(ns: str, pod: str, at: datetime, host: str) -> K8sEvent:
-    """The kubelet's node-pressure eviction (kubernetes pkg/kubelet/eviction/eviction_manager.go
-    evictPod: Warning "Evicted", helpers.go nodeLowMessageFmt), the pod set Failed first."""
+    """The kubelet's node-pressure eviction (Warning "Evicted"), the pod set Failed first."""
     return K8sEvent(ns, pod, "Evicted",
                     "The node was low on resource: memory. Threshold quantity: 100Mi, available: "
                     "91Mi. Container main was using 14Gi, request is 8Gi, has larger consumption "

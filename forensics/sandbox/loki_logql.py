@@ -1,8 +1,9 @@
 """The sandbox Loki's LogQL: the subset the tool sends (a stream selector, line filters and label
-filters), lexed, parsed and matched as Loki does (grafana/loki `pkg/logql/syntax`), RE2
-translated to `re`. A label filter (`| pod=~"x"`) sees the stream's labels and the entry's
-structured metadata alike (`pkg/logql/log/labels.go`: the builder holds both), anchored as a
-Prometheus matcher (`pkg/logql/log/label_filter.go` NewStringLabelFilter)."""
+filters), lexed, parsed and matched as Loki does, RE2 translated to `re`. A label filter
+(`| pod=~"x"`) sees the stream's labels and the entry's structured metadata alike, anchored as
+a Prometheus matcher. Pure: no state, no I/O (the in-process fakes share it). Upstream:
+docs/upstream.md, "The sandbox servers".
+"""
 
 from __future__ import annotations
 

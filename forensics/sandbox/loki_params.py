@@ -1,12 +1,14 @@
 """How the sandbox Loki reads request parameters: Go's and Prometheus's number, time and duration
-syntax, and form values as Go's `r.Form` (checked against grafana/loki `pkg/loghttp/params.go`,
-`pkg/util/time.go`, prometheus/common `model/time.go`)."""
+syntax, and form values as Go's `r.Form`. Pure: no state, no I/O. Upstream: docs/upstream.md,
+"The sandbox servers".
+"""
 
 from __future__ import annotations
 
 import calendar
 import math
 import re
+import time
 from urllib.parse import parse_qs
 
 from forensics.sources.logql import quote_string as go_quote
@@ -197,3 +199,26 @@ class Params:
 
 def form_pairs(text: str) -> list[tuple[str, str]]:
     return [(k, v) for k, vs in parse_qs(text, keep_blank_values=True).items() for v in vs]
+
+
+def bounds(params: Params) -> tuple[int, int]:
+    """A request's [start, end) in ns as Loki reads them: `end` defaults to now, `start` to
+    `since` (default 1h) before the earlier of `end` and now."""
+    now = time.time_ns()
+    since = 3600 * NS
+    if params.get("since"):
+        try:
+            since = parse_prom_duration(params.get("since"))
+        except ValueError as e:
+            raise BadRequest(f"could not parse 'since' parameter: {e}") from None
+    try:
+        end = parse_timestamp(params.get("end")) if params.get("end") else now
+    except ValueError as e:
+        raise BadRequest(f"could not parse 'end' parameter: {e}") from None
+    try:
+        start = parse_timestamp(params.get("start")) if params.get("start") else None
+    except ValueError as e:
+        raise BadRequest(f"could not parse 'start' parameter: {e}") from None
+    if start is None:
+        start = min(end, now) - since
+    return start, end

@@ -1,20 +1,10 @@
 """The sandbox Loki's per-tenant query queue: Loki's query frontend, scheduler and queriers.
 
-A real Loki's frontend splits a `query_range` into one sub-query per `split_queries_by_interval`
-(`pkg/querier/queryrange/split_by_interval.go`) and enqueues each in the scheduler's per-tenant
-queue. `pkg/queue/queue.go` RequestQueue.Enqueue (grafana/loki v3.4.2, lines 107-113) counts the
-tenant's queued requests and refuses the one over `max_outstanding_requests_per_tenant`
-(`pkg/scheduler/scheduler.go` lines 105 and 115, default 32000) with `ErrTooManyRequests` = `too
-many outstanding requests` (queue.go line 21); the frontend answers the query with HTTP 429 and that text
-(`pkg/lokifrontend/frontend/v2/frontend_scheduler_worker.go` line 331,
-`httpgrpc.Errorf(http.StatusTooManyRequests, "too many outstanding requests")`; v1:
-`pkg/lokifrontend/frontend/v1/frontend.go` line 29). A querier takes a request off the queue
-(`GetNextRequestForQuerier`): only what waits counts, not what runs; each querier runs
-`querier.max_concurrent` (default 4, `pkg/querier/querier.go` line 84) at once.
-
-Here: a query's sub-queries are admitted all or none (the frontend cancels a query's enqueued
-sub-queries when one is refused), wait in the queue until one of `queriers` workers takes them
-(each takes `subquery_seconds`), and the query answers when all of its sub-queries have run.
+A query's sub-queries (one per `split_queries_by_interval`) are admitted all or none: over
+`max_outstanding_requests_per_tenant` waiting, the query is refused (`QueueFull`, Loki's 429).
+Admitted, they wait until one of `queriers` workers takes them (each takes `subquery_seconds`),
+and the query answers when all of them have run. Only what waits counts, not what runs.
+Upstream: docs/upstream.md, "The sandbox servers".
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """A loopback Loki-API server for tests, benchmarks and `demo`: query_range with Loki's semantics.
 
-It speaks the parts of Loki's HTTP API the tool uses (checked against grafana/loki
-`pkg/loghttp/params.go`, `pkg/loghttp/query.go`, `pkg/util/server/error.go`,
-`pkg/querier/queryrange/limits.go`, `pkg/logqlmodel/error.go`): GET and POST (form) on
-`/loki/api/v1/query_range`, `/loki/api/v1/series`, `/loki/api/v1/labels`,
-`/loki/api/v1/index/stats`, `/ready` and `/loki/api/v1/status/buildinfo`; LogQL stream selectors with line filters only; Loki's error
-texts and status codes; optional tenant and gateway auth; and injected faults.
+It answers GET and POST (form) on `/loki/api/v1/query_range`, `/loki/api/v1/series`,
+`/loki/api/v1/labels`, `/loki/api/v1/index/stats`, `/ready` and `/loki/api/v1/status/buildinfo`:
+LogQL stream selectors with line and label filters, Loki's limits, error texts and status codes,
+optional tenant and gateway auth, and injected faults (`LokiFaults`). Regexes are RE2's as far
+as Python's `re` can follow; what RE2 refuses is refused as Loki would.
 
-Lines live per stream in time-sorted arrays (bisect on time, filters applied lazily, stream labels
-stored once), so a million lines stay quick to query. Regexes run on Python's `re`, translated from
-RE2 where the two differ (`\\z`, `(?<name>`); RE2-only Unicode classes are refused, and Perl features
-RE2 rejects (lookaround, backreferences) are rejected as Loki would.
-
-Parameter syntax lives in `loki_params.py`, the LogQL subset in `loki_logql.py`, streams and the
-query evaluation in `loki_store.py`; the API semantics and the HTTP handler here share one
-server's state (faults, auth, the stop event, the request log).
+The parts, by role: `loki_params` (parameter syntax), `loki_logql` (the LogQL subset),
+`loki_store` (streams and query evaluation), `loki_queue` (the per-tenant query queue),
+`loki_errors` (Loki's texts), `loki_faults` (faults and the request log), `loki_http` (the
+HTTP handler); here, the API's semantics over one server's state. Where each behaviour comes
+from upstream: docs/upstream.md, "The sandbox servers".
 """
 
 from __future__ import annotations
@@ -22,214 +18,47 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import json
 import math
-import socket
-import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
 
-from forensics.model import Window, to_ns
+from forensics.sandbox.loki_errors import (
+    ENTRY_LIMIT_WORDINGS,
+    ERR_END_BEFORE_START,
+    ERR_LIMIT,
+    ERR_MERGE_NONE,
+    ERR_QUERY_TOO_LONG,
+    ERR_RESOLUTION,
+    ERR_STEP,
+    ERR_TOO_MANY_BYTES,
+    QueryTimeout,
+    ServerError,
+    TooManyRequests,
+)
+from forensics.sandbox.loki_faults import FaultRule, LokiFaults, RecordedRequest, RequestLog
+from forensics.sandbox.loki_http import Route, listen
 from forensics.sandbox.loki_logql import parse_log_query, parse_selector_only
 from forensics.sandbox.loki_params import (
     NS,
     BadRequest,
     Params,
     atoi,
-    form_pairs,
+    bounds,
     go_duration,
-    parse_prom_duration,
     parse_seconds_or_duration,
-    parse_timestamp,
     prom_duration,
 )
 from forensics.sandbox.loki_queue import QueueFull, TenantQueue
 from forensics.sandbox.loki_store import Store, discovered, ibytes, select, stats
 from forensics.sandbox.scenario import SandboxLogLine
 
-SANDBOX_VERSION = "3.4.2"  # the Loki release whose texts this server reproduces
+__all__ = ["FaultRule", "LokiFaults", "LokiServer", "RecordedRequest", "RequestLog"]
 
-ERR_END_BEFORE_START = "end timestamp must not be before or equal to start time"
-ERR_LIMIT = "limit must be a positive value"
-ERR_STEP = "zero or negative query resolution step widths are not accepted. Try a positive integer"
-ERR_RESOLUTION = (
-    "exceeded maximum resolution of 11,000 points per time series. "
-    "Try increasing the value of the step parameter"
-)
-# The 400 for a limit over the tenant's max_entries_limit_per_query, in both wordings Loki uses:
-# v3's query frontend (pkg/util/validation/validate.go ErrMaxEntriesLimit) and its querier /
-# older releases (pkg/querier/http.go validateMaxEntriesLimits).
-ERR_MAX_ENTRIES = (
-    "max entries limit per query exceeded, limit > max_entries_limit_per_query ({} > {})"
-)
-ERR_MAX_ENTRIES_QUERIER = (
-    "max entries limit per query exceeded, limit > max_entries_limit ({} > {})"
-)
-ENTRY_LIMIT_WORDINGS = {"frontend": ERR_MAX_ENTRIES, "querier": ERR_MAX_ENTRIES_QUERIER}
-ERR_QUERY_TOO_LONG = "the query time range exceeds the limit (query length: {}, limit: {})"
-ERR_DEADLINE = (
-    "request timed out, decrease the duration of the request or add more label matchers "
-    "(prefer exact match over regex match) to reduce the amount of data processed"
-)
-# pkg/querier/queryrange/limits.go limErrQueryTooManyBytesTmpl (max_query_bytes_read); sizes in
-# go-humanize IBytes form.
-ERR_TOO_MANY_BYTES = (
-    "the query would read too many bytes (query: {}, limit: {}); consider adding more specific "
-    "stream selectors or reduce the time range of the query"
-)
-ERR_TOO_MANY_REQUESTS = "too many outstanding requests"  # pkg/queue/queue.go ErrTooManyRequests
-ERR_TOO_MANY_ORG_IDS = "multiple org IDs present"  # dskit user/id.go ErrTooManyOrgIDs
-# pkg/querier/queryrange/codec.go MergeResponse: the frontend splits a series request on
-# millisecond bounds; a range inside one millisecond leaves no sub-request to merge.
-ERR_MERGE_NONE = "merging responses requires at least one response"
-SHARDING_LOOKBACK_NS = 30 * NS  # pkg/logql/engine.go max_look_back_period default
-FAULT_BODIES = {
-    429: "too many outstanding requests",
-    500: "rpc error: code = Internal desc = injected fault",
-    502: "502 Bad Gateway",
-    503: "503 Service Unavailable",
-    504: ERR_DEADLINE,
-}
-FAULT_KINDS = frozenset([*FAULT_BODIES, "truncated", "nonjson", "reset", "timeout"])
-
-
-class Refusal(Exception):
-    """An answer other than 200 or 400: `status` and Loki's text (the exception's message)."""
-
-    status = 500
-
-
-class ServerError(Refusal):
-    """An internal error Loki answers with HTTP 500 and its text."""
-
-
-class TooManyRequests(Refusal):
-    """The tenant's query queue is full: HTTP 429 `too many outstanding requests`."""
-
-    status = 429
-
-    def __init__(self) -> None:
-        super().__init__(ERR_TOO_MANY_REQUESTS)
-
-
-class QueryTimeout(Refusal):
-    """A query Loki gave up on at its query_timeout: HTTP 504 with ERR_DEADLINE
-    (pkg/util/server/error.go maps context.DeadlineExceeded to it)."""
-
-    status = 504
-
-    def __init__(self) -> None:
-        super().__init__(ERR_DEADLINE)
-
-
-# ---------------------------------------------------------------------------------------------
-# Faults and the request record
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class FaultRule:
-    """One injected failure on the data endpoints (query_range, series).
-
-    `status`: 429, 500, 502, 503, 504 (with Loki-like bodies), "truncated" (a 200 cut off
-    mid-body), "nonjson" (a 200 that is an HTML page), "reset" (TCP reset, no response),
-    "timeout" (stall `sleep` seconds, then answer normally). `count`: how many matching requests
-    fail, or "always". `window`: only queries whose [start, end) overlaps it.
-    """
-
-    status: int | str
-    count: int | str = 1
-    window: Window | None = None
-    retry_after: str | None = None
-    sleep: float = 0.0
-    fired: int = 0
-
-    def __post_init__(self) -> None:
-        if self.status not in FAULT_KINDS:
-            raise ValueError(
-                f"unknown fault {self.status!r}; one of {sorted(map(str, FAULT_KINDS))}"
-            )
-        if self.count != "always" and not (isinstance(self.count, int) and self.count >= 0):
-            raise ValueError("count must be a non-negative number or 'always'")
-        if self.status == "timeout" and self.sleep <= 0:
-            raise ValueError("a timeout fault needs sleep > 0 (longer than the client's timeout)")
-
-    def applies(self, start: int | None, end: int | None) -> bool:
-        if self.count != "always" and self.fired >= int(self.count):
-            return False
-        if self.window is None:
-            return True
-        if start is None or end is None:
-            return False
-        return to_ns(self.window.start) < max(end, start + 1) and start < to_ns(self.window.end)
-
-
-@dataclass
-class LokiFaults:
-    """Fault injection for a LokiServer: latency on every data request and failure rules."""
-
-    latency: float = 0.0
-    rules: list[FaultRule] = field(default_factory=list)
-    # Seconds more per log line a query_range's selected streams hold in its [start, end): a real
-    # Loki reads every chunk of those streams in the range to apply the line filters, so its
-    # answer takes time in proportion to the lines scanned, not to the lines returned.
-    latency_per_line: float = 0.0
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    """One request as the server saw and answered it (the Authorization header left out)."""
-
-    method: str
-    path: str
-    params: dict[str, str]
-    headers: dict[str, str]
-    status: int
-    bytes: int
-    fault: str | None
-    at: float  # time.monotonic() when it arrived
-
-
-class RequestLog:
-    """A thread-safe, append-only list of RecordedRequest."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: list[RecordedRequest] = []
-
-    def append(self, item: RecordedRequest) -> None:
-        with self._lock:
-            self._items.append(item)
-
-    def snapshot(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._items)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
-    def __iter__(self) -> Iterator[RecordedRequest]:
-        return iter(self.snapshot())
-
-    def __getitem__(self, i: int) -> RecordedRequest:
-        with self._lock:
-            return self._items[i]
-
-
-# ---------------------------------------------------------------------------------------------
-# The server
-# ---------------------------------------------------------------------------------------------
+SHARDING_LOOKBACK_NS = 30 * NS  # the query frontend's sharding lookback (max_look_back_period)
 
 
 class LokiServer:
@@ -324,8 +153,7 @@ class LokiServer:
         """Listen on a free loopback port; return the base URL (`http://127.0.0.1:PORT`)."""
         if self._httpd is not None:
             return self.url
-        handler = type("_BoundHandler", (_Handler,), {"loki": self})
-        self._httpd = _HTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = listen(self)
         self._stopping.clear()
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -364,9 +192,26 @@ class LokiServer:
             lines = map(discovered, lines)
         return self._store.add(lines)
 
-    # -- request handling (called from handler threads) -------------------------------------------
+    # -- what the HTTP handler calls (from its threads) -------------------------------------------
 
-    def _pick_fault(self, start: int | None, end: int | None) -> FaultRule | None:
+    def routes(self) -> dict[str, Route]:
+        """The data endpoints by path (index/stats only while `index_stats_enabled`)."""
+        routes: dict[str, Route] = {
+            "/loki/api/v1/query_range": self.query_range,
+            "/loki/api/v1/series": self.series,
+            "/loki/api/v1/labels": self.labels,
+            "/loki/api/v1/label": self.labels,
+        }
+        if self.index_stats_enabled:
+            routes["/loki/api/v1/index/stats"] = self.index_stats
+        return routes
+
+    def wait(self, seconds: float) -> None:
+        """Sleep `seconds` (an injected latency or stall), cut short by stop()."""
+        self._stopping.wait(seconds)
+
+    def pick_fault(self, start: int | None, end: int | None) -> FaultRule | None:
+        """The first fault rule that applies to a query of [start, end), counted as fired."""
         with self._faults_lock:
             for rule in self.faults.rules:
                 if rule.applies(start, end):
@@ -374,7 +219,8 @@ class LokiServer:
                     return rule
         return None
 
-    def _check_auth(self, headers: Any) -> str | None:
+    def check_auth(self, headers: Any) -> str | None:
+        """None when the gateway lets the request through, else the 401's text."""
         if not self.bearer_token and not self.basic_auth:
             return None
         given = headers.get("Authorization") or ""
@@ -403,26 +249,6 @@ class LokiServer:
         if self.tenant_required is None:
             return True
         return self.tenant_required in (org or "").split("|")
-
-    def _bounds(self, params: Params) -> tuple[int, int]:
-        now = time.time_ns()
-        since = 3600 * NS
-        if params.get("since"):
-            try:
-                since = parse_prom_duration(params.get("since"))
-            except ValueError as e:
-                raise BadRequest(f"could not parse 'since' parameter: {e}") from None
-        try:
-            end = parse_timestamp(params.get("end")) if params.get("end") else now
-        except ValueError as e:
-            raise BadRequest(f"could not parse 'end' parameter: {e}") from None
-        try:
-            start = parse_timestamp(params.get("start")) if params.get("start") else None
-        except ValueError as e:
-            raise BadRequest(f"could not parse 'start' parameter: {e}") from None
-        if start is None:
-            start = min(end, now) - since
-        return start, end
 
     def _served(self, start: int, end: int) -> tuple[int, int] | None:
         """[start, end) clamped to what the tenant's max_query_lookback still serves; None when
@@ -484,9 +310,8 @@ class LokiServer:
         return {"status": "success", "data": data}
 
     def _range_params(self, params: Params) -> tuple[int, int, int, bool]:
-        """start, end, limit and whether forward, refused in the order Loki checks them
-        (grafana/loki `pkg/loghttp/params.go`, `query.go::ParseRangeQuery`)."""
-        start, end = self._bounds(params)
+        """start, end, limit and whether forward, refused in the order Loki checks them."""
+        start, end = bounds(params)
         if end < start:
             raise BadRequest(ERR_END_BEFORE_START)
         limit = atoi(params.get("limit"), 100)
@@ -545,7 +370,7 @@ class LokiServer:
     def series(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/series`: label sets of streams with entries in [start, end)."""
         org = headers.get("X-Scope-OrgID")
-        start, end = self._bounds(params)
+        start, end = bounds(params)
         groups = params.all("match[]")
         if not groups:
             raise BadRequest("0 matcher groups supplied")
@@ -569,7 +394,7 @@ class LokiServer:
     def labels(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/labels`: label names of streams with entries in [start, end)."""
         org = headers.get("X-Scope-OrgID")
-        start, end = self._bounds(params)
+        start, end = bounds(params)
         names: set[str] = set()
         served = self._served(start, end)
         start, end = served or (start, end)
@@ -584,9 +409,7 @@ class LokiServer:
 
     def index_stats(self, params: Params, headers: Any) -> dict[str, Any]:
         """`/loki/api/v1/index/stats`: how many streams, chunks, bytes and entries the selector's
-        streams hold in [start, end), as a bare object (grafana/loki `pkg/logproto`
-        IndexStatsResponse, written by `pkg/util/marshal/marshal.go` WriteIndexStatsResponseJSON;
-        the query is matchers only, `pkg/querier/querier.go` IndexStats -> ParseMatchers)."""
+        streams hold in [start, end), as a bare object; the query is matchers only."""
         org = headers.get("X-Scope-OrgID")
         start, end, _, _ = self._range_params(params)
         matchers = parse_selector_only(params.get("query"))
@@ -608,199 +431,3 @@ class LokiServer:
                 out["entries"] += hi - lo
                 out["bytes"] += sum(len(line) for line in s.lines[lo:hi])
         return out
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    """One thread per connection; a listen backlog deep enough for many concurrent workers."""
-
-    daemon_threads = True
-    request_queue_size = 128
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Translates HTTP requests into LokiServer calls (no state of its own)."""
-
-    loki: LokiServer
-    protocol_version = "HTTP/1.1"
-    server_version = "Loki"
-    sys_version = ""
-
-    def log_message(self, format: str, *args: Any) -> None:  # the base signature names it `format`
-        pass
-
-    def do_GET(self) -> None:  # http.server's naming
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def _dispatch(self) -> None:
-        arrived = time.monotonic()
-        url = urlsplit(self.path)
-        body_pairs: list[tuple[str, str]] = []
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length > 0 else b""
-        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-        if self.command == "POST" and ctype == "application/x-www-form-urlencoded":
-            body_pairs = form_pairs(raw.decode("utf-8", errors="replace"))
-        params = Params(body_pairs + form_pairs(url.query))
-        self._record_base = (arrived, url.path, params)
-        self._fault: str | None = None
-
-        loki = self.loki
-        denied = loki._check_auth(self.headers)
-        if denied is not None:
-            extra = {"WWW-Authenticate": 'Basic realm="loki"'} if loki.basic_auth else {}
-            self._text(401, denied, extra)
-            return
-        routes: dict[str, Callable[[Params, Any], dict[str, Any]]] = {
-            "/loki/api/v1/query_range": loki.query_range,
-            "/loki/api/v1/series": loki.series,
-            "/loki/api/v1/labels": loki.labels,
-            "/loki/api/v1/label": loki.labels,
-        }
-        if loki.index_stats_enabled:
-            routes["/loki/api/v1/index/stats"] = loki.index_stats
-        if url.path == "/ready":
-            self._text(200, "ready\n")
-            return
-        if url.path == "/loki/api/v1/status/buildinfo":
-            self._json(
-                200,
-                {
-                    "version": SANDBOX_VERSION,
-                    "revision": "sandbox",
-                    "branch": "HEAD",
-                    "buildUser": "elastic-audit-sandbox",
-                    "buildDate": "",
-                    "goVersion": "",
-                },
-            )
-            return
-        handler = routes.get(url.path)
-        if handler is None:
-            self._text(404, "404 page not found\n")
-            return
-        if loki.tenant_required is not None and not self.headers.get("X-Scope-OrgID"):
-            self._text(401, "no org id\n")  # dskit AuthenticateUser: http.Error adds the newline
-            return
-        if self._several_tenants_refused():
-            return
-        if url.path in ("/loki/api/v1/query_range", "/loki/api/v1/series") and self._inject(params):
-            return
-        try:
-            doc = handler(params, self.headers)
-        except BadRequest as e:
-            self._text(400, str(e))
-            return
-        except Refusal as e:
-            self._text(e.status, str(e))
-            return
-        self._json(200, doc)
-
-    def _several_tenants_refused(self) -> bool:
-        """`A|B` on a Loki without multi-tenant queries: a 500; True when answered."""
-        org = self.headers.get("X-Scope-OrgID") or ""
-        if "|" not in org or self.loki.multi_tenant_queries_enabled:
-            return False
-        self._text(500, ERR_TOO_MANY_ORG_IDS + "\n")
-        return True
-
-    def _inject(self, params: Params) -> bool:
-        """Apply latency and the first matching fault rule; True when the response is done."""
-        loki = self.loki
-        if loki.faults.latency > 0:
-            loki._stopping.wait(loki.faults.latency)
-        try:
-            start, end = loki._bounds(params)
-        except BadRequest:
-            start = end = None
-        rule = loki._pick_fault(start, end)
-        if rule is None:
-            return False
-        self._fault = str(rule.status)
-        if rule.status == "timeout":
-            loki._stopping.wait(rule.sleep)
-            return False
-        if rule.status == "reset":
-            self._reset()
-            return True
-        if rule.status == "nonjson":
-            page = "<html><head><title>Sign in</title></head><body>proxy login</body></html>\n"
-            self._send(200, page.encode(), "text/html; charset=utf-8")
-            return True
-        if rule.status == "truncated":
-            body = json.dumps(
-                {"status": "success", "data": {"resultType": "streams", "result": []}}
-            )
-            self._send(200, body.encode(), "application/json; charset=UTF-8", cut=True)
-            return True
-        extra = {"Retry-After": rule.retry_after} if rule.retry_after is not None else {}
-        self._text(int(rule.status), FAULT_BODIES[int(rule.status)], extra)
-        return True
-
-    def _reset(self) -> None:
-        # SO_LINGER 0 makes close() send a TCP RST: the client sees "connection reset by peer".
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.close_connection = True
-        self._record(0, 0)
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.connection.close()
-
-    def _text(self, status: int, text: str, extra: dict[str, str] | None = None) -> None:
-        # Loki's WriteError: plain text, nosniff.
-        headers = {"X-Content-Type-Options": "nosniff", **(extra or {})}
-        self._send(status, text.encode(), "text/plain; charset=utf-8", headers=headers)
-
-    def _json(self, status: int, doc: dict[str, Any]) -> None:
-        body = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
-        self._send(
-            status, body.encode("utf-8", errors="replace"), "application/json; charset=UTF-8"
-        )
-
-    def _send(
-        self,
-        status: int,
-        body: bytes,
-        content_type: str,
-        *,
-        headers: dict[str, str] | None = None,
-        cut: bool = False,
-    ) -> None:
-        sent = body[: len(body) // 2] if cut else body
-        # Record before answering, so whoever got the answer also finds the record.
-        self._record(status, len(sent))
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            if cut:
-                self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(sent)
-            self.wfile.flush()
-        except OSError:
-            self.close_connection = True  # the client went away (e.g. after its read timeout)
-        if cut:
-            self.close_connection = True
-
-    def _record(self, status: int, nbytes: int) -> None:
-        arrived, path, params = self._record_base
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "authorization"}
-        self.loki.requests.append(
-            RecordedRequest(
-                method=self.command,
-                path=path,
-                params=params.first_values(),
-                headers=headers,
-                status=status,
-                bytes=nbytes,
-                fault=self._fault,
-                at=arrived,
-            )
-        )

@@ -72,12 +72,9 @@ HOUR_NS = 3_600 * NS
 class Selection:
     """The streams one stream selector chose, in the store's order, indexed by the hours their
     entries span: a query reads only the streams its [start, end) overlaps, as Loki's index
-    finds the chunks of a time range, rather than bisecting every chosen stream.
-
-    The scale benchmark's 1x month has ~20,000 pod streams and asks 30 shards of 24 h each:
-    testing every stream took ~100 ms of the server's CPU a query, on the core beside the
-    scan's (docs/performance.md). The answer is the same: the streams are those whose span
-    is not empty, in the same order."""
+    finds the chunks of a time range, rather than bisecting every chosen stream (why:
+    docs/performance.md, "The benchmark's own servers on the scan's core"). The answer is the
+    same: the streams are those whose span is not empty, in the same order."""
 
     def __init__(self, streams: list[Stream]) -> None:
         self.streams = streams
@@ -112,10 +109,9 @@ class Store:
     """All streams, keyed by their sorted label pairs.
 
     Labels named in `metadata` are kept as each entry's structured metadata, not stream labels
-    (as Loki's OTLP ingestion keeps resource attributes it does not index, grafana/loki
-    `pkg/loghttp/push/otlp.go`): stream selectors do not see them, label filters and results do.
-    Entries that differ only in them are stored apart here, which a query cannot tell from one
-    stream with per-entry metadata.
+    (as Loki keeps the OTLP resource attributes it does not index): stream selectors do not see
+    them, label filters and results do. Entries that differ only in them are stored apart here,
+    which a query cannot tell from one stream with per-entry metadata.
     """
 
     def __init__(self, metadata: Iterable[str] = ()) -> None:

@@ -1,29 +1,19 @@
 """A loopback Prometheus HTTP API for the sandbox: `/api/v1/query_range` over the one series
 family the tool reads, kube-state-metrics' `kube_pod_status_disruption_reason`, scraped as a real
-Prometheus scrapes it (docs/upstream.md, "Kubernetes events and disruption conditions").
+Prometheus scrapes it.
 
-- The exporter (kube-state-metrics v2.20.0 internal/store/pod.go:1752-1780): one series
-  `{namespace, pod, uid, reason}` = 1 while the pod carries a `DisruptionTarget` condition,
-  whatever its status: there is no status label (the generator never reads `cond.Status`); a reason
-  outside pod.go:43's five reads `Other`, and so does a stale condition the disruption controller
-  reset to `Status: False` with no reason (kubernetes pkg/controller/disruption/disruption.go,
-  `syncStalePodDisruption`, 2 minutes after it was set: `stalePodDisruptionTimeout`).
-- The scrape (prometheus/prometheus v2.42.0 scrape/scrape.go): a sample every `SCRAPE`, at a fixed
-  offset; a series no longer exposed gets a stale marker at the next scrape (`forEachStale`,
-  scrape.go:1706); without `honor_labels` the exporter's labels that collide with the target's
-  (`namespace`, `pod`) are renamed `exported_namespace`, `exported_pod` (`mutateSampleLabels`,
-  scrape.go:665-737).
-- The query (promql/engine.go): an instant selector at `t` reads the newest sample in the 5-minute
-  lookback before it, nothing when that sample is a stale marker (`vectorSelectorSingle`,
-  v2.42.0 engine.go:1785-1793, v3.9.0 engine.go:2472-2476); a range selector `[d]` reads every
-  sample in `(t-d, t]`, skipping stale markers (`matrixIterSlice`, v3.9.0 engine.go:2722-2726; v2
-  took `[t-d, t]`); `max by (...)` keeps the listed labels a series has.
-- The API (web/api/v1/api.go `queryRange`): `start`/`end` as Unix seconds or RFC 3339, `step` as
-  seconds or a duration, the 11,000-points limit, `bad_data` errors as 400, the
-  `{"status", "data": {"resultType": "matrix", "result"}}` envelope.
+- Series: `{namespace, pod, uid, reason}` = 1 while a pod carries a `DisruptionTarget`
+  condition (`SandboxCondition`), whatever its status; a reason outside the exporter's five, or
+  a stale condition reset without one, reads `Other`.
+- Scrape: a sample every `SCRAPE`, a stale marker when a series goes; without `honor_labels`
+  the labels that collide with the target's are `exported_namespace`, `exported_pod`.
+- Query: the metric, alone or in `max_over_time(...[d])`, either under `max by (...)`, with
+  Prometheus's lookback, stale markers and range bounds; anything else is a 400, as a query the
+  real server cannot parse. `start`/`end`, `step`, the 11,000-points limit and the envelope as
+  Prometheus's API has them.
 
-Only the metric, alone or in `max_over_time(...[d])`, either under `max by (...)`, is understood:
-anything else is a 400, as a query the real server cannot parse.
+Where each rule comes from (kube-state-metrics v2.20.0, Prometheus v2.42.0 and v3.9.0):
+docs/upstream.md, "The sandbox servers".
 """
 
 from __future__ import annotations

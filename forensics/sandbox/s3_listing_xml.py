@@ -1,11 +1,10 @@
 """The sandbox S3's ListObjectsV2 pages, written as moto writes them, without moto's serializer.
 
-moto (5.x) turns every answer into XML with a serializer driven by botocore's service model: a
-walk of the output shape per object, about 200 ms of CPU for a page of 1,000 objects. S3 itself
-answers a page in tens of milliseconds on its own machines; in the sandbox that CPU lands on the
-scan's machine, one page after another (moto's server is one interpreter), and made the
-benchmark's S3 phase measure moto. For the pages a scan asks (no delimiter, no owner) this writes the same bytes directly; anything else goes through moto's
-serializer. `tests/sandbox/test_s3_server.py` compares the two byte for byte.
+moto turns every answer into XML with a serializer driven by botocore's service model, whose CPU
+lands on the scan's machine and made the benchmark's S3 phase measure moto (docs/performance.md,
+"The benchmark's own servers on the scan's core"). For the pages a scan asks (no delimiter, no
+owner) this writes the same bytes directly; anything else goes through moto's serializer.
+`tests/sandbox/test_s3_server.py` compares the two byte for byte.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from forensics.errors import ConfigError
 from forensics.sandbox import s3_listing_xml
 from forensics.sandbox.scenario import SandboxExecution, Scenario
 
@@ -300,10 +299,10 @@ class S3Server:
                 DomainDispatcherApplication,
                 create_backend_app,
             )
-        except ImportError:
-            raise ConfigError(
-                "the sandbox S3 needs moto's server: pip install 'moto[server,s3]' cheroot"
-            ) from None
+        except ImportError as e:  # `demo` checks for its extra before it gets here
+            raise ImportError(
+                f"the sandbox S3 needs moto's server: pip install 'moto[server,s3]' cheroot ({e})"
+            ) from e
 
         class QuietServer(WSGIServer):  # type: ignore[misc, valid-type]
             def error_log(self, msg: str = "", level: int = 20, traceback: bool = False) -> None:

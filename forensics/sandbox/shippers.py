@@ -1,24 +1,16 @@
 """How log shippers put a container's line into Loki: the line each one pushes, and its labels.
 
 Each function takes what the container wrote (one line, without the runtime's wrapping) and
-returns the Loki line the shipper pushes, built the way the shipper's own code builds it
-(docs/upstream.md, "Shapes met in the field"):
-- `fluent_bit`: Fluent Bit's `loki` output with `line_format json` packs the whole record as JSON
-  (plugins/out_loki/loki.c `pack_record`): the tail input with the built-in `cri` multiline parser
-  gives `time`, `stream`, `_p` (the CRI partial flag) and `log`, the kubernetes filter adds a
-  `kubernetes` map. Record key order depends on the pipeline's filters (`modify`, `nest`,
-  `lua`), so it varies here from line to line.
-- `otel`: the OpenTelemetry collector's Loki exporter (pkg/translator/loki/encode.go `Encode`,
-  the default `json` format): `{"body": ..., "attributes": {...}, "resources": {...}}` in the
-  struct's field order, maps sorted by Go's encoding/json, which also escapes `<`, `>`, `&`. The
-  labels are the resource attributes it was told to promote, dots turned to underscores
-  (`k8s_namespace_name`, ...).
-- `vector`: Vector's `loki` sink with `encoding.codec = "json"` serialises the whole event of the
-  `kubernetes_logs` source (`file`, `kubernetes`, `message`, `source_type`, `stream`,
-  `timestamp`; Vector's maps are sorted).
-- `alloy`: Grafana Alloy (or promtail) reading the pod log files without a `stage.cri` keeps the
-  raw CRI line; `alloy_syslog`: Alloy's `loki.source.syslog` with `use_rfc5424_message = true`
-  keeps the whole RFC 5424 message, header included.
+returns the Loki line the shipper pushes, built the way the shipper's own code builds it:
+- `fluent_bit`: Fluent Bit's `loki` output with `line_format json`: the whole record (`time`,
+  `stream`, `_p`, `log`, a `kubernetes` map) as JSON, its key order varied from line to line as
+  a pipeline's filters vary it.
+- `otel`: the OpenTelemetry collector's Loki exporter (`json` format): `body`, `attributes`,
+  `resources`; its labels are the promoted resource attributes (`k8s_namespace_name`, ...).
+- `vector`: Vector's `loki` sink with the `json` codec: the whole `kubernetes_logs` event.
+- `alloy`: Grafana Alloy (or promtail) without a `stage.cri`: the raw CRI line; `alloy_syslog`:
+  Alloy's `loki.source.syslog` keeping the whole RFC 5424 message.
+Where each shape was read: docs/upstream.md, "Log shippers" under "The sandbox servers".
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 from support.cli import CLI, run, run_process
+from support.expected import EXPECTED_WITH_EVENTS
 
-from forensics.sandbox.incident import EVENT_ONLY, EXPECTED_WITH_EVENTS, REFERENCE_CHECKPOINT
+from forensics.sandbox.incident import EVENT_ONLY, REFERENCE_CHECKPOINT
 
 
 def test_demo_reports_the_reference_incident_affected_with_an_empty_checkpoint():

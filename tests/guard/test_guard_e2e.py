@@ -14,11 +14,12 @@ import jsonschema
 import pytest
 from support import paths
 from support.cli import run
+from support.expected import EXPECTED_FINDINGS
 from support.guard import SECRET_PATH, add_incident
 from support.scan import CONFIG, WINDOW, key, point_at
 
 from forensics.model import UTC, rfc3339
-from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
+from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
 # Admin answers UNAVAILABLE at once during an outage: no retries, so the test does not wait.

@@ -26,8 +26,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support import paths
+from support.expected import EXPECTED_WITH_EVENTS
 
-from forensics.sandbox.incident import EXPECTED_WITH_EVENTS, REFERENCE_CHECKPOINT
+from forensics.sandbox.incident import REFERENCE_CHECKPOINT
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -12,12 +12,12 @@ import jsonschema
 import pytest
 from support import paths
 from support.cli import run
+from support.expected import DISRUPTION_EXPECTED
 from support.scan import CONFIG, EVENTS_CONFIG, EVENTS_WINDOW, key, sandbox_fixtures
 
 from forensics.sandbox.disruptions import (
     ADMIN_ONLY,
     DISRUPTION_CONDITIONS,
-    DISRUPTION_EXPECTED,
     DISRUPTION_WINDOW,
     DRAINED_AFTER,
     EVENTROUTER,

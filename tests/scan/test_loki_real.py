@@ -15,11 +15,12 @@ from itertools import count
 
 import pytest
 from support.cli import run, use_sandbox
+from support.expected import EXPECTED_FINDINGS
 from support.real_loki import binary, push, real_loki
 from support.scan import CONFIG, QUICK, WINDOW, key, sub_millisecond_burst
 
 from forensics.model import UTC
-from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
+from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 from forensics.scan.coverage import NOTE
 

@@ -19,12 +19,12 @@ from datetime import datetime, timedelta
 import grpc
 import pytest
 from support.cli import exit_code, run, use_sandbox
+from support.expected import EXPECTED_FINDINGS
 from support.scan import WINDOW, key
 
 from forensics.model import UTC, Window, to_ns
 from forensics.sandbox.admin_server import AdminFaults
 from forensics.sandbox.incident import (
-    EXPECTED_FINDINGS,
     MODELS_BUCKET,
     REFERENCE,
     REFERENCE_CHECKPOINT,

@@ -8,13 +8,10 @@ import jsonschema
 import pytest
 from support import paths
 from support.cli import run, use_sandbox
+from support.expected import EXPECTED_CLEARED, EXPECTED_FINDINGS
 from support.scan import CONFIG, WINDOW, key
 
-from forensics.sandbox.incident import (
-    EXPECTED_CLEARED,
-    EXPECTED_FINDINGS,
-    REFERENCE_CHECKPOINT,
-)
+from forensics.sandbox.incident import REFERENCE_CHECKPOINT
 
 HERE = paths.TESTS
 GOLDEN = HERE / "golden"

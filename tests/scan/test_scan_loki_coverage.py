@@ -16,10 +16,11 @@ import json
 from datetime import datetime, timedelta
 
 from support.cli import run, use_sandbox
+from support.expected import EXPECTED_FINDINGS
 from support.scan import QUICK, WINDOW, key
 
 from forensics.model import UTC
-from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
+from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 from forensics.scan.coverage import NOTE
 

@@ -14,14 +14,11 @@ from datetime import datetime, timedelta
 
 import pytest
 from support.cli import run, use_sandbox
+from support.expected import EXPECTED_CLEARED, EXPECTED_FINDINGS
 from support.scan import CONFIG, QUICK, WINDOW, key, sub_millisecond_burst
 
 from forensics.model import UTC, to_ns
-from forensics.sandbox.incident import (
-    EXPECTED_CLEARED,
-    EXPECTED_FINDINGS,
-    reference_scenario,
-)
+from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.scenario import SandboxLogLine
 from forensics.sandbox.stack import sandbox
 

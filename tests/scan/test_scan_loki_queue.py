@@ -17,9 +17,10 @@ import json
 from datetime import timedelta
 
 from support.cli import run, use_sandbox
+from support.expected import EXPECTED_FINDINGS
 from support.scan import CONFIG, WINDOW, key
 
-from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
+from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 
 from support.cli import run, use_sandbox
+from support.expected import EXPECTED_FINDINGS
 from support.scan import OTEL_CONFIG, WINDOW, key
 
-from forensics.sandbox.incident import EXPECTED_FINDINGS, OTEL_LABELS, reference_scenario
+from forensics.sandbox.incident import OTEL_LABELS, reference_scenario
 from forensics.sandbox.stack import sandbox
 
 

@@ -11,9 +11,10 @@ import json
 
 import pytest
 from support.cli import run, use_sandbox
+from support.expected import EXPECTED_FINDINGS
 from support.scan import CONFIG, WINDOW, key
 
-from forensics.sandbox.incident import EXPECTED_FINDINGS, reference_scenario
+from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"

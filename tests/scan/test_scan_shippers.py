@@ -17,13 +17,12 @@ import jsonschema
 import pytest
 from support import paths
 from support.cli import exit_code, run, use_sandbox
+from support.expected import EXPECTED_CLEARED, EXPECTED_FINDINGS
 from support.scan import CONFIG, OTEL_CONFIG, WINDOW
 
 from forensics.evidence.logs import SIGNAL_LINE_REGEX
 from forensics.model import Window, from_ns
 from forensics.sandbox.incident import (
-    EXPECTED_CLEARED,
-    EXPECTED_FINDINGS,
     OTEL_LABELS,
     WINDOW_END,
     WINDOW_START,
