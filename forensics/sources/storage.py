@@ -1,4 +1,8 @@
-"""S3 through boto3: does an attempt's `outputs.pb` exist, and what lies under a checkpoint prefix."""
+"""S3 through boto3: does an attempt's `outputs.pb` exist, and what lies under a checkpoint prefix.
+
+boto3's and botocore's public API only, so that upgrading them cannot break it (what that costs:
+docs/performance.md, "S3 through the public API only").
+"""
 
 from __future__ import annotations
 
