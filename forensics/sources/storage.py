@@ -51,11 +51,12 @@ _THROTTLE_CODES = frozenset(
 )
 
 
-class BrokenListing(BotoCoreError):
+class BrokenListing(Exception):
     """A ListObjectsV2 page that says the listing goes on but gives no new token to go on from:
     what follows cannot be read, and the listing must not pass for complete."""
 
-    fmt = "S3 answered a truncated listing page without a new continuation token"
+    def __init__(self) -> None:
+        super().__init__("S3 answered a truncated listing page without a new continuation token")
 
 
 class UnreadableURI(ValueError):
@@ -375,7 +376,7 @@ class ObjectStore:
                     modified = obj["LastModified"]
                     if latest is None or modified > latest:
                         latest = modified
-        except (ClientError, BotoCoreError) as e:
+        except (ClientError, BotoCoreError, BrokenListing) as e:
             return PrefixListing(listed, "unknown", reason=describe_error(e), failure=failure_of(e))
         self._buckets_seen.add(bucket)
         if latest is None:
@@ -398,7 +399,7 @@ class ObjectStore:
                     if not _is_folder_marker(o)
                 ]
                 times = sorted(times)[-limit:]  # memory stays at `limit` however many there are
-        except (ClientError, BotoCoreError) as e:
+        except (ClientError, BotoCoreError, BrokenListing) as e:
             raise _source_error(f"listing {uri}: {describe_error(e)}", uri, e) from None
         return times
 
