@@ -326,7 +326,7 @@ class ScanRun:
             len(self.window.split(reading_length(lk.shard, lk.max_query_length))),
             admin.calls_total,
             admin.endpoint,
-            store.call_count,
+            sum(store.calls.values()),
             store.endpoint,
             len(gaps),
         )

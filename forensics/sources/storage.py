@@ -1,4 +1,8 @@
-"""S3 through boto3: does an attempt's `outputs.pb` exist, and what lies under a checkpoint prefix."""
+"""S3 through boto3: does an attempt's `outputs.pb` exist, and what lies under a checkpoint prefix.
+
+boto3's and botocore's public API only, so that upgrading them cannot break it (what that costs:
+docs/performance.md, "S3 through the public API only").
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,7 +34,6 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
-from botocore.utils import parse_timestamp
 
 from forensics import __version__
 from forensics.errors import ConfigError, FailureKind, SourceError
@@ -37,7 +41,6 @@ from forensics.failures import os_failure
 from forensics.model import UTC, KeyPage, ObjectCheck, PrefixListing
 from forensics.secrets import safe_url
 from forensics.sources.expiry import describe_rule, expires, judge_outputs
-from forensics.sources.s3_parsing import check_200_errors, parsers
 
 OUTPUTS_FILE = "outputs.pb"
 
@@ -48,11 +51,12 @@ _THROTTLE_CODES = frozenset(
 )
 
 
-class BrokenListing(BotoCoreError):
+class BrokenListing(Exception):
     """A ListObjectsV2 page that says the listing goes on but gives no new token to go on from:
     what follows cannot be read, and the listing must not pass for complete."""
 
-    fmt = "S3 answered a truncated listing page without a new continuation token"
+    def __init__(self) -> None:
+        super().__init__("S3 answered a truncated listing page without a new continuation token")
 
 
 class UnreadableURI(ValueError):
@@ -170,22 +174,20 @@ def _source_error(message: str, uri: str, err: BaseException) -> SourceError:
     return SourceError("s3", message, target=uri, kind=failure_of(err))
 
 
-_KEPT_HEADERS = ("x-amz-request-id", "x-amz-id-2")
-
-
-def _lean_head(response_dict: dict[str, Any], **_: Any) -> None:
-    """A HEAD answering 200 or 404 answers the scan by its status alone: drop the object's
-    headers before botocore parses them into a response (dates, metadata, checksums: a sixth of
-    a HEAD's CPU). Other statuses keep theirs: retries and region redirects read them."""
-    if response_dict.get("status_code") in (200, 404):
-        headers = response_dict.get("headers") or {}
-        response_dict["headers"] = {k: headers[k] for k in _KEPT_HEADERS if k in headers}
-
-
 def _is_folder_marker(obj: dict[str, Any]) -> bool:
     # The S3 console's "create folder" and some tools write a zero-byte `name/` object; it holds
     # no checkpoint, so a prefix with only markers is empty for the people restoring a run.
     return obj["Key"].endswith("/") and obj.get("Size", 0) == 0
+
+
+# The S3 operations this store sends; each request of one (a retry too) is counted in `calls`.
+_OPERATIONS = (
+    "HeadObject",
+    "GetObject",
+    "ListObjectsV2",
+    "GetBucketLifecycleConfiguration",
+    "PutObject",
+)
 
 
 class ObjectStore:
@@ -193,23 +195,22 @@ class ObjectStore:
 
     Every answer is plain data; an error becomes `unknown` with a reason (never `missing` or
     `empty`), so a scan can report what it could not see. Thread-safe: a boto3 client may be
-    shared between threads, and the call counters are locked.
+    shared between threads, and `calls` is updated under a lock.
     """
 
     def __init__(self, client: BaseClient | None = None) -> None:
         self._client = client if client is not None else _make_client()
         self._lock = threading.Lock()
-        self.calls: Counter[str] = Counter()  # API calls by operation (each listing page is one)
-        self.attempts = 0  # HTTP requests, retries included
+        # Requests sent, by S3 operation, retries included (each listing page is one).
+        self.calls: Counter[str] = Counter()
         # Buckets proven to exist: a 404 from HeadObject there is a missing key, not a bucket.
         self._buckets_seen: set[str] = set()
         self._witnesses: dict[str, ObjectCheck] = {}  # node inputs.pb -> present / missing
         self._witness_locks: dict[str, threading.Lock] = {}
         self._lifecycles: dict[str, list[dict[str, Any]] | str] = {}  # bucket -> rules or error
         events = self._client.meta.events
-        events.register("before-call.s3", self._count_call)
-        events.register("before-send.s3", self._count_attempt)
-        events.register("before-parse.s3.HeadObject", _lean_head)
+        for operation in _OPERATIONS:
+            events.register(f"before-send.s3.{operation}", partial(self._count, operation))
 
     @classmethod
     def default(
@@ -245,22 +246,13 @@ class ObjectStore:
     def region(self) -> str | None:
         return self._client.meta.region_name
 
-    @property
-    def call_count(self) -> int:
-        with self._lock:
-            return sum(self.calls.values())
-
     def __repr__(self) -> str:
         return f"ObjectStore(endpoint={self.endpoint!r})"
 
-    def _count_call(self, model: Any, **_: Any) -> None:
+    def _count(self, operation: str, **_: Any) -> None:
+        # Returns None: a before-send handler's answer would stand in for S3's.
         with self._lock:
-            self.calls[model.name] += 1
-
-    def _count_attempt(self, **_: Any) -> None:
-        # A before-send handler that returned a value would replace the HTTP response.
-        with self._lock:
-            self.attempts += 1
+            self.calls[operation] += 1
 
     def check_object(self, uri: str) -> ObjectCheck:
         """`present`, `missing` (404 / NoSuchKey) or `unknown` with the reason."""
@@ -384,7 +376,7 @@ class ObjectStore:
                     modified = obj["LastModified"]
                     if latest is None or modified > latest:
                         latest = modified
-        except (ClientError, BotoCoreError) as e:
+        except (ClientError, BotoCoreError, BrokenListing) as e:
             return PrefixListing(listed, "unknown", reason=describe_error(e), failure=failure_of(e))
         self._buckets_seen.add(bucket)
         if latest is None:
@@ -407,7 +399,7 @@ class ObjectStore:
                     if not _is_folder_marker(o)
                 ]
                 times = sorted(times)[-limit:]  # memory stays at `limit` however many there are
-        except (ClientError, BotoCoreError) as e:
+        except (ClientError, BotoCoreError, BrokenListing) as e:
             raise _source_error(f"listing {uri}: {describe_error(e)}", uri, e) from None
         return times
 
@@ -438,13 +430,9 @@ class ObjectStore:
     def _pages(self, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
         """ListObjectsV2's pages under `prefix`, following the continuation tokens.
 
-        Not botocore's paginator: its first use in a client loads the pagination model from
-        disk, scanning botocore's data folder (~90 ms of CPU, once per thread that gets there
-        before the first has cached it: the check is not locked), and each `get_paginator`
-        builds a class. A scan lists a checkpoint per finding, from eight threads at once, in
-        the step where the CLI's core is what binds (docs/performance.md). And where the
-        paginator ends quietly at a truncated page without a token, this raises
-        `BrokenListing`: a listing cut short is no count of what a prefix holds."""
+        Raises `BrokenListing` at a truncated page with no new token, where botocore's
+        paginator would end quietly: a listing cut short is no count of what a prefix holds
+        (why not the paginator otherwise: docs/performance.md, "What is called")."""
         args = {"Bucket": bucket, "Prefix": prefix}
         seen: set[str] = set()
         while True:
@@ -496,17 +484,6 @@ _USER_AGENT = (
 )
 
 
-def _timestamp(value: Any) -> datetime:
-    """An S3 timestamp: ISO 8601 (`2026-09-08T03:00:00.000Z`, as listings give it) by the
-    standard library, anything else (an HTTP date, epoch seconds) by botocore's own parser."""
-    if isinstance(value, str) and value.endswith("Z"):
-        try:
-            return datetime.fromisoformat(value[:-1] + "+00:00")
-        except ValueError:
-            pass  # Python 3.10 reads fractions of 3 or 6 digits only
-    return parse_timestamp(value)
-
-
 def _make_client(
     *,
     workers: int = 8,
@@ -538,11 +515,6 @@ def _make_client(
             # against the service model is a quarter of a HEAD's CPU and finds nothing.
             parameter_validation=False,
         )
-        # A listing page's thousand objects read in one pass each (`s3_parsing`), their
-        # LastModified without dateutil (most of a page's CPU otherwise); the AWS CLI sets its
-        # own timestamp parser on this component the same way.
-        core.register_component("response_parser_factory", parsers(_timestamp))
-        check_200_errors(core)  # a listing page parsed once, not twice
         session = boto3.session.Session(botocore_session=core, region_name=region)
         return session.client("s3", config=config)
     except ProfileNotFound as e:

@@ -152,8 +152,7 @@ def test_slow_down_twice_then_success_is_retried_by_botocore(store, s3):
     s3.faults = S3Faults(slow_down=[S3Rule(bucket="flyte-metadata", method="HEAD", times=2)])
     assert store.outputs_check(output_dir(0)).state == "present"
     assert [r.status for r in s3.requests] == [503, 503, 200]
-    assert store.calls == {"HeadObject": 1}
-    assert store.attempts == 3
+    assert store.calls == {"HeadObject": 3}  # every request sent, retries included
 
 
 def test_permanent_slow_down_is_unknown_throttled(env, s3):
@@ -379,25 +378,6 @@ def test_a_listing_refused_is_unknown_not_empty(store, s3):
     page = store.list_from("exa-models", f"{RUN}/", "")
     assert isinstance(page, ObjectCheck) and page.state == "unknown"
     assert "AccessDenied" in (page.reason or "")
-
-
-def test_listed_times_are_parsed_as_botocore_parses_them(store):
-    """The listing's LastModified goes through a faster parser than botocore's (dateutil): the
-    same instants, in UTC."""
-    from botocore.utils import parse_timestamp
-
-    from forensics.sources.storage import _timestamp
-
-    for text in ("2026-09-10T19:45:22.000Z", "2026-09-10T19:45:22Z", "2026-09-10T19:45:22.5Z"):
-        assert _timestamp(text) == parse_timestamp(text)
-        assert _timestamp(text).utcoffset() == timedelta(0)
-    for other in ("Thu, 10 Sep 2026 19:45:22 GMT", "1789069522", 1789069522):
-        assert _timestamp(other) == parse_timestamp(other)
-    listing = store.list_prefix(f"s3://exa-models/{RUN}")
-    plain = boto3.client("s3")  # botocore's own parser
-    pages = plain.get_paginator("list_objects_v2").paginate(Bucket="exa-models", Prefix=f"{RUN}/")
-    newest = max(o["LastModified"] for page in pages for o in page["Contents"])
-    assert listing.latest == newest and listing.latest.utcoffset() == timedelta(0)
 
 
 def test_a_truncated_page_without_keys_answers_nothing(store):
