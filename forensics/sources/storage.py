@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
+from email.utils import parsedate_to_datetime
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
@@ -484,6 +485,22 @@ _USER_AGENT = (
 )
 
 
+def parse_s3_time(value: object) -> datetime:
+    """A timestamp of an S3 answer, as botocore's default parser reads it: ISO 8601 (listings:
+    `2026-09-04T00:00:00.000Z`), an HTTP date (a HEAD's `Last-Modified`) or epoch seconds."""
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, UTC)
+    text = str(value).strip()
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except ValueError:
+        try:
+            parsed = parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            raise ValueError(f"Invalid timestamp {text!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def _make_client(
     *,
     workers: int = 8,
@@ -514,6 +531,12 @@ def _make_client(
             # The requests are built here, from parsed URIs: botocore's check of every parameter
             # against the service model is a quarter of a HEAD's CPU and finds nothing.
             parameter_validation=False,
+        )
+        # S3 writes every LastModified as `2026-09-04T00:00:00.000Z`; botocore's default parser
+        # (dateutil) is most of a listing page's CPU. `set_parser_defaults(timestamp_parser=...)`
+        # is the factory's public hook for this (docs/performance.md, "S3 through the public API").
+        core.get_component("response_parser_factory").set_parser_defaults(
+            timestamp_parser=parse_s3_time
         )
         session = boto3.session.Session(botocore_session=core, region_name=region)
         return session.client("s3", config=config)

@@ -14,7 +14,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from forensics.errors import FailureKind
-from forensics.sources.storage import ObjectStore, _make_client
+from forensics.sources.storage import ObjectStore, _make_client, parse_s3_time
 
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 KEYS = [f"run/ckpt/step-{i}.pt" for i in range(3)]
@@ -124,3 +124,38 @@ def test_a_head_404_in_a_bucket_not_yet_seen_is_told_apart_by_a_get(store):
     )
     assert s.check_object("s3://b/run/outputs.pb").state == "missing"
     assert s.calls == {"HeadObject": 1, "GetObject": 1}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-09-08T03:00:02.000Z",  # a listing's LastModified
+        "2026-09-08T03:00:02Z",
+        "2026-09-08T05:00:02.123456+02:00",
+        "Tue, 08 Sep 2026 03:00:02 GMT",  # a HEAD's Last-Modified header
+        1788836402,  # epoch seconds
+    ],
+)
+def test_the_s3_time_parser_reads_what_botocores_default_reads(value):
+    from botocore.parsers import DEFAULT_TIMESTAMP_PARSER
+
+    assert parse_s3_time(value) == DEFAULT_TIMESTAMP_PARSER(value)
+    assert parse_s3_time(value).utcoffset() is not None
+
+
+def test_a_time_neither_parser_reads_is_an_error_not_a_guess():
+    with pytest.raises(ValueError, match="Invalid timestamp"):
+        parse_s3_time("yesterday")
+
+
+def test_the_client_reads_listing_times_with_the_s3_time_parser(store, monkeypatch):
+    seen: list[object] = []
+
+    def recording(value: object) -> datetime:
+        seen.append(value)
+        return parse_s3_time(value)
+
+    monkeypatch.setattr("forensics.sources.storage.parse_s3_time", recording)
+    s = store("ListObjectsV2", [(200, {}, _page(KEYS))])
+    assert s.list_prefix("s3://b/run/ckpt").objects == 3
+    assert seen == [f"2026-09-08T03:00:0{i}.000Z" for i in range(3)]
