@@ -30,13 +30,15 @@ declares the family (kube-state-metrics older than v2.20.0, or the family denied
 the source is blind.
 
 Prometheus refuses more than 11,000 points per series (web/api/v1/api.go), so the window is read in
-shards of 10,000 steps; a shard that cannot be read is a gap of source `prometheus`.
+shards of 10,000 steps; a shard that cannot be read is returned as failed (the scan makes it a gap
+of source `prometheus`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -47,7 +49,7 @@ import requests
 from forensics.config import PrometheusSettings
 from forensics.errors import FailureKind, SourceError
 from forensics.failures import http_status_kind, os_failure
-from forensics.model import UTC, Disruption, Gap, Window
+from forensics.model import UTC, Disruption, FailedPart, Window
 from forensics.retry import Again, RetryPolicy, call
 from forensics.sources.k8s_events import EventsRead
 
@@ -85,7 +87,7 @@ class PrometheusClient:
         if settings.username and settings.password:  # the [prometheus] url's user:password
             password = settings.password
             self.session.auth = _BasicAuth(settings.username, lambda: password.value)
-        self.calls = 0
+        self.calls: Counter[str] = Counter()  # requests sent, by API path (retries included)
 
     def close(self) -> None:
         self.session.close()
@@ -93,6 +95,7 @@ class PrometheusClient:
     def exposed(self, metric: str) -> bool | None:
         """Whether a scrape target exposes `metric`'s family now (its HELP/TYPE, in the metadata
         API: prometheus web/api/v1/api.go `metricMetadata`); None when the API cannot say."""
+        self.calls["/api/v1/metadata"] += 1
         try:
             r = self.session.get(
                 f"{self.url}/api/v1/metadata",
@@ -119,7 +122,7 @@ class PrometheusClient:
         }
 
         def once() -> list[dict[str, Any]]:
-            self.calls += 1
+            self.calls["/api/v1/query_range"] += 1
             try:
                 r = self.session.get(
                     f"{self.url}/api/v1/query_range", params=params, timeout=self.settings.timeout
@@ -302,24 +305,24 @@ def read_conditions(
     `keep`, only those of the namespaces it accepts."""
     step = client.settings.step
     query = condition_query(step)
-    out = EventsRead()
+    out = EventsRead(source=SOURCE, window=window)
     series: dict[tuple[str, str, str, str], _Series] = {}
     for shard in window.split(step * MAX_STEPS):
         try:
             read = read_series(client.query_range(query, shard, step))
         except SourceError as e:
-            out.gaps.append(_gap(shard, f"{client.url}: {e.cause}", e.kind))
+            out.failed.append(_failed(shard, f"{client.url}: {e.cause}", e.kind))
             continue
         except (ValueError, TypeError, AttributeError, OverflowError) as e:
             why = f"not a Prometheus matrix ({type(e).__name__}: {e})"
-            out.gaps.append(_gap(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
+            out.failed.append(_failed(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
             continue
         if read.nameless:
             why = (
                 f"{read.nameless} series of {METRIC} name no pod (no namespace or pod label, "
                 f"e.g. {read.nameless_example}): a relabelling drops them"
             )
-            out.gaps.append(_gap(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
+            out.failed.append(_failed(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
         for s in read.series:
             if keep is not None and not keep(s.namespace):
                 continue
@@ -335,7 +338,7 @@ def read_conditions(
             METRIC,
         )
     _index(out, series, step)
-    if not series and not out.gaps and client.exposed(METRIC) is False:
+    if not series and not out.failed and client.exposed(METRIC) is False:
         log.warning(
             "Prometheus: no scrape target exposes %s (kube-state-metrics older than v2.20.0, or "
             "the family left out by its --metric-allowlist/--metric-denylist): it can witness "
@@ -346,14 +349,14 @@ def read_conditions(
         "Prometheus %s: %d pod(s) with a DisruptionTarget condition, %d gap(s), %d call(s)",
         query,
         len(out.by_pod),
-        len(out.gaps),
-        client.calls,
+        len(out.failed),
+        client.calls["/api/v1/query_range"],
     )
     return out
 
 
-def _gap(shard: Window, error: str, kind: FailureKind) -> Gap:
-    return Gap(SOURCE, shard.start, shard.end, error, failure=kind)
+def _failed(shard: Window, error: str, kind: FailureKind) -> FailedPart:
+    return FailedPart(shard.start, shard.end, error, kind)
 
 
 def _index(

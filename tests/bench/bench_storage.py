@@ -95,7 +95,7 @@ def main() -> None:
             assert states.count("present") == len(range(0, args.checks, 2)), states
             print(
                 f"{args.checks} outputs.pb checks at {args.latency * 1000:.0f} ms/request, "
-                f"{workers:2d} workers: {took:.2f}s ({store.call_count} calls)"
+                f"{workers:2d} workers: {took:.2f}s ({sum(store.calls.values())} calls)"
             )
     finally:
         done.set()
