@@ -88,6 +88,8 @@ class AdminClient(AdminReads, AdminRelaunch):
         return cls(AdminTransport.platform_of(client), client=client, **options)
 
     def __repr__(self) -> str:  # PlatformConfig's own repr would print the client secret
+        if self._transport.insecure is None:
+            return f"AdminClient(endpoint={self.endpoint!r}, over a caller's flytekit client)"
         return f"AdminClient(endpoint={self.endpoint!r}, insecure={self._transport.insecure})"
 
     def close(self) -> None:

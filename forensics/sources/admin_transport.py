@@ -255,7 +255,8 @@ class AdminTransport:
     ) -> None:
         self._platform = dataclasses.replace(platform, rpc_retries=0)
         self.endpoint = masked_url(platform.endpoint)  # user:password never shown
-        self.insecure = self._platform.insecure
+        # Whether the channel is plaintext; None for a caller's client (its own to say).
+        self.insecure: bool | None = self._platform.insecure if client is None else None
         self._timeout = timeout
         # Exponential backoff from `backoff`, each wait between half and all of it, no deadline
         # beyond the calls' own.
@@ -279,8 +280,9 @@ class AdminTransport:
 
     @staticmethod
     def platform_of(client: SynchronousFlyteClient) -> PlatformConfig:
-        """The platform config a flytekit client was built with."""
-        return client._cfg
+        """What a flytekit client says publicly of its platform: its endpoint (`url`); the rest
+        of its configuration is its own, used by its own channel."""
+        return PlatformConfig(endpoint=client.url)
 
     def close(self) -> None:
         """Close the gRPC channel (idempotent); a client given to `over` stays open."""

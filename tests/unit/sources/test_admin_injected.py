@@ -27,3 +27,16 @@ def test_an_injected_client_is_used_and_left_open():
         flyte._channel.close()
     finally:
         server.stop()
+
+
+def test_an_injected_client_is_shown_by_its_public_url_alone():
+    flyte = SynchronousFlyteClient(PlatformConfig(endpoint="dns:///admin:81", insecure=True))
+    try:
+        admin = AdminClient.over(flyte)
+        assert admin.endpoint == "dns:///admin:81"
+        assert (
+            repr(admin)
+            == "AdminClient(endpoint='dns:///admin:81', over a caller's flytekit client)"
+        )
+    finally:
+        flyte._channel.close()
