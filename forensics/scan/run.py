@@ -594,6 +594,8 @@ class ScanRun:
                 w = (ex.created_at, ex.updated_at)
                 self.tally.add_gap(Gap("admin", *w, f"{ex.ref}: {e.cause}", failure=e.kind))
                 more = []
+            for a in more:  # as the sweep marks the attempts it listed
+                self.coverage.ran(a.started_at, a.ended_at)
             attempts = [*attempts, *more]
             candidates = [*candidates, *self._candidates(ex, more, every=attempts)]
         hits = self._pods.match(ex, attempts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from forensics.model import (
     AttemptRecord,
@@ -93,14 +93,14 @@ class AdminReader(Protocol):
         project: str,
         domain: str,
         *,
-        filters: str | Sequence[Any] | None = None,
+        filters: str | Sequence[str] | None = None,
     ) -> Iterator[ExecutionRecord]:
         """The executions matching flyteadmin `filters`, page by page, each once (a page read
         when the iterator advances to it; a failed page raises from `next`)."""
         ...
 
     def list_execution_pages(
-        self, project: str, domain: str, *, filters: str | Sequence[Any] | None = None
+        self, project: str, domain: str, *, filters: str | Sequence[str] | None = None
     ) -> Iterator[list[ExecutionRecord]]:
         """`list_executions` one page per `next` (its one Admin call sent inside it): the scan
         holds its slot around each `next`, not around each execution handed on."""
