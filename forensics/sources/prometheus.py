@@ -1,37 +1,19 @@
 """Prometheus (docs/configuration.md `[prometheus]`): the pods kube-state-metrics saw with a
-`DisruptionTarget` condition, through the HTTP API's `/api/v1/query_range` (docs/upstream.md,
-"Kubernetes events and disruption conditions", for every line cited here).
+`DisruptionTarget` condition (`kube_pod_status_disruption_reason`), through the HTTP API's
+`/api/v1/query_range`. What each rule below rests on, with the upstream lines: docs/upstream.md,
+"Kubernetes events and disruption conditions".
 
-kube-state-metrics v2.20.0 (internal/store/pod.go:1752-1780,
-`createPodStatusDisruptionReasonFamilyGenerator`, stability ALPHA: "EXPERIMENTAL") exports
-`kube_pod_status_disruption_reason{namespace, pod, uid, reason}` = 1 for a pod's `DisruptionTarget`
-condition *whatever its status* (the generator never reads `cond.Status`), the reason one of
-`PreemptionByScheduler`, `DeletionByTaintManager`, `EvictionByEvictionAPI`, `DeletionByPodGC`,
-`TerminationByKubelet` (pod.go:43) or else `Other`. Kubernetes' disruption controller resets a
-stale condition (True, but the pod not deleted within 2 minutes) to `Status: False` with no reason
-(pkg/controller/disruption/disruption.go, `syncStalePodDisruption`), which then reads
-`reason="Other"`. So `Other` is never evidence, and a reason followed on the same pod by `Other`
-is a disruption that did not happen.
-
-A short condition must not fall between two query steps: a series the exporter stops exposing
-gets a stale marker at the next scrape (prometheus scrape/scrape.go, `forEachStale`), and an
-instant selector at a step after it reads nothing (promql/engine.go `vectorSelectorSingle`). So
-each step reads `max_over_time(...[step])`, every raw sample of the step before it (a range
-selector skips stale markers; `matrixIterSlice`): a condition scraped once is seen. The condition
-has no time in the metric: the time is the first step whose range holds a sample, at most one
-`step` (plus a scrape interval) after Kubernetes set it — later, never earlier, so a grade it gives
-is never too strong.
-
-A scrape without `honor_labels: true` renames the pod's labels that collide with the target's to
-`exported_namespace` / `exported_pod` (scrape.go `mutateSampleLabels`): those are read, with a
-warning naming the scrape setting; a series that names no pod at all is a gap, never a silent
-empty read. A window with no series at all is checked against the metadata API: when no target
-declares the family (kube-state-metrics older than v2.20.0, or the family denied), a warning says
-the source is blind.
-
-Prometheus refuses more than 11,000 points per series (web/api/v1/api.go), so the window is read in
-shards of 10,000 steps; a shard that cannot be read is returned as failed (the scan makes it a gap
-of source `prometheus`).
+- `reason="Other"` is never evidence, and a reason followed on the same pod by `Other` (the
+  disruption controller resetting a stale condition) is a disruption that did not happen.
+- Each step reads `max_over_time(...[step])`, so a condition scraped once is seen; its time is
+  the first step whose range holds a sample: later than Kubernetes set it, never earlier.
+- Pod labels renamed `exported_namespace` / `exported_pod` by a scrape without `honor_labels`
+  are read (with a warning); a series naming no pod is a failed part, never a silent empty read;
+  a window with no series is checked against the metadata API (a warning when no target
+  declares the family).
+- The window is read in shards of 10,000 steps (Prometheus refuses more than 11,000 points per
+  series); a shard that cannot be read is returned as failed (the scan makes it a gap of source
+  `prometheus`). `PrometheusClient.calls` counts the requests by API path.
 """
 
 from __future__ import annotations
