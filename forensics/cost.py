@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from forensics.model import AttemptRecord, AttemptRef, Checkpoint, Cost, Finding, SignalHit
-from forensics.sources.task_resources import TaskResources
+from forensics.sources.admin_types import TaskResources
 
 HOUR = 3600.0
 

@@ -149,6 +149,36 @@ class Gap:
 
 
 @dataclass(frozen=True)
+class FailedPart:
+    """A part of a read that failed: its time range, why, and what the failure means."""
+
+    start: datetime
+    end: datetime
+    error: str
+    failure: FailureKind | None = None
+
+
+@dataclass(frozen=True)
+class ShardRead:
+    """How one time shard of a log read ended: read completely (`failed` empty) or not, with
+    the parts that could not be read (the whole shard, or pieces of a shard read in halves)."""
+
+    window: Window
+    requests: int
+    entries: int
+    failed: tuple[FailedPart, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def error(self) -> str | None:
+        """The first failed part's error (None when the shard was read)."""
+        return self.failed[0].error if self.failed else None
+
+
+@dataclass(frozen=True)
 class SignalHit:
     """Evidence that a pod's elastic agent received a death signal (parsed from one log line)."""
 

@@ -25,6 +25,7 @@ from forensics.model import (
     Gap,
     LogEntry,
     ObjectCheck,
+    ShardRead,
     SignalHit,
     Window,
     rfc3339,
@@ -33,9 +34,9 @@ from forensics.scan.coverage import LOGS_ABSENT
 from forensics.scan.examine import Examination, Examined, examine
 from forensics.scan.resolve import owner_of
 from forensics.scan.scope import pod_query
+from forensics.scan.source_gaps import shard_gaps
 from forensics.sources import Sources
 from forensics.sources.logql import build_query, selector
-from forensics.sources.loki import ShardOutcome
 
 # Pod lines worth showing: the death signal and what corroborates it.
 POD_EVIDENCE_REGEX = (
@@ -368,11 +369,11 @@ def _read(sources: Sources, query: str, window: Window, tl: Timeline) -> list[Lo
     """The entries of `query` in `window`; the parts Loki could not read become gaps."""
     lk = sources.settings.loki
     out: list[LogEntry] = []
-    for item in sources.loki.scan(
+    for item in sources.loki.read_shards(
         query, window, shard=lk.shard, max_query_length=lk.max_query_length
     ):
-        if isinstance(item, ShardOutcome):
-            tl.add_gaps(item.gaps())
+        if isinstance(item, ShardRead):
+            tl.add_gaps(shard_gaps(item))
         else:
             out.append(item)
     return out

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # flytekit is heavy; only the client module imports it
-    from forensics.sources.admin_records import TaskFacts, WorkflowFacts
+    from forensics.sources.admin_types import TaskFacts, WorkflowFacts
 
 
 # flytekitplugins-kfpytorch turns SignalException into IgnoreOutputs in every release from

@@ -21,8 +21,9 @@ from forensics.relaunch import (
 from forensics.relaunch.assess import assess_bug, describe_cache
 from forensics.relaunch.recheck import RELAUNCHABLE, Recheck, recheck_of
 
-if TYPE_CHECKING:  # flytekit is heavy; only the client module imports it
+if TYPE_CHECKING:
     from forensics.sources import Sources
+    from forensics.sources.admin_types import VersionRequest
     from forensics.sources.interfaces import RelaunchAdmin
 
 MAX_CHAIN = 5  # relaunches of relaunches followed before giving up
@@ -274,8 +275,8 @@ class Relauncher:
 
     def _request(
         self, target: ExecutionRef, opts: Options
-    ) -> tuple[dict[str, object] | None, Any, str | None]:
-        """The exact request (data, and the proto for CreateExecution), or why none can be."""
+    ) -> tuple[dict[str, object] | None, VersionRequest | None, str | None]:
+        """The exact request (data, and CreateExecution's request), or why none can be."""
         if not opts.to_version:
             return relaunch_request(target, overwrite_cache=opts.overwrite_cache), None, None
         try:
@@ -287,10 +288,7 @@ class Relauncher:
             )
         except NotFoundError as e:
             return None, None, f"--to-version {opts.to_version}: {e.cause}"
-        from google.protobuf import json_format
-
-        data = json_format.MessageToDict(create, preserving_proto_field_name=True)
-        return data, create, None
+        return create.data, create, None
 
     def _existing(self, ref: ExecutionRef, ex: ExecutionRecord) -> ExecutionRef | None:
         mine = ExecutionRef(ref.project, ref.domain, relaunch_name(ref))
@@ -355,8 +353,8 @@ class Relauncher:
         if plan.chain:
             what += ", a relaunch that died silently green too"
         if plan.create is not None:
-            lp = plan.create.spec.launch_plan
-            what += f" at launch plan {lp.name} version {lp.version}"
+            _, _, lp_name, lp_version = plan.create.launch_plan
+            what += f" at launch plan {lp_name} version {lp_version}"
         return what
 
     def _relaunch(

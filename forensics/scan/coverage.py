@@ -20,9 +20,8 @@ from functools import partial
 
 from forensics.concurrency import Emit, stream
 from forensics.errors import FailureKind, SourceError
-from forensics.model import AttemptRecord, Finding, Gap, Window, rfc3339
+from forensics.model import AttemptRecord, Finding, Gap, ShardRead, Window, rfc3339
 from forensics.sources.interfaces import LokiReader
-from forensics.sources.loki import ShardOutcome
 
 log = logging.getLogger("elastic-audit")
 
@@ -52,7 +51,7 @@ class Coverage:
     def _index(self, at: datetime) -> int:
         return max(0, bisect_right(self._starts, at) - 1)
 
-    def shard_read(self, item: ShardOutcome) -> None:
+    def shard_read(self, item: ShardRead) -> None:
         """A shard's signal query ended: lines prove the logs are there; a failure is a gap."""
         i = self._index(item.window.start)
         with self._lock:

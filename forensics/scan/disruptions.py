@@ -13,14 +13,9 @@ from forensics.detect import wrong_join
 from forensics.evidence.flyte_names import namespace_for
 from forensics.model import AttemptRecord, Disruption, ExecutionRecord, Gap, Window
 from forensics.scan.resolve import pod_keys
+from forensics.scan.source_gaps import blind_gap, events_gaps
 from forensics.sources import Sources
-from forensics.sources.k8s_events import (
-    EventsRead,
-    PodKey,
-    blind_gap,
-    events_client,
-    read_disruptions,
-)
+from forensics.sources.k8s_events import EventsRead, PodKey, events_client, read_disruptions
 
 
 class DisruptionIndex:
@@ -145,4 +140,4 @@ def pods_with_disruption_evidence(
     reads = disruption_reads(sources, window, stop, keep)
     index = DisruptionIndex()
     index.fill(*reads)
-    return index.pods(), [g for read in reads for g in read.gaps]
+    return index.pods(), [g for read in reads for g in events_gaps(read)]

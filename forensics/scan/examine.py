@@ -19,6 +19,7 @@ from forensics.model import (
     ExecutionRef,
     Gap,
     ObjectCheck,
+    ShardRead,
     SignalHit,
     Window,
 )
@@ -33,8 +34,8 @@ from forensics.scan.resolve import owner_of
 from forensics.scan.run import Candidate
 from forensics.scan.scope import pod_query
 from forensics.scan.signals import SignalLines
+from forensics.scan.source_gaps import events_gaps, shard_gaps
 from forensics.sources import Sources
-from forensics.sources.loki import ShardOutcome
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def _disruptions(sources: Sources, result: Examination, attempts_ran: bool) -> D
     if disruption_sources_on(sources.settings):
         reads = disruption_reads(sources, result.window)
         for read in reads:
-            result.gaps.extend(read.gaps)
+            result.gaps.extend(events_gaps(read))
         if attempts_ran:
             result.gaps.extend(blind_events_gaps(reads, result.window))
         index.fill(*reads)
@@ -143,8 +144,8 @@ def _signals(
         )
         owners[ns].update({pod: a for pod in a.pods if pod not in owners[ns]})
 
-    def on_shard(item: ShardOutcome) -> None:
-        result.gaps.extend(item.gaps())
+    def on_shard(item: ShardRead) -> None:
+        result.gaps.extend(shard_gaps(item))
 
     lines = SignalLines(sources.loki, settings.loki)
     hits: dict[AttemptRef, list[SignalHit]] = defaultdict(list)

@@ -24,7 +24,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
@@ -56,6 +56,7 @@ from forensics.model import (
     ObjectCheck,
     Report,
     Scope,
+    ShardRead,
     SignalHit,
     Window,
     rfc3339,
@@ -80,13 +81,12 @@ from forensics.scan.signals import (
     log_unparsed,
     log_window,
 )
+from forensics.scan.source_gaps import events_gaps, shard_gaps
 from forensics.scan.tally import Tally
 from forensics.sources import Sources
-from forensics.sources.admin import SkippedNode
+from forensics.sources.admin_types import SkippedNode, TaskResources
 from forensics.sources.k8s_events import EventsRead
-from forensics.sources.loki import ShardOutcome
 from forensics.sources.loki_limits import reading_length
-from forensics.sources.task_resources import TaskResources
 
 log = logging.getLogger("elastic-audit")
 
@@ -324,7 +324,7 @@ class ScanRun:
         log.info(
             "calls: Loki %d shard(s), Flyte Admin %d (%s), S3 %d (%s); %d gap(s)",
             len(self.window.split(reading_length(lk.shard, lk.max_query_length))),
-            admin.calls_total,
+            sum(admin.calls.values()),
             admin.endpoint,
             sum(store.calls.values()),
             store.endpoint,
@@ -363,10 +363,10 @@ class ScanRun:
         self.tally.add_gaps(gaps)
         return hits, lines
 
-    def _shard_read(self, gaps: list[Gap], item: ShardOutcome) -> None:
+    def _shard_read(self, gaps: list[Gap], item: ShardRead) -> None:
         log_shard(item)
         self.coverage.shard_read(item)
-        gaps.extend(item.gaps())
+        gaps.extend(shard_gaps(item))
         self.progress.advance("loki")
 
     def _events_phase(self) -> None:
@@ -375,7 +375,7 @@ class ScanRun:
         reads = disruption_reads(self.sources, self.window, self._stop, self._flyte_namespace)
         self._event_reads = reads
         for read in reads:
-            self.tally.add_gaps(read.gaps)
+            self.tally.add_gaps(events_gaps(read))
         self.disruptions.fill(*reads)
         # A disrupted pod points the sweep at its node whatever its task (docs/performance.md):
         # a plain task that exited 0 after its node was drained is examined too.
@@ -484,7 +484,7 @@ class ScanRun:
     def _sweep_execution(self, ex: ExecutionRecord) -> None:
         try:
             with self.lookups.slots:
-                swept = self.sources.admin.sweep_attempts(ex, self._pointed(ex.ref))
+                swept = self.sources.admin.sweep_attempts(ex)
         except SourceError as e:
             self.tally.add_gap(
                 Gap("admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}", failure=e.kind)
@@ -498,7 +498,7 @@ class ScanRun:
         candidates = self._candidates(ex, attempts)
         with self._lock:
             self._swept.setdefault((ex.ref.project, ex.ref.domain), set()).add(ex.ref.name)
-            if swept.skipped or swept.direct:
+            if self._passed_over(ex.ref, swept.skipped) or swept.direct:
                 # Pods no attempt claims send their execution to be looked up whole: a passed
                 # over node's, or a child of a node listed directly (a `@dynamic` one's).
                 self._partial.add(ex.ref)
@@ -559,13 +559,13 @@ class ScanRun:
         for c in direct:
             self._s3_lane.submit(partial(self._check_outputs, c))
 
-    def _pointed(self, ref: ExecutionRef) -> Callable[[str], bool]:
-        """The nodes of `ref` the evidence names, once the signals are final (else none yet:
-        `_settle` lists them then)."""
-        with self._lock:
-            final = self._signals_final
-        nodes = self._pods.points_at(ref) if final else frozenset()
-        return nodes.__contains__
+    def _passed_over(self, ref: ExecutionRef, skipped: Sequence[SkippedNode]) -> bool:
+        """Whether the sweep passed over a node `_settle` will not list: once the signals are
+        final, one the evidence does not point at; before, any (caller holds `_lock`)."""
+        if not skipped or not self._signals_final:
+            return bool(skipped)
+        pointed = self._pods.points_at(ref)
+        return any(n.node_id not in pointed for n in skipped)
 
     def _was_swept(self, ref: ExecutionRef) -> bool:
         """Whether every task node of `ref` was listed by the sweep (an execution whose
@@ -585,7 +585,7 @@ class ScanRun:
         """Signals are final: list the passed-over nodes the evidence points at, join the
         signals to this execution's attempts and release its candidates."""
         pointed = self._pods.points_at(ex.ref) if skipped else frozenset()
-        wanted = [n for n in skipped if n.node.id.node_id in pointed]
+        wanted = [n for n in skipped if n.node_id in pointed]
         if wanted:
             try:
                 with self.lookups.slots:
@@ -594,6 +594,8 @@ class ScanRun:
                 w = (ex.created_at, ex.updated_at)
                 self.tally.add_gap(Gap("admin", *w, f"{ex.ref}: {e.cause}", failure=e.kind))
                 more = []
+            for a in more:  # as the sweep marks the attempts it listed
+                self.coverage.ran(a.started_at, a.ended_at)
             attempts = [*attempts, *more]
             candidates = [*candidates, *self._candidates(ex, more, every=attempts)]
         hits = self._pods.match(ex, attempts)

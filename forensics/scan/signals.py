@@ -10,9 +10,10 @@ from datetime import timedelta
 from forensics.concurrency import Stopped
 from forensics.config import LokiSettings
 from forensics.evidence.logs import parse_signal
-from forensics.model import Gap, LogEntry, SignalHit, UnparsedLine, Window, rfc3339
+from forensics.model import Gap, LogEntry, ShardRead, SignalHit, UnparsedLine, Window, rfc3339
+from forensics.scan.source_gaps import label_gaps
 from forensics.sources.interfaces import LokiReader
-from forensics.sources.loki import SOURCE, ShardOutcome
+from forensics.sources.loki import SOURCE
 from forensics.sources.loki_labels import LOKI_ADDED_LABELS, LabelCensus
 from forensics.sources.loki_limits import reading_length
 
@@ -43,20 +44,20 @@ class SignalLines:
         self,
         query: str,
         window: Window,
-        on_shard: Callable[[ShardOutcome], None],
+        on_shard: Callable[[ShardRead], None],
         *,
         stop: threading.Event | None = None,
     ) -> Iterator[SignalHit]:
         """The parsed death-signal hits of `query` in `window` (`Stopped` once `stop` is set)."""
         labels = self._labels
-        items = self._loki.scan(
+        items = self._loki.read_shards(
             query, window, shard=labels.shard, max_query_length=labels.max_query_length
         )
         try:
             for item in items:
                 if stop is not None and stop.is_set():
                     raise Stopped()
-                if isinstance(item, ShardOutcome):
+                if isinstance(item, ShardRead):
                     on_shard(item)
                     continue
                 self.census.saw(item.labels)
@@ -79,7 +80,7 @@ class SignalLines:
 
     def label_gaps(self, window: Window) -> list[Gap]:
         """A gap over `window` per configured label name some matched streams lack (warned)."""
-        return self.census.gaps(SOURCE, window)
+        return label_gaps(SOURCE, window, self.census.missing_texts())
 
     @property
     def unparsed_example(self) -> UnparsedLine | None:
@@ -122,13 +123,13 @@ def log_window(window: Window, labels: LokiSettings, query: str) -> int:
     return shards
 
 
-def log_shard(item: ShardOutcome) -> None:
+def log_shard(item: ShardRead) -> None:
     """Say (-v) how one shard was read."""
     log.info(
         "Loki shard %s → %s: %s, %d line(s) in %d request(s)",
         rfc3339(item.window.start),
         rfc3339(item.window.end),
-        "read" if not item.failures else f"FAILED ({item.error or 'in part'})",
+        "read" if not item.failed else f"FAILED ({item.error or 'in part'})",
         item.entries,
         item.requests,
     )

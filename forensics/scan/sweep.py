@@ -75,15 +75,17 @@ def list_executions(
     """Hand every execution of one listing to `on_execution`, each page read holding an Admin
     slot (not each execution handed on: the sweep's own calls wait for the slots); the error
     that ended the listing early, or None."""
-    executions = admin.list_executions(project, domain, filters=filters, gate=slots)
+    pages = admin.list_execution_pages(project, domain, filters=filters)
     while True:
         try:
-            ex = next(executions, None)
+            with slots:  # the page's call is sent inside `next`
+                page = next(pages, None)
         except SourceError as e:
             return e
-        if ex is None:
+        if page is None:
             return None
-        on_execution(ex)
+        for ex in page:
+            on_execution(ex)
 
 
 def with_relaunches(

@@ -1,23 +1,9 @@
-"""The gRPC channel to Flyte Admin: flytekit's, built with flytekit's own public helpers, with
-keepalive options a real Admin accepts (docs/upstream.md "Flyte Admin's gRPC keepalive").
+"""The gRPC channel to Flyte Admin: flytekit's, opened with flytekit's own public helpers as
+its raw client opens it, but with keepalive options a real Admin accepts (flytekit's own pings
+get a GOAWAY `too_many_pings` from flyteadmin's default policy; why and measured:
+docs/upstream.md, "Flyte Admin's gRPC keepalive"). Part of the Admin transport.
 
-flytekit's `RawSynchronousFlyteClient.__init__` (flytekit/clients/raw.py lines 55-69, flytekit
-1.16.31 as installed; flyteorg/flytekit commit 3157ce5e9, #3433, first in v1.16.21) opens its
-channel with `grpc.keepalive_time_ms` 30000 and `grpc.keepalive_permit_without_calls` 1 *before*
-a caller's `options`, and gRPC (grpcio 1.85.3, measured) keeps the first of two arguments of a
-key: a caller cannot change them. flyteadmin v1.16.8 sets no keepalive enforcement policy
-(flyteorg/flyte flyteadmin/pkg/server/service.go:140-151), so grpc-go v1.80.0's default holds
-(keepalive/keepalive.go:94,98; internal/transport/defaults.go:40): a ping sooner than 5 minutes
-after the last, or any ping with no call open, is a strike, the third a GOAWAY `too_many_pings`
-(internal/transport/http2_server.go:864, 868-914).
-
-So the channel is opened here as raw.py opens it, with the same public functions of
-flytekit.clients.auth_helper (get_channel, then the proxy and auth upgrades, then
-wrap_exceptions_channel: flytekit's exception mapping and `scoped_grpc_deadline`), but with
-KEEPALIVE_OPTIONS first: a ping no sooner than 6 minutes (grpc-go's 5 and a margin for timer
-skew), only while a call is open, at most two without data between them (C-core's default).
-Each Admin call carries its own deadline, which is what notices a dead connection during a call.
-The RPCs are called on flyteidl's AdminServiceStub, under the names RawSynchronousFlyteClient
+The RPCs are called on flyteidl's AdminServiceStub under the names RawSynchronousFlyteClient
 gives them (`AdminCalls`), or, for a client the caller built (`AdminClient.over`), on that
 client (`FlytekitCalls`).
 """

@@ -6,14 +6,25 @@ expression separator, `;` between list values) and `pkg/common/filters.go` (the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from flyteidl.admin import common_pb2, execution_pb2
-
 from forensics.model import rfc3339
+
+# flyteidl `admin/execution.proto` ExecutionMetadata.ExecutionMode: the number the `mode` column
+# holds (tests/unit/sources/test_admin_filters.py checks it against flyteidl's own enum).
+EXECUTION_MODES = {
+    "MANUAL": 0,
+    "SCHEDULED": 1,
+    "SYSTEM": 2,
+    "RELAUNCH": 3,
+    "CHILD_WORKFLOW": 4,
+    "RECOVERED": 5,
+    "TRIGGER": 6,
+}
+# flyteidl `admin/execution.proto` ExecutionState (checked the same way).
+EXECUTION_STATES = {"EXECUTION_ACTIVE": 0, "EXECUTION_ARCHIVED": 1}
 
 # flyteadmin `common/filters.go::filterNameMappings`.
 FILTER_FUNCTIONS = frozenset(
@@ -92,8 +103,7 @@ def any_state() -> str:
     addStateFilter): an execution archived in the console (or `flytectl update execution
     --archive`) is otherwise never listed, whatever its attempts did.
     """
-    states = [execution_pb2.ExecutionState.Value(s) for s in execution_pb2.ExecutionState.keys()]
-    return admin_filter("value_in", "state", states)
+    return admin_filter("value_in", "state", list(EXECUTION_STATES.values()))
 
 
 def attempts_may_end_during(
@@ -134,7 +144,7 @@ def phase_in(*phases: str) -> str:
 
 def mode_is(mode: str) -> str:
     """Executions launched in `mode` (MANUAL, RELAUNCH, ...); the column holds the enum number."""
-    return admin_filter("eq", "mode", execution_pb2.ExecutionMetadata.ExecutionMode.Value(mode))
+    return admin_filter("eq", "mode", EXECUTION_MODES[mode])
 
 
 def join_filters(filters: str | Iterable[Any] | None) -> str:
@@ -145,14 +155,3 @@ def join_filters(filters: str | Iterable[Any] | None) -> str:
         return filters
     parts = [f if isinstance(f, str) else f.to_flyte_idl() for f in filters]
     return "+".join(p for p in parts if p)
-
-
-def parse_sort(sort_by: str | None) -> common_pb2.Sort | None:
-    """`asc(column)` / `desc(column)` as Admin's Sort message; None for no sort."""
-    if not sort_by:
-        return None
-    m = re.fullmatch(r"(asc|desc)\((\w+)\)", sort_by)
-    if m is None:
-        raise ValueError(f"sort_by must look like asc(column) or desc(column), not {sort_by!r}")
-    direction = common_pb2.Sort.ASCENDING if m.group(1) == "asc" else common_pb2.Sort.DESCENDING
-    return common_pb2.Sort(key=m.group(2), direction=direction)

@@ -1,17 +1,17 @@
-"""Admin's protobuf answers as our plain records: executions, attempts, inputs, task facts.
+"""Admin's protobuf answers as our plain records (`admin_types.py`): executions, nodes,
+attempts, inputs, task facts. Part of the Admin transport: only `admin_transport.py` imports it.
 
-Pure functions over flyteidl messages; what Admin and propeller put where is described in
-`forensics/sources/admin.py`'s module docstring. Each function reads the same messages for one
-record, and the record's fields are decided together.
+Pure functions over flyteidl messages; what Admin and propeller put where is in docs/upstream.md
+("What Admin and propeller put where"). Each function reads the same messages for one record,
+and the record's fields are decided together.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, NamedTuple, TypeVar
+from typing import Any
 
 from flyteidl.admin import execution_pb2, node_execution_pb2, task_execution_pb2
 from flyteidl.core import execution_pb2 as core_execution_pb2
@@ -19,7 +19,6 @@ from flyteidl.core import identifier_pb2, literals_pb2, tasks_pb2
 from google.protobuf import json_format
 
 from forensics.errors import SourceError
-from forensics.evidence.flyte_names import generated_name, unique_node_id
 from forensics.evidence.k8s_events import reason_of_message
 from forensics.model import (
     UTC,
@@ -31,27 +30,23 @@ from forensics.model import (
     ParentNode,
     rfc3339,
 )
+from forensics.sources.admin_closures import plan_of
+from forensics.sources.admin_types import (
+    TERMINAL_TASK_PHASES,
+    DynamicWorkflow,
+    NodeRecord,
+    Subtask,
+    TaskFacts,
+    TaskId,
+    TaskRun,
+    TaskTemplate,
+    WorkflowFacts,
+    shared,
+)
 from forensics.sources.task_resources import primary_container
 
 _START_END = frozenset({"start-node", "end-node"})
-_TERMINAL_TASK_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "RETRYABLE_FAILED"})
-
-
-H = TypeVar("H", bound=Hashable)
-
-
-@lru_cache(maxsize=50_000)
-def _shared(value: H) -> H:
-    """The one object equal to `value` that records share.
-
-    Identifiers many records repeat: a project's and a domain's name, a namespace, a node id, a
-    task type, the id of a workflow, a launch plan or a task. protobuf makes a new object on
-    every read of a field, so a scan's candidates (held until their outputs.pb is answered, up to
-    a batch) held one copy each of what they share (docs/performance.md, "Memory grows with the
-    number of candidates"). The cache returns the first equal value it was given; bounded, so a
-    long `watch` meeting new versions forgets old ones.
-    """
-    return value
+_shared = shared
 
 
 @lru_cache(maxsize=256)
@@ -157,74 +152,6 @@ def attempt_pods(
     return tuple(dict.fromkeys(n for n in names if n))
 
 
-def subtask_records(
-    own: AttemptRecord,
-    node: node_execution_pb2.NodeExecution,
-    te: task_execution_pb2.TaskExecution,
-    task_type: str,
-) -> list[AttemptRecord]:
-    """The subtasks of an array (map) node, one attempt record each (judged per subtask: docs/verdicts.md).
-
-    With propeller's default ArrayNode event version 0, Admin holds one task execution for the
-    whole array (task type `container_array`) and one `ExternalResourceInfo` per subtask retry
-    (flyteadmin merges them by index and retry attempt). What propeller does for subtask `i`
-    (flytepropeller v1.16.8 `nodes/array/handler.go` `buildArrayNodeContext`, `utils.go`):
-    - its node id is `n<i>` under the array node, so its unique id is
-      `GenerateUniqueID(<array unique id>, <array attempt>, n<i>)` (e.g. `n0-0-n3`) and its pod
-      the usual generated name `<execution>-<unique id>-<retry>` (hashed when too long);
-      `ExternalResourceInfo.external_id` is `<array's generated name>-n<i>-<retry>`
-      (`event_recorder.go` `generateExternalResourceID`): the same string for short names;
-    - its outputs dir is `<array outputs dir>/<i>/<retry>/` (`constructOutputReferences`), where
-      the pod writes outputs.pb; the array's own outputs.pb gathers the subtasks' outputs.
-    Admin records no per-subtask times: the array attempt's end (while it runs, its last update)
-    bounds each subtask's end from above. With ArrayNode event version 1 the subtasks are real
-    nested node executions instead, found like any nested node.
-    """
-    resources = te.closure.metadata.external_resources
-    if not node.metadata.is_array or not resources:
-        return []
-    execution = own.ref.execution
-    array_attempt = _dir_attempt(own.output_dir)
-    ended, end_from = own.ended_at, own.end_from
-    if ended is None:
-        ended, end_from = _time(te.closure, "updated_at"), "updated_at"
-    out = []
-    for r in resources:
-        phase = _enum_name(core_execution_pb2.TaskExecution.Phase, r.phase)
-        unique = unique_node_id(own.ref.node_id, array_attempt, f"n{r.index}")
-        pods = [generated_name([execution.name, unique, r.retry_attempt]), r.external_id]
-        sub_dir = sub_unknown = None
-        if own.output_dir is not None:
-            sub_dir = f"{own.output_dir}{r.index}/{r.retry_attempt}/"
-        else:
-            sub_unknown = own.outputs_unknown or "Admin records no output location for the array"
-        out.append(
-            dataclasses.replace(
-                own,
-                ref=AttemptRef(execution, unique, r.retry_attempt),
-                phase=phase,
-                task_type=task_type,  # the mapped task's (the array's own is `container_array`)
-                is_array=False,
-                ended_at=ended if phase in _TERMINAL_TASK_PHASES else None,
-                end_from=end_from if phase in _TERMINAL_TASK_PHASES else None,
-                output_dir=sub_dir,
-                outputs_unknown=sub_unknown,
-                pods=tuple(dict.fromkeys(p for p in pods if p)),
-                checkpoint_uri=None,  # propeller reports no per-subtask checkpoint to Admin
-                node_phase=None,
-                array_node=own.ref.node_id,
-                array_index=r.index,
-            )
-        )
-    return out
-
-
-def _dir_attempt(directory: str | None) -> int:
-    """The attempt number that ends `<node data dir>/<attempt>/` (0 when it cannot be read)."""
-    tail = (directory or "").rstrip("/").rsplit("/", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
-
-
 def literal_text(lit: literals_pb2.Literal) -> str | None:
     """A readable string for scalar literals (blob / dataset URIs as the URI); None for others."""
     if lit.HasField("scalar"):
@@ -281,42 +208,24 @@ def input_texts(rpc: str, target: str, data: Any, index: int | None = None) -> d
     return out
 
 
-class TaskTemplate(NamedTuple):
-    """What the scan needs of a task template: its type, version and whether it has outputs."""
-
-    type: str
-    version: int
-    outputs_declared: bool
-
-    @classmethod
-    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskTemplate:
-        return cls(tpl.type, tpl.task_type_version, bool(tpl.interface.outputs.variables))
+def task_template_of(tpl: tasks_pb2.TaskTemplate) -> TaskTemplate:
+    """What the scan needs of a task template."""
+    return TaskTemplate(tpl.type, tpl.task_type_version, bool(tpl.interface.outputs.variables))
 
 
-class TaskFacts(NamedTuple):
-    """What a task template says about the code a relaunch would run (plain data)."""
-
-    id: tuple[str, str, str, str]  # project, domain, name, version
-    type: str
-    image: str | None  # the container's image (None: no container in the template)
-    runtime: str | None  # metadata.runtime: flytekit's version that serialized the task
-    interruptible: bool | None  # metadata.interruptible (None: not set)
-    cacheable: bool  # metadata.discoverable
-    cache_version: str
-
-    @classmethod
-    def of(cls, tpl: tasks_pb2.TaskTemplate) -> TaskFacts:
-        m = tpl.metadata
-        t = tpl.id
-        return cls(
-            (t.project, t.domain, t.name, t.version),
-            tpl.type,
-            template_image(tpl),
-            m.runtime.version or None,
-            m.interruptible if m.WhichOneof("interruptible_value") else None,
-            m.discoverable,
-            m.discovery_version,
-        )
+def task_facts_of(tpl: tasks_pb2.TaskTemplate) -> TaskFacts:
+    """What a task template says about the code a relaunch would run."""
+    m = tpl.metadata
+    t = tpl.id
+    return TaskFacts(
+        (t.project, t.domain, t.name, t.version),
+        tpl.type,
+        template_image(tpl),
+        m.runtime.version or None,
+        m.interruptible if m.WhichOneof("interruptible_value") else None,
+        m.discoverable,
+        m.discovery_version,
+    )
 
 
 def template_image(tpl: tasks_pb2.TaskTemplate) -> str | None:
@@ -329,26 +238,46 @@ def template_image(tpl: tasks_pb2.TaskTemplate) -> str | None:
     return (primary or {}).get("image") or None
 
 
-class WorkflowFacts(NamedTuple):
-    """A launch plan version's compiled workflow: its tasks and the nodes that run them."""
-
-    launch_plan: tuple[str, str, str, str]
-    workflow: tuple[str, str, str, str]
-    tasks: dict[tuple[str, str, str, str], TaskFacts]
-    task_nodes: tuple[tuple[str, tuple[str, str, str, str]], ...]  # (node id, task id)
-    launch_plan_nodes: tuple[str, ...]  # nodes that launch other executions (caches unseen)
+def task_run(
+    ref: ExecutionRef,
+    node: NodeRecord | None,
+    te: task_execution_pb2.TaskExecution,
+    template_of: Callable[[TaskId], TaskTemplate | None],
+    parent_node: str | None = None,
+) -> TaskRun:
+    """One task execution as plain data: its attempt (`template_of` its task's template fills
+    what the task execution does not say), its array subtasks, whether it spawned nodes."""
+    c = te.closure
+    tid = te.id.task_id
+    template = template_of((tid.project, tid.domain, tid.name, tid.version))
+    subtasks = tuple(
+        Subtask(
+            r.index,
+            r.retry_attempt,
+            _enum_name(core_execution_pb2.TaskExecution.Phase, r.phase),
+            r.external_id,
+        )
+        for r in c.metadata.external_resources
+    )
+    return TaskRun(
+        attempt_record(ref, node, te, template, parent_node),
+        te.is_parent,
+        subtasks,
+        attempt_pods(c, False) if subtasks else (),
+        _time(c, "updated_at") if subtasks else None,
+    )
 
 
 def attempt_record(
     ref: ExecutionRef,
-    node: node_execution_pb2.NodeExecution | None,
+    node: NodeRecord | None,
     te: task_execution_pb2.TaskExecution,
     template: TaskTemplate | None,
     parent_node: str | None = None,
 ) -> AttemptRecord:
     """One task attempt as plain data; `template` fills what the task execution does not say;
     `parent_node` is the node it runs under (Admin's unique id), None at the top level. `node`
-    None: listed without its node execution (a top-level node, `AdminClient.sweep_attempts`)."""
+    None: listed without its node execution (a top-level node, listed directly by the sweep)."""
     c = te.closure
     phase = _enum_name(core_execution_pb2.TaskExecution.Phase, c.phase)
     started = _time(c, "started_at")
@@ -360,9 +289,9 @@ def attempt_record(
         node_id, node_input, checkpoint, node_phase = te.id.node_execution_id.node_id, "", "", None
         is_array, spec = False, node_id
     else:
-        node_id, node_input = node.id.node_id, node.input_uri
-        checkpoint, node_phase = _node_state(node)
-        is_array, spec = node.metadata.is_array, node.metadata.spec_node_id
+        node_id, node_input = node.node_id, node.input_uri
+        checkpoint, node_phase = node.checkpoint_uri, node.phase
+        is_array, spec = node.is_array, node.spec_node_id
     out_dir, out_unknown = output_location(te, node_input)
     return AttemptRecord(
         ref=AttemptRef(ref, _shared(node_id), te.id.retry_attempt),
@@ -391,19 +320,20 @@ def attempt_record(
     )
 
 
-def node_facts(att: AttemptRecord, node: node_execution_pb2.NodeExecution) -> AttemptRecord:
-    """An attempt listed without its node execution, with what the node execution says."""
-    checkpoint, phase = _node_state(node)
-    return dataclasses.replace(
-        att, checkpoint_uri=checkpoint or None, node_phase=phase, node_read=True
-    )
-
-
-def _node_state(node: node_execution_pb2.NodeExecution) -> tuple[str, str]:
-    """The node execution's checkpoint location ("" when none) and phase name."""
-    return (
-        node.closure.task_node_metadata.checkpoint_uri,
-        _enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
+def node_record(node: node_execution_pb2.NodeExecution) -> NodeRecord:
+    """Plain data from an `admin.NodeExecution`."""
+    meta = node.metadata
+    return NodeRecord(
+        node_id=node.id.node_id,
+        spec_node_id=meta.spec_node_id,
+        input_uri=node.input_uri,
+        checkpoint_uri=node.closure.task_node_metadata.checkpoint_uri,
+        phase=_enum_name(core_execution_pb2.NodeExecution.Phase, node.closure.phase),
+        is_array=meta.is_array,
+        is_dynamic=meta.is_dynamic,
+        is_parent_node=meta.is_parent_node,
+        start_or_end=is_start_or_end(node),
+        may_have_tasks=may_have_tasks(node),
     )
 
 
@@ -437,7 +367,7 @@ def attempt_end(
     `time.Now()` as it reports the phase it observed (flytepropeller `nodes/task/transformer.go`
     ToTaskExecutionEvent): the end as propeller saw it, at or after the pod's exit, never before.
     """
-    if phase not in _TERMINAL_TASK_PHASES:
+    if phase not in TERMINAL_TASK_PHASES:
         return None, None
     if started is not None and c.HasField("duration"):
         return started + c.duration.ToTimedelta(), "duration"
@@ -445,13 +375,18 @@ def attempt_end(
     return reported, ("updated_at" if reported is not None else None)
 
 
-def compiled_templates(tasks: Iterable[Any]) -> dict[tuple[str, ...], TaskTemplate]:
+def compiled_templates(tasks: Iterable[Any]) -> dict[TaskId, TaskTemplate]:
     """The templates of a compiled workflow's tasks, by (project, domain, name, version)."""
     templates = {}
     for compiled in tasks:
         t = compiled.template
-        templates[(t.id.project, t.id.domain, t.id.name, t.id.version)] = TaskTemplate.of(t)
+        templates[(t.id.project, t.id.domain, t.id.name, t.id.version)] = task_template_of(t)
     return templates
+
+
+def dynamic_workflow(compiled: Any) -> DynamicWorkflow:
+    """A dynamic parent's `CompiledWorkflowClosure`: its children's plan and task templates."""
+    return DynamicWorkflow(plan_of(compiled), compiled_templates(compiled.tasks))
 
 
 def workflow_facts_of(
@@ -462,7 +397,7 @@ def workflow_facts_of(
     """What a launch plan's workflow runs, from its `CompiledWorkflowClosure`: tasks and nodes."""
     tasks = {}
     for ct in compiled.tasks:
-        facts = TaskFacts.of(ct.template)
+        facts = task_facts_of(ct.template)
         tasks[facts.id] = facts
     task_nodes, lp_nodes = [], []
     for w in [compiled.primary, *compiled.sub_workflows]:

@@ -5,17 +5,20 @@ unit tests' in-process fakes (tests/support/fakes.py) implement them against dat
 memory. Each protocol lists only what the scan, `examine`, the timeline and the relauncher
 call; a method added here must be added to the fakes too.
 
-Every read raises `forensics.errors.SourceError` (or its `NotFoundError`) when the source cannot
-answer; the object store answers `ObjectCheck("unknown", reason)` / `PrefixListing("unknown")`
-instead for a single object or prefix.
+Every method takes and returns our own types (the model's, `admin_types.py`'s): no protobuf,
+no lock or callback from the caller; concurrency is the caller's to bound. Every client counts
+the requests it sends in `calls` (by kind, retries included). Every read raises
+`forensics.errors.SourceError` (or its `NotFoundError`) when the source cannot answer; the object
+store answers `ObjectCheck("unknown", reason)` / `PrefixListing("unknown")` instead for a single
+object or prefix. Only the scan turns failures into report gaps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from forensics.model import (
     AttemptRecord,
@@ -26,24 +29,35 @@ from forensics.model import (
     LogEntry,
     ObjectCheck,
     PrefixListing,
+    ShardRead,
     Window,
 )
 
-if TYPE_CHECKING:  # flytekit and requests are heavy: the record types only
-    from forensics.sources.admin import SkippedNode, SweptAttempts
-    from forensics.sources.loki import ShardOutcome
-    from forensics.sources.task_resources import TaskResources
+if TYPE_CHECKING:  # the record types only
+    from forensics.sources.admin_types import (
+        SkippedNode,
+        SweptAttempts,
+        TaskFacts,
+        TaskResources,
+        VersionRequest,
+        WorkflowFacts,
+    )
 
 
 class LokiReader(Protocol):
     """Loki's query API as the scan reads it."""
 
-    def scan(
+    @property
+    def calls(self) -> Counter[str]:
+        """HTTP requests sent so far, by API path (retries included)."""
+        ...
+
+    def read_shards(
         self, query: str, window: Window, *, shard: timedelta, max_query_length: timedelta
-    ) -> Iterator[LogEntry | ShardOutcome]:
+    ) -> Iterator[LogEntry | ShardRead]:
         """`window` read in shards: entries as pages arrive (time-ordered within a shard), one
-        `ShardOutcome` per shard when it ends; a failing shard does not stop the others.
-        Closing the iterator stops the reads."""
+        `ShardRead` per shard when it ends (its failed parts, if any); a failing shard does not
+        stop the others. Closing the iterator stops the reads."""
         ...
 
     def holds_any(self, stream_selector: str, window: Window) -> bool:
@@ -66,8 +80,8 @@ class AdminReader(Protocol):
         ...
 
     @property
-    def calls_total(self) -> int:
-        """Admin calls made so far (retries included)."""
+    def calls(self) -> Counter[str]:
+        """Admin calls sent so far, by RPC (retries included)."""
         ...
 
     def project_domains(self) -> dict[str, tuple[str, ...]]:
@@ -79,12 +93,17 @@ class AdminReader(Protocol):
         project: str,
         domain: str,
         *,
-        filters: str | Sequence[Any] | None = None,
-        gate: AbstractContextManager[Any] | None = None,
+        filters: str | Sequence[str] | None = None,
     ) -> Iterator[ExecutionRecord]:
         """The executions matching flyteadmin `filters`, page by page, each once (a page read
-        when the iterator advances to it, holding `gate` if given; a failed page raises from
-        `next`)."""
+        when the iterator advances to it; a failed page raises from `next`)."""
+        ...
+
+    def list_execution_pages(
+        self, project: str, domain: str, *, filters: str | Sequence[str] | None = None
+    ) -> Iterator[list[ExecutionRecord]]:
+        """`list_executions` one page per `next` (its one Admin call sent inside it): the scan
+        holds its slot around each `next`, not around each execution handed on."""
         ...
 
     def get_execution(self, ref: ExecutionRef) -> ExecutionRecord:
@@ -95,11 +114,9 @@ class AdminReader(Protocol):
         """Every task attempt of every node of `ref`, nested nodes included."""
         ...
 
-    def sweep_attempts(
-        self, ex: ExecutionRecord, pointed: Callable[[str], bool] = ...
-    ) -> SweptAttempts:
-        """The attempts of the nodes whose task can be elastic or that `pointed` names, and
-        the task nodes passed over (listed later with `node_attempts` when evidence points)."""
+    def sweep_attempts(self, ex: ExecutionRecord) -> SweptAttempts:
+        """The attempts of the nodes whose task can be elastic, and the task nodes passed over
+        (the caller lists those the evidence points at with `node_attempts`)."""
         ...
 
     def node_attempts(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
@@ -139,21 +156,21 @@ class RelaunchAdmin(AdminReader, Protocol):
     and the two calls that create an execution (each exactly once: a taken name raises
     `AlreadyRelaunched` when the execution holding it is a relaunch of `ref`)."""
 
-    def task_facts(self, task_id: tuple[str, str, str, str]) -> Any: ...
+    def task_facts(self, task_id: tuple[str, str, str, str]) -> TaskFacts: ...
 
-    def workflow_facts(self, launch_plan: tuple[str, str, str, str]) -> Any: ...
+    def workflow_facts(self, launch_plan: tuple[str, str, str, str]) -> WorkflowFacts: ...
 
     def launch_plan_versions(self, project: str, domain: str, name: str) -> list[str]: ...
 
     def version_request(
         self, ref: ExecutionRef, *, version: str, name: str, overwrite_cache: bool = True
-    ) -> Any: ...
+    ) -> VersionRequest: ...
 
     def relaunch(
         self, ref: ExecutionRef, *, name: str, overwrite_cache: bool = True
     ) -> ExecutionRef: ...
 
-    def create_relaunch(self, ref: ExecutionRef, request: Any) -> ExecutionRef: ...
+    def create_relaunch(self, ref: ExecutionRef, request: VersionRequest) -> ExecutionRef: ...
 
 
 class ObjectReader(Protocol):
@@ -165,8 +182,8 @@ class ObjectReader(Protocol):
         ...
 
     @property
-    def call_count(self) -> int:
-        """Requests sent so far."""
+    def calls(self) -> Counter[str]:
+        """Requests sent so far, by S3 operation (each listing page is one)."""
         ...
 
     def outputs_check(self, output_dir: str, inputs_uri: str | None = None) -> ObjectCheck:

@@ -1,6 +1,7 @@
 """Kubernetes events in Loki (docs/configuration.md `[k8s_events]`): the pods whose disruption
-Kubernetes recorded in a window, read through the Loki client's sharded scan with the same
-honesty as the death signals: a shard that cannot be read is a gap (source `k8s-events`)."""
+Kubernetes recorded in a window, read through the Loki client's shards with the same honesty as
+the death signals: a part that cannot be read is returned as failed (the scan makes it a gap of
+source `k8s-events`)."""
 
 from __future__ import annotations
 
@@ -23,10 +24,9 @@ from forensics.evidence.k8s_events import (
     kill_of,
     read_event,
 )
-from forensics.failures import FailureKind
-from forensics.model import Disruption, Gap, LogEntry, Window, rfc3339
+from forensics.model import Disruption, FailedPart, LogEntry, ShardRead, Window, rfc3339
 from forensics.sources.logql import build_query
-from forensics.sources.loki import LokiClient, ShardOutcome
+from forensics.sources.loki import LokiClient
 from forensics.sources.loki_labels import LabelCensus
 
 log = logging.getLogger("elastic-audit")
@@ -36,11 +36,16 @@ PodKey = tuple[str, str]  # namespace, pod
 
 @dataclass
 class EventsRead:
-    """What one read of the events found: each pod's disruptions (time order), the gaps, and
+    """What one read of the events found: each pod's disruptions (time order), the parts of the
+    window it could not read (`failed`) and the configured labels the matched lines lack
+    (`label_missing`, one text each: the scan makes both gaps of `source` over `window`), and
     how many lines the filter matched that name no pod's disruption (other objects' events)."""
 
     by_pod: dict[PodKey, list[Disruption]] = field(default_factory=dict)
-    gaps: list[Gap] = field(default_factory=list)
+    failed: list[FailedPart] = field(default_factory=list)
+    label_missing: list[str] = field(default_factory=list)
+    source: str = SOURCE
+    window: Window | None = None
     skipped: int = 0
     unreadable: int = 0  # matched the filter, but in no shape an event shipper writes
     unreadable_example: str | None = None
@@ -80,7 +85,6 @@ def read_disruptions(
     settings: Settings,
     window: Window,
     *,
-    on_shard: Callable[[ShardOutcome], None] | None = None,
     stop: threading.Event | None = None,
     keep: Callable[[str], bool] | None = None,
 ) -> EventsRead:
@@ -91,38 +95,37 @@ def read_disruptions(
     out = EventsRead(
         census=LabelCensus(
             {"namespace_label": settings.k8s_events.namespace_label}, section="[k8s_events]"
-        )
+        ),
+        window=window,
     )
     query = events_query(settings)
-    items = loki.scan(query, window, shard=lk.shard, max_query_length=lk.max_query_length)
+    items = loki.read_shards(query, window, shard=lk.shard, max_query_length=lk.max_query_length)
     kills: list[Kill] = []
     announced: dict[str, list[NodeAnnouncement]] = {}
     try:
         for item in items:
             if stop is not None and stop.is_set():
                 raise Stopped()
-            if isinstance(item, ShardOutcome):
-                out.gaps.extend(item.gaps(SOURCE))
-                if on_shard is not None:
-                    on_shard(item)
+            if isinstance(item, ShardRead):
+                out.failed.extend(item.failed)
                 continue
             _take(out, item, settings, window, keep, kills, announced)
     except SourceError as e:
         # A refused query or credentials fail every shard alike: the whole window is a gap of
         # this source, never a silent "no disruption".
-        out.gaps.append(Gap(SOURCE, window.start, window.end, e.cause, failure=e.kind))
+        out.failed.append(FailedPart(window.start, window.end, e.cause, e.kind))
     finally:
         items.close()
     if out.census is not None:
-        out.gaps.extend(out.census.gaps(SOURCE, window))
+        out.label_missing.extend(out.census.missing_texts())
     for d in joined(kills, announced, window):
         out.by_pod.setdefault((d.namespace or "", d.pod or ""), []).append(d)
     out.selector = settings.k8s_events.selector
-    if out.lines == 0 and not out.gaps:
+    if out.lines == 0 and not out.failed and not out.label_missing:
         try:
             out.selector_empty = not loki.holds_any(out.selector, window)
         except SourceError as e:
-            out.gaps.append(Gap(SOURCE, window.start, window.end, e.cause, failure=e.kind))
+            out.failed.append(FailedPart(window.start, window.end, e.cause, e.kind))
     for events in out.by_pod.values():
         events.sort(key=lambda d: (d.at, d.reason))
     if out.unreadable:
@@ -139,7 +142,7 @@ def read_disruptions(
         query,
         len(out.by_pod),
         out.skipped,
-        len(out.gaps),
+        len(out.failed) + len(out.label_missing),
     )
     return out
 
@@ -225,28 +228,6 @@ def joined(
                 ),
             )
     return list(found.values())
-
-
-def blind_gap(read: EventsRead, window: Window) -> Gap:
-    """The gap of an events selector that matches no stream where Flyte Admin shows attempts
-    ran: like `logs_absent` for task logs, the source is blind there, not quiet."""
-    hint = ""
-    if "integrations/kubernetes/eventhandler" not in read.selector:
-        hint = (
-            "; Grafana's k8s-monitoring chart labels events "
-            f"{K8S_MONITORING_SELECTOR}: set [k8s_events] selector = '{K8S_MONITORING_SELECTOR}'"
-            " if yours ships them"
-        )
-    return Gap(
-        SOURCE,
-        window.start,
-        window.end,
-        f"events absent: the events selector {read.selector} matches no stream in Loki here "
-        "although Flyte Admin shows attempts ran (a selector that names no stream, or the "
-        "events' retention); no disruption can be seen" + hint,
-        kind="logs_absent",
-        failure=FailureKind.LOGS_ABSENT,
-    )
 
 
 # grafana/k8s-monitoring-helm charts/k8s-monitoring/charts/feature-cluster-events/values.yaml:43

@@ -17,9 +17,6 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from forensics.errors import FailureKind
-from forensics.model import Gap, Window
-
 log = logging.getLogger("elastic-audit")
 
 # Labels Loki itself adds to results (docs/upstream.md, "Labels Loki adds"): `service_name`
@@ -103,14 +100,12 @@ class LabelCensus:
                 if self._lacking[setting]
             ]
 
-    def gaps(self, source: str, window: Window) -> list[Gap]:
-        """One gap over `window` per configured label some matched streams lack, each warned
-        once: the lines could not be attributed, so the scan is incomplete wherever they were."""
+    def missing_texts(self) -> list[str]:
+        """One line per configured label some matched streams lack, each warned: the lines
+        could not be attributed (the scan makes each a gap over its window)."""
         out = []
         for m in self.missing():
             text = m.text(self.section)
             log.warning("%s", text)
-            out.append(
-                Gap(source, window.start, window.end, text, failure=FailureKind.LABEL_MISSING)
-            )
+            out.append(text)
         return out

@@ -1,42 +1,26 @@
 """Prometheus (docs/configuration.md `[prometheus]`): the pods kube-state-metrics saw with a
-`DisruptionTarget` condition, through the HTTP API's `/api/v1/query_range` (docs/upstream.md,
-"Kubernetes events and disruption conditions", for every line cited here).
+`DisruptionTarget` condition (`kube_pod_status_disruption_reason`), through the HTTP API's
+`/api/v1/query_range`. What each rule below rests on, with the upstream lines: docs/upstream.md,
+"Kubernetes events and disruption conditions".
 
-kube-state-metrics v2.20.0 (internal/store/pod.go:1752-1780,
-`createPodStatusDisruptionReasonFamilyGenerator`, stability ALPHA: "EXPERIMENTAL") exports
-`kube_pod_status_disruption_reason{namespace, pod, uid, reason}` = 1 for a pod's `DisruptionTarget`
-condition *whatever its status* (the generator never reads `cond.Status`), the reason one of
-`PreemptionByScheduler`, `DeletionByTaintManager`, `EvictionByEvictionAPI`, `DeletionByPodGC`,
-`TerminationByKubelet` (pod.go:43) or else `Other`. Kubernetes' disruption controller resets a
-stale condition (True, but the pod not deleted within 2 minutes) to `Status: False` with no reason
-(pkg/controller/disruption/disruption.go, `syncStalePodDisruption`), which then reads
-`reason="Other"`. So `Other` is never evidence, and a reason followed on the same pod by `Other`
-is a disruption that did not happen.
-
-A short condition must not fall between two query steps: a series the exporter stops exposing
-gets a stale marker at the next scrape (prometheus scrape/scrape.go, `forEachStale`), and an
-instant selector at a step after it reads nothing (promql/engine.go `vectorSelectorSingle`). So
-each step reads `max_over_time(...[step])`, every raw sample of the step before it (a range
-selector skips stale markers; `matrixIterSlice`): a condition scraped once is seen. The condition
-has no time in the metric: the time is the first step whose range holds a sample, at most one
-`step` (plus a scrape interval) after Kubernetes set it — later, never earlier, so a grade it gives
-is never too strong.
-
-A scrape without `honor_labels: true` renames the pod's labels that collide with the target's to
-`exported_namespace` / `exported_pod` (scrape.go `mutateSampleLabels`): those are read, with a
-warning naming the scrape setting; a series that names no pod at all is a gap, never a silent
-empty read. A window with no series at all is checked against the metadata API: when no target
-declares the family (kube-state-metrics older than v2.20.0, or the family denied), a warning says
-the source is blind.
-
-Prometheus refuses more than 11,000 points per series (web/api/v1/api.go), so the window is read in
-shards of 10,000 steps; a shard that cannot be read is a gap of source `prometheus`.
+- `reason="Other"` is never evidence, and a reason followed on the same pod by `Other` (the
+  disruption controller resetting a stale condition) is a disruption that did not happen.
+- Each step reads `max_over_time(...[step])`, so a condition scraped once is seen; its time is
+  the first step whose range holds a sample: later than Kubernetes set it, never earlier.
+- Pod labels renamed `exported_namespace` / `exported_pod` by a scrape without `honor_labels`
+  are read (with a warning); a series naming no pod is a failed part, never a silent empty read;
+  a window with no series is checked against the metadata API (a warning when no target
+  declares the family).
+- The window is read in shards of 10,000 steps (Prometheus refuses more than 11,000 points per
+  series); a shard that cannot be read is returned as failed (the scan makes it a gap of source
+  `prometheus`). `PrometheusClient.calls` counts the requests by API path.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -47,7 +31,7 @@ import requests
 from forensics.config import PrometheusSettings
 from forensics.errors import FailureKind, SourceError
 from forensics.failures import http_status_kind, os_failure
-from forensics.model import UTC, Disruption, Gap, Window
+from forensics.model import UTC, Disruption, FailedPart, Window
 from forensics.retry import Again, RetryPolicy, call
 from forensics.sources.k8s_events import EventsRead
 
@@ -85,7 +69,7 @@ class PrometheusClient:
         if settings.username and settings.password:  # the [prometheus] url's user:password
             password = settings.password
             self.session.auth = _BasicAuth(settings.username, lambda: password.value)
-        self.calls = 0
+        self.calls: Counter[str] = Counter()  # requests sent, by API path (retries included)
 
     def close(self) -> None:
         self.session.close()
@@ -93,6 +77,7 @@ class PrometheusClient:
     def exposed(self, metric: str) -> bool | None:
         """Whether a scrape target exposes `metric`'s family now (its HELP/TYPE, in the metadata
         API: prometheus web/api/v1/api.go `metricMetadata`); None when the API cannot say."""
+        self.calls["/api/v1/metadata"] += 1
         try:
             r = self.session.get(
                 f"{self.url}/api/v1/metadata",
@@ -119,7 +104,7 @@ class PrometheusClient:
         }
 
         def once() -> list[dict[str, Any]]:
-            self.calls += 1
+            self.calls["/api/v1/query_range"] += 1
             try:
                 r = self.session.get(
                     f"{self.url}/api/v1/query_range", params=params, timeout=self.settings.timeout
@@ -302,24 +287,24 @@ def read_conditions(
     `keep`, only those of the namespaces it accepts."""
     step = client.settings.step
     query = condition_query(step)
-    out = EventsRead()
+    out = EventsRead(source=SOURCE, window=window)
     series: dict[tuple[str, str, str, str], _Series] = {}
     for shard in window.split(step * MAX_STEPS):
         try:
             read = read_series(client.query_range(query, shard, step))
         except SourceError as e:
-            out.gaps.append(_gap(shard, f"{client.url}: {e.cause}", e.kind))
+            out.failed.append(_failed(shard, f"{client.url}: {e.cause}", e.kind))
             continue
         except (ValueError, TypeError, AttributeError, OverflowError) as e:
             why = f"not a Prometheus matrix ({type(e).__name__}: {e})"
-            out.gaps.append(_gap(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
+            out.failed.append(_failed(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
             continue
         if read.nameless:
             why = (
                 f"{read.nameless} series of {METRIC} name no pod (no namespace or pod label, "
                 f"e.g. {read.nameless_example}): a relabelling drops them"
             )
-            out.gaps.append(_gap(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
+            out.failed.append(_failed(shard, f"{client.url}: {why}", FailureKind.BAD_ANSWER))
         for s in read.series:
             if keep is not None and not keep(s.namespace):
                 continue
@@ -335,7 +320,7 @@ def read_conditions(
             METRIC,
         )
     _index(out, series, step)
-    if not series and not out.gaps and client.exposed(METRIC) is False:
+    if not series and not out.failed and client.exposed(METRIC) is False:
         log.warning(
             "Prometheus: no scrape target exposes %s (kube-state-metrics older than v2.20.0, or "
             "the family left out by its --metric-allowlist/--metric-denylist): it can witness "
@@ -346,14 +331,14 @@ def read_conditions(
         "Prometheus %s: %d pod(s) with a DisruptionTarget condition, %d gap(s), %d call(s)",
         query,
         len(out.by_pod),
-        len(out.gaps),
-        client.calls,
+        len(out.failed),
+        client.calls["/api/v1/query_range"],
     )
     return out
 
 
-def _gap(shard: Window, error: str, kind: FailureKind) -> Gap:
-    return Gap(SOURCE, shard.start, shard.end, error, failure=kind)
+def _failed(shard: Window, error: str, kind: FailureKind) -> FailedPart:
+    return FailedPart(shard.start, shard.end, error, kind)
 
 
 def _index(

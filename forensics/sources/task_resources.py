@@ -1,4 +1,5 @@
-"""What a task template requests of the cluster: pods, GPUs and CPUs per pod (plain data).
+"""What a task template requests of the cluster: pods, GPUs and CPUs per pod, read from its
+protobuf into `TaskResources` (a plain record of `admin_types.py`); part of the Admin transport.
 
 How flytekit writes them (flytekit 1.16 `core/utils.py::_get_container_definition`,
 `core/resources.py`): `@task(resources=Resources(cpu="8", gpu="4"))` becomes
@@ -21,56 +22,17 @@ and for the non-elastic `PyTorch` config one `masterReplicas` pod more; a replic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from flyteidl.core import tasks_pb2
 from google.protobuf.json_format import MessageToDict
 
+from forensics.sources.admin_types import PodResources, TaskResources
+
+__all__ = ["PodResources", "TaskResources", "primary_container", "quantity", "resources_of"]
+
 _NAMES = tasks_pb2.Resources.ResourceName
-
-
-@dataclass(frozen=True)
-class PodResources:
-    """One kind of pod of a task: how many, and what each requests (None: not said)."""
-
-    role: str  # "task" | "worker" | "master"
-    count: int
-    gpus: float | None
-    cpus: float | None
-
-
-@dataclass(frozen=True)
-class TaskResources:
-    """A task template's requests, where each number comes from, and what it does not say."""
-
-    task: str  # project:domain:name:version
-    pods: tuple[PodResources, ...]
-    accelerator: str | None
-    source: str
-    unknown: tuple[str, ...] = ()
-
-    @property
-    def pod_count(self) -> int:
-        return sum(p.count for p in self.pods)
-
-    @property
-    def gpus(self) -> float | None:
-        """GPUs of all pods together; None when any pod's count is not said."""
-        return _total(self.pods, "gpus")
-
-    @property
-    def cpus(self) -> float | None:
-        """CPUs of all pods together; None when any pod's count is not said."""
-        return _total(self.pods, "cpus")
-
-
-def _total(pods: tuple[PodResources, ...], what: str) -> float | None:
-    values = [getattr(p, what) for p in pods]
-    if any(v is None for v in values):
-        return None
-    return float(sum(v * p.count for v, p in zip(values, pods, strict=True)))
 
 
 def quantity(text: str) -> float | None:

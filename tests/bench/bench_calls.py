@@ -273,7 +273,9 @@ def _flytekit(
     with AdminClient(PlatformConfig(endpoint=address, insecure=True)) as admin:
         for ref in executions[:50]:
             admin.list_attempts(ref)
-        return _cpu_per_call(admin.list_attempts, executions, workers, lambda: admin.calls_total)
+        return _cpu_per_call(
+            admin.list_attempts, executions, workers, lambda: sum(admin.calls.values())
+        )
 
 
 def _node_request(ref: ExecutionRef) -> node_execution_pb2.NodeExecutionListRequest:
@@ -435,7 +437,7 @@ def main() -> None:
                     "outputs.pb HEAD (boto3)", str(threads), f"{n:,}", f"{ms:.2f}", f"{wall:.1f}"
                 )
                 ms, wall, n = _cpu_per_call(
-                    admin.list_attempts, executions, threads, lambda: admin.calls_total
+                    admin.list_attempts, executions, threads, lambda: sum(admin.calls.values())
                 )
                 table.add_row(
                     "Admin list calls (flytekit)",

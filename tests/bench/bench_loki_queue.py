@@ -23,10 +23,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from forensics.config import LokiSettings
-from forensics.model import Window, to_ns
+from forensics.model import ShardRead, Window, to_ns
 from forensics.sandbox.loki_server import LokiServer
 from forensics.sandbox.scenario import SandboxLogLine
-from forensics.sources.loki import LokiClient, ShardOutcome
+from forensics.sources.loki import LokiClient
 
 START = datetime(2026, 9, 1, tzinfo=UTC)
 LOKI_DEFAULT_QUEUE = 32000  # pkg/scheduler/scheduler.go: max_outstanding_requests_per_tenant
@@ -57,13 +57,13 @@ def run(args: argparse.Namespace, queue: int) -> dict[str, object]:
         with LokiClient(settings, workers=args.workers) as client:
             t0 = time.perf_counter()
             read = failed = 0
-            for item in client.scan(
+            for item in client.read_shards(
                 '{namespace=~".+"} |= "death signal"',
                 window,
                 shard=timedelta(hours=24),
                 max_query_length=timedelta(hours=721),
             ):
-                if isinstance(item, ShardOutcome):
+                if isinstance(item, ShardRead):
                     failed += not item.ok
                 else:
                     read += 1

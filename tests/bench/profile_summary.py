@@ -18,12 +18,12 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("S3: checkpoint listings (ObjectStore._pages)", ("ObjectStore._pages",)),
     (
         "Admin: ListNodeExecutions + ListTaskExecutions",
-        ("_node_executions.<locals>.fetch", "_task_executions.<locals>.fetch"),
+        ("node_executions.<locals>.fetch", "_task_executions.<locals>.fetch"),
     ),
-    ("Admin: the other calls", ("AdminClient._call",)),
+    ("Admin: the other calls", ("AdminTransport._call",)),
     ("start-up imports", ("<module>",)),
     ("hand-offs: a queue's put, an Admin slot's release", ("Queue.put", "Semaphore.release")),
-    ("Admin records and the sweep's plan", ("admin_records.py", "AdminClient._collect")),
+    ("Admin records and the sweep's plan", ("admin_records.py", "AdminReads._collect")),
     ("the scan's own work (forensics.scan, detect)", ("forensics/scan/", "forensics/detect")),
 )
 

@@ -29,13 +29,14 @@ from support.scan import CONFIG
 from forensics.cli.common import report_failures
 from forensics.config import LokiSettings
 from forensics.errors import FailureKind, SourceError
-from forensics.model import UTC, ExecutionRef, Gap, Window
+from forensics.model import UTC, ExecutionRef, Gap, ShardRead, Window
 from forensics.retry import RetryPolicy
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.loki_server import FaultRule, LokiFaults
 from forensics.sandbox.scenario import Scenario
+from forensics.scan.source_gaps import shard_gaps
 from forensics.sources.admin import AdminClient
-from forensics.sources.loki import LokiClient, ShardOutcome
+from forensics.sources.loki import LokiClient
 from forensics.sources.storage import ObjectStore
 
 START = datetime(2026, 9, 10, 12, tzinfo=UTC)
@@ -119,8 +120,8 @@ def full_listener() -> Iterator[int]:
 def loki_gaps(url: str, timeout: float = 1.0) -> list[Gap]:
     """The gaps one scan of a two-minute window leaves (the scan's own conversion)."""
     with LokiClient(LokiSettings(url=url, timeout=timeout), retry=QUICK) as c:
-        items = c.scan('{namespace="x"}', WINDOW, shard=LENGTH, max_query_length=LENGTH)
-        return [g for item in items if isinstance(item, ShardOutcome) for g in item.gaps()]
+        items = c.read_shards('{namespace="x"}', WINDOW, shard=LENGTH, max_query_length=LENGTH)
+        return [g for item in items if isinstance(item, ShardRead) for g in shard_gaps(item)]
 
 
 def test_loki_closed_port_is_unreachable(capsys):

@@ -19,7 +19,7 @@ from forensics import __version__
 from forensics.cli.exits import for_error
 from forensics.config import LokiSettings, Secret, load_settings
 from forensics.errors import ConfigError, LokiQueryError, SourceError, UsageError
-from forensics.model import UTC, LogEntry, Window, to_ns
+from forensics.model import UTC, LogEntry, ShardRead, Window, to_ns
 from forensics.retry import RetryPolicy
 from forensics.sandbox.loki_logql import parse_log_query
 from forensics.sandbox.loki_server import FaultRule, LokiFaults, LokiServer
@@ -32,13 +32,9 @@ from forensics.sources.logql import (
     selector,
     validate_selector,
 )
-from forensics.sources.loki import (
-    BUILDINFO,
-    LokiAuthError,
-    LokiClient,
-    LokiEntryLimitError,
-    ShardOutcome,
-)
+from forensics.sources.loki import LokiClient
+from forensics.sources.loki_answers import QUERY_RANGE, LokiAuthError, LokiEntryLimitError
+from forensics.sources.loki_http import BUILDINFO
 
 T0 = datetime(2026, 9, 10, tzinfo=UTC)
 BASE = to_ns(T0)
@@ -65,10 +61,10 @@ def client(server: LokiServer, **kw: object) -> LokiClient:
     return LokiClient(settings, **kw)  # type: ignore[arg-type]
 
 
-def entries_and_outcomes(items: list[object]) -> tuple[list[LogEntry], list[ShardOutcome]]:
+def entries_and_outcomes(items: list[object]) -> tuple[list[LogEntry], list[ShardRead]]:
     return (
         [i for i in items if isinstance(i, LogEntry)],
-        [i for i in items if isinstance(i, ShardOutcome)],
+        [i for i in items if isinstance(i, ShardRead)],
     )
 
 
@@ -148,7 +144,7 @@ def test_a_single_pod_with_a_full_page_at_one_nanosecond_fails_the_shard_loudly(
         assert 'pod="p0"' in err.value.cause
         _, outcomes = entries_and_outcomes(
             list(
-                c.scan(
+                c.read_shards(
                     SIGTERM, HOUR, shard=timedelta(hours=1), max_query_length=timedelta(hours=721)
                 )
             )
@@ -193,7 +189,9 @@ def test_a_thirty_day_window_is_read_in_day_shards_and_every_line_arrives() -> N
     with LokiServer(busy_day + quiet + edges) as server:
         c = client(server, workers=4, page_limit=100)
         items = list(
-            c.scan(SIGTERM, window, shard=timedelta(days=2), max_query_length=timedelta(hours=24))
+            c.read_shards(
+                SIGTERM, window, shard=timedelta(days=2), max_query_length=timedelta(hours=24)
+            )
         )
         sent = server.requests.snapshot()
     got, outcomes = entries_and_outcomes(items)
@@ -201,7 +199,7 @@ def test_a_thirty_day_window_is_read_in_day_shards_and_every_line_arrives() -> N
     assert len(outcomes) == 30 and all(o.ok for o in outcomes)
     assert sorted(o.window.start for o in outcomes) == [T0 + timedelta(days=d) for d in range(30)]
     # requests = shards + further pages: day 12 needs 3 pages (100, 100, 50) instead of 1.
-    assert len(sent) == c.requests == sum(o.requests for o in outcomes) == 30 + 2
+    assert len(sent) == sum(c.calls.values()) == sum(o.requests for o in outcomes) == 30 + 2
     assert {o.window.start: o.entries for o in outcomes}[T0 + timedelta(days=12)] == 250
     for r in sent:
         assert int(r.params["end"]) - int(r.params["start"]) <= 86_400 * 10**9
@@ -231,7 +229,7 @@ def test_a_throttled_or_failing_loki_is_retried_and_nothing_is_lost(status: int)
         statuses = [r.status for r in server.requests]
     assert len(got) == 3
     assert statuses == [status, status, 200]
-    assert c.retries == 2 and c.requests == 1
+    assert c.retries == 2 and c.calls == {QUERY_RANGE: 3}  # one request, tried three times
 
 
 def test_a_query_timeout_504_is_read_in_halves_and_nothing_is_lost() -> None:
@@ -330,7 +328,7 @@ def test_a_permanently_failing_shard_is_reported_while_the_others_are_read() -> 
     broken = FaultRule(500, count="always", window=Window(T0 + day, T0 + 2 * day))
     with LokiServer(lines, LokiFaults(rules=[broken])) as server:
         items = list(
-            client(server, workers=3).scan(
+            client(server, workers=3).read_shards(
                 SIGTERM, Window(T0, T0 + 3 * day), shard=day, max_query_length=timedelta(hours=721)
             )
         )
@@ -360,7 +358,9 @@ def test_a_rejected_query_is_final_and_shows_lokis_text() -> None:
         assert len(server.requests) == 1  # not retried
         with pytest.raises(LokiQueryError):
             list(
-                c.scan(bad, HOUR, shard=timedelta(minutes=10), max_query_length=timedelta(hours=1))
+                c.read_shards(
+                    bad, HOUR, shard=timedelta(minutes=10), max_query_length=timedelta(hours=1)
+                )
             )
     assert for_error(err.value) == 2
     assert err.value.cause == (
@@ -529,7 +529,7 @@ def test_closing_a_scan_stops_its_workers_promptly() -> None:
         SandboxLogLine(BASE + d * 86_400 * 10**9, pod("p0"), f"SIGTERM {d}") for d in range(60)
     ]
     with LokiServer(lines, LokiFaults(latency=0.05)) as server:
-        scan = client(server, workers=4).scan(
+        scan = client(server, workers=4).read_shards(
             SIGTERM, window, shard=timedelta(days=1), max_query_length=timedelta(hours=721)
         )
         next(scan)
@@ -544,7 +544,7 @@ def test_ctrl_c_during_a_scan_interrupts_workers_waiting_to_retry() -> None:
     faults = LokiFaults(rules=[FaultRule(503, count="always", retry_after="30")])
     policy = RetryPolicy(retries=5, retry_after_max=30, total_time=120)
     with LokiServer(some_signals(), faults) as server:
-        scan = client(server, workers=2, retry=policy).scan(
+        scan = client(server, workers=2, retry=policy).read_shards(
             SIGTERM,
             Window(T0, T0 + timedelta(days=2)),
             shard=timedelta(days=1),
@@ -582,7 +582,9 @@ def test_a_lower_tenant_entry_limit_is_adopted_for_the_rest_of_the_run(wording, 
         settings = LokiSettings(url=server.url, org_id="team-ml", timeout=5.0)
         c = client(server, settings=settings, workers=2)
         day = Window(T0, T0 + timedelta(days=1))
-        items = list(c.scan(SIGTERM, day, shard=timedelta(hours=6), max_query_length=day.length))
+        items = list(
+            c.read_shards(SIGTERM, day, shard=timedelta(hours=6), max_query_length=day.length)
+        )
         sent = server.requests.snapshot()
     got, outcomes = entries_and_outcomes(items)
     assert sorted(map(key, got)) == sorted(map(key, lines))  # nothing lost, nothing twice
@@ -625,13 +627,15 @@ def test_a_dense_stretch_that_times_out_is_split_down_to_the_floor_and_only_it_i
     ]
     with LokiServer(lines, query_timeout_lines=100) as server:
         c = client(server, workers=1)
-        items = list(c.scan(SIGTERM, HOUR, shard=timedelta(hours=1), max_query_length=HOUR.length))
+        items = list(
+            c.read_shards(SIGTERM, HOUR, shard=timedelta(hours=1), max_query_length=HOUR.length)
+        )
         timeouts = [r for r in server.requests if r.status == 504]
     got, (outcome,) = entries_and_outcomes(items)
-    ((part, error),) = outcome.failures
+    (part,) = outcome.failed
     assert part.start <= datetime.fromtimestamp(dense_at / 1e9, UTC) < part.end
     assert part.end - part.start <= timedelta(minutes=1)
-    assert "request timed out" in error
+    assert "request timed out" in part.error
     read = {e.line for e in got}
     assert read == {f"SIGTERM at minute {m}" for m in range(0, 60, 5) if m != 40}
     assert 6 <= len(timeouts) <= 8  # one per halving from 1h down to the ~56s floor piece
@@ -641,10 +645,14 @@ def test_a_loki_that_times_out_on_everything_gives_the_shard_up_after_a_bounded_
     faults = LokiFaults(rules=[FaultRule(504, count="always")])
     with LokiServer(some_signals(), faults) as server:
         c = client(server)
-        items = list(c.scan(SIGTERM, HOUR, shard=timedelta(hours=1), max_query_length=HOUR.length))
+        items = list(
+            c.read_shards(SIGTERM, HOUR, shard=timedelta(hours=1), max_query_length=HOUR.length)
+        )
         tries = len(server.requests)
     _, (outcome,) = entries_and_outcomes(items)
-    assert outcome.failures == ((HOUR, outcome.error),)  # the whole shard, one gap
+    assert [(p.start, p.end, p.error) for p in outcome.failed] == [
+        (HOUR.start, HOUR.end, outcome.error)
+    ]  # the whole shard, one gap
     assert "timed out" in outcome.error and "504" in outcome.error
     assert tries == c._split_budget(HOUR)  # log2(60) halvings to the floor, rounded up, + 1
 

@@ -12,7 +12,7 @@ from flytekit.configuration import Image, ImageConfig, SerializationSettings
 from flytekit.tools.translator import get_serializable
 from flytekitplugins.kfpytorch import Elastic, PyTorch, Worker
 
-from forensics.sources.admin_records import TaskFacts
+from forensics.sources.admin_records import task_facts_of
 
 IMAGE = "ghcr.io/example/train:abc123"
 SETTINGS = SerializationSettings(
@@ -44,9 +44,9 @@ def plain() -> None: ...
 def test_an_elastic_task_serialized_as_a_pod_template_names_its_image():
     tpl = template(elastic_task)
     assert tpl.HasField("k8s_pod") and not tpl.HasField("container")  # the shape upstream writes
-    assert TaskFacts.of(tpl).image == IMAGE
+    assert task_facts_of(tpl).image == IMAGE
 
 
 def test_a_pytorch_job_and_a_plain_task_name_their_image():
-    assert TaskFacts.of(template(pytorch_job)).image == IMAGE
-    assert TaskFacts.of(template(plain)).image == IMAGE
+    assert task_facts_of(template(pytorch_job)).image == IMAGE
+    assert task_facts_of(template(plain)).image == IMAGE

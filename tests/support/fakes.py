@@ -15,14 +15,10 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
-
-from flyteidl.admin import execution_pb2, node_execution_pb2
-from flyteidl.core import identifier_pb2
 
 from forensics.config import Settings
 from forensics.errors import AlreadyRelaunched, FailureKind, NotFoundError, SourceError
@@ -32,20 +28,28 @@ from forensics.model import (
     AttemptRef,
     ExecutionRecord,
     ExecutionRef,
+    FailedPart,
     KeyPage,
     LogEntry,
     ObjectCheck,
     PrefixListing,
+    ShardRead,
     Window,
     to_ns,
 )
 from forensics.sandbox.admin_query import EXECUTION, Abort, Column, parse_filters
 from forensics.sandbox.loki_logql import parse_log_query, parse_selector_only
 from forensics.sources import Sources
-from forensics.sources.admin import SkippedNode, SweptAttempts
-from forensics.sources.admin_filters import any_state, created_since, join_filters, mode_is
+from forensics.sources.admin_filters import (
+    EXECUTION_MODES,
+    any_state,
+    created_since,
+    join_filters,
+    mode_is,
+)
+from forensics.sources.admin_types import NodeRecord, SkippedNode, SweptAttempts
 from forensics.sources.expiry import judge_outputs
-from forensics.sources.loki import ShardOutcome
+from forensics.sources.loki_answers import INDEX_STATS, LABELS, QUERY_RANGE
 from forensics.sources.loki_limits import reading_length
 from forensics.sources.storage import OUTPUTS_FILE
 
@@ -56,14 +60,15 @@ class FakeLoki:
     """Loki holding lines per stream (labels -> time-sorted entries).
 
     `fail(start, end, cause)` makes every shard overlapping `[start, end)` fail as a shard whose
-    retries ran out does (its entries are not returned, its ShardOutcome carries the cause).
+    retries ran out does (its entries are not returned, its ShardRead carries the cause as
+    the whole shard's failed part). `calls` counts the requests by API path.
     """
 
     def __init__(self) -> None:
         self._streams: dict[tuple[tuple[str, str], ...], list[tuple[int, str]]] = {}
         self._failing: list[tuple[datetime, datetime, str]] = []
         self._lock = threading.Lock()
-        self.requests = 0
+        self.calls: Counter[str] = Counter()
         self.queries: list[str] = []
 
     def push(self, labels: dict[str, str], at: datetime, line: str) -> None:
@@ -81,20 +86,21 @@ class FakeLoki:
     def _failure(self, w: Window) -> str | None:
         return next((c for s, e, c in self._failing if s < w.end and w.start < e), None)
 
-    def _count(self) -> None:
+    def _count(self, path: str) -> None:
         with self._lock:
-            self.requests += 1
+            self.calls[path] += 1
 
-    def scan(
+    def read_shards(
         self, query: str, window: Window, *, shard: timedelta, max_query_length: timedelta
-    ) -> Iterator[LogEntry | ShardOutcome]:
+    ) -> Iterator[LogEntry | ShardRead]:
         parsed = parse_log_query(query)
         self.queries.append(query)
         for w in window.split(reading_length(shard, max_query_length)):
-            self._count()
+            self._count(QUERY_RANGE)
             cause = self._failure(w)
             if cause is not None:
-                yield ShardOutcome(w, cause, 1, 0, failure=FailureKind.UNREACHABLE)
+                failed = FailedPart(w.start, w.end, cause, FailureKind.UNREACHABLE)
+                yield ShardRead(w, 1, 0, (failed,))
                 continue
             lo, hi = to_ns(w.start), to_ns(w.end)
             found: list[LogEntry] = []
@@ -110,10 +116,10 @@ class FakeLoki:
                         found.append(LogEntry(ts, key, line))
             found.sort(key=lambda e: (e.ts_ns, e.labels, e.line))
             yield from found
-            yield ShardOutcome(w, None, 1, len(found))
+            yield ShardRead(w, 1, len(found))
 
     def holds_any(self, stream_selector: str, window: Window) -> bool:
-        self._count()
+        self._count(INDEX_STATS)
         cause = self._failure(window)
         if cause is not None:
             raise SourceError("loki", cause, window=(window.start, window.end))
@@ -128,7 +134,7 @@ class FakeLoki:
         return False
 
     def label_names(self, window: Window) -> list[str]:
-        self._count()
+        self._count(LABELS)
         lo, hi = to_ns(window.start), to_ns(window.end)
         names: set[str] = set()
         for key, entries in self._streams.items():
@@ -143,7 +149,6 @@ class FakeLoki:
 # -- Flyte Admin -----------------------------------------------------------------------------
 
 ACTIVE, ARCHIVED = 0, 1  # flyteidl admin.ExecutionState
-_MODES = execution_pb2.ExecutionMetadata.ExecutionMode
 
 
 @dataclass
@@ -161,7 +166,7 @@ _COLUMNS = {
     "execution_domain": Column("str", lambda r: r.record.ref.domain),
     "execution_name": Column("str", lambda r: r.record.ref.name),
     "phase": Column("str", lambda r: r.record.phase),
-    "mode": Column("int", lambda r: _MODES.Value(r.record.mode)),
+    "mode": Column("int", lambda r: EXECUTION_MODES[r.record.mode]),
     "state": Column("int", lambda r: r.state),
     "execution_created_at": Column("time", lambda r: r.record.created_at),
     "execution_updated_at": Column("time", lambda r: r.record.updated_at),
@@ -231,11 +236,6 @@ class FakeAdmin:
             raise NotFoundError("admin", f"{rpc}: NOT_FOUND: entry not found", target=str(ref))
         return row
 
-    @property
-    def calls_total(self) -> int:
-        with self._lock:
-            return sum(self.calls.values())
-
     def close(self) -> None:
         pass
 
@@ -252,8 +252,21 @@ class FakeAdmin:
         filters: str | Sequence[Any] | None = None,
         sort_by: str | None = None,
         page_size: int | None = None,
-        gate: AbstractContextManager[Any] | None = None,
     ) -> Iterator[ExecutionRecord]:
+        for page in self.list_execution_pages(
+            project, domain, filters=filters, sort_by=sort_by, page_size=page_size
+        ):
+            yield from page
+
+    def list_execution_pages(
+        self,
+        project: str,
+        domain: str,
+        *,
+        filters: str | Sequence[Any] | None = None,
+        sort_by: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[list[ExecutionRecord]]:
         text = join_filters(filters)
         try:
             predicates = parse_filters(text, EXECUTION, _COLUMNS) if text else []
@@ -264,8 +277,7 @@ class FakeAdmin:
         limit = page_size or self.page_size
         offset, seen = 0, set()
         while True:
-            with gate or nullcontext():
-                self._call("ListExecutions", f"{project}/{domain}")
+            self._call("ListExecutions", f"{project}/{domain}")
             with self._lock:  # each page is a query of its own: rows added meanwhile shift it
                 rows = [
                     r
@@ -275,10 +287,12 @@ class FakeAdmin:
                     and all(p(r) for p in predicates)
                 ]
             page = rows[offset : offset + limit]
+            fresh = []
             for r in page:
                 if r.record.ref not in seen:
                     seen.add(r.record.ref)
-                    yield r.record
+                    fresh.append(r.record)
+            yield fresh
             if len(page) < limit:
                 return
             offset += limit
@@ -290,26 +304,24 @@ class FakeAdmin:
         row = self._row("ListNodeExecutions", ref)
         return list(row.attempts)
 
-    def sweep_attempts(
-        self, ex: ExecutionRecord, pointed: Callable[[str], bool] = lambda node_id: False
-    ) -> SweptAttempts:
+    def sweep_attempts(self, ex: ExecutionRecord) -> SweptAttempts:
         row = self._row("ListNodeExecutions", ex.ref)
         listed: list[AttemptRecord] = []
         skipped: list[SkippedNode] = []
         for node_id, attempts in _by_node(row.attempts):
-            if any(a.is_elastic for a in attempts) or pointed(node_id):
+            if any(a.is_elastic for a in attempts):
                 self._call("ListTaskExecutions", f"{ex.ref}/{node_id}")
                 listed.extend(attempts)
             else:
-                skipped.append(SkippedNode(_node(ex.ref, node_id), attempts[0].parent_node))
+                skipped.append(SkippedNode(_node(node_id), attempts[0].parent_node))
         return SweptAttempts(listed, tuple(skipped), True)
 
     def node_attempts(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
         row = self._by_ref[ref]
         out: list[AttemptRecord] = []
         for n in nodes:
-            self._call("ListTaskExecutions", f"{ref}/{n.node.id.node_id}")
-            out.extend(a for a in row.attempts if a.ref.node_id == n.node.id.node_id)
+            self._call("ListTaskExecutions", f"{ref}/{n.node_id}")
+            out.extend(a for a in row.attempts if a.ref.node_id == n.node_id)
         return out
 
     def with_node(self, att: AttemptRecord) -> AttemptRecord:
@@ -396,13 +408,9 @@ def _by_node(attempts: list[AttemptRecord]) -> list[tuple[str, list[AttemptRecor
     return list(nodes.items())
 
 
-def _node(ref: ExecutionRef, node_id: str) -> node_execution_pb2.NodeExecution:
-    wf = identifier_pb2.WorkflowExecutionIdentifier(
-        project=ref.project, domain=ref.domain, name=ref.name
-    )
-    return node_execution_pb2.NodeExecution(
-        id=identifier_pb2.NodeExecutionIdentifier(node_id=node_id, execution_id=wf)
-    )
+def _node(node_id: str) -> NodeRecord:
+    """A passed-over task node as the sweep records it."""
+    return NodeRecord(node_id, node_id, "", "", "SUCCEEDED", False, False, False, False, True)
 
 
 # -- the object store ------------------------------------------------------------------------
@@ -430,11 +438,6 @@ class FakeStore:
         with self._lock:
             self.calls[op] += 1
         return next((c for p, c in self.failing.items() if uri.startswith(p)), None)
-
-    @property
-    def call_count(self) -> int:
-        with self._lock:
-            return sum(self.calls.values())
 
     def _head(self, uri: str) -> ObjectCheck:
         cause = self._call("HeadObject", uri)

@@ -65,9 +65,9 @@ class SlowLoki(FakeLoki):
         super().__init__()
         self.go = threading.Event()
 
-    def scan(self, *args, **kw):
+    def read_shards(self, *args, **kw):
         assert self.go.wait(5)
-        yield from super().scan(*args, **kw)
+        yield from super().read_shards(*args, **kw)
 
 
 class SweptAdmin(FakeAdmin):
@@ -77,9 +77,9 @@ class SweptAdmin(FakeAdmin):
         super().__init__()
         self.then = then
 
-    def sweep_attempts(self, ex, pointed=lambda n: False):
-        swept = super().sweep_attempts(ex, pointed)
-        self.then(ex, pointed)
+    def sweep_attempts(self, ex):
+        swept = super().sweep_attempts(ex)
+        self.then(ex)
         return swept
 
 
@@ -89,7 +89,7 @@ def late_signals():
     loki = SlowLoki()
     swept: set[str] = set()
 
-    def then(ex, pointed):
+    def then(ex):
         swept.add(ex.ref.name)
         if len(swept) == 2:
             threading.Timer(0.05, loki.go.set).start()
@@ -125,8 +125,8 @@ class TellingLoki(FakeLoki):
         super().__init__()
         self.read = threading.Event()
 
-    def scan(self, *args, **kw):
-        yield from super().scan(*args, **kw)
+    def read_shards(self, *args, **kw):
+        yield from super().read_shards(*args, **kw)
         self.read.set()
 
 
@@ -164,7 +164,7 @@ def test_a_node_the_sweep_passed_over_is_listed_when_a_signal_points_at_it(order
         loki, admin = early_signals()
     else:
         loki = SlowLoki()
-        admin = SweptAdmin(lambda ex, pointed: threading.Timer(0.05, loki.go.set).start())
+        admin = SweptAdmin(lambda ex: threading.Timer(0.05, loki.go.set).start())
     store = FakeStore()
     plain = plain_task_signalled(loki, admin, store)
     report = scan(loki, admin, store)

@@ -20,10 +20,23 @@ def test_an_injected_client_is_used_and_left_open():
         flyte = SynchronousFlyteClient(PlatformConfig(endpoint=server.start(), insecure=True))
         admin = AdminClient.over(flyte, retries=0)
         assert admin.get_execution(INCIDENT).ref == INCIDENT
-        assert admin.calls_total == 1
+        assert admin.calls == {"GetExecution": 1}
         admin.close()  # the caller's channel: still open
         assert "gs1" in AdminClient.over(flyte).project_domains()
         assert server.call_counts()["GetExecution"] == 1
         flyte._channel.close()
     finally:
         server.stop()
+
+
+def test_an_injected_client_is_shown_by_its_public_url_alone():
+    flyte = SynchronousFlyteClient(PlatformConfig(endpoint="dns:///admin:81", insecure=True))
+    try:
+        admin = AdminClient.over(flyte)
+        assert admin.endpoint == "dns:///admin:81"
+        assert (
+            repr(admin)
+            == "AdminClient(endpoint='dns:///admin:81', over a caller's flytekit client)"
+        )
+    finally:
+        flyte._channel.close()

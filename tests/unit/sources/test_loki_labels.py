@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from forensics.failures import FailureKind
 from forensics.model import UTC, Window
+from forensics.scan.source_gaps import label_gaps
 from forensics.sources.loki_labels import LabelCensus
 
 W = Window(datetime(2026, 9, 4, tzinfo=UTC), datetime(2026, 9, 4, tzinfo=UTC) + timedelta(days=1))
@@ -25,7 +26,7 @@ def test_a_label_no_stream_carries_names_what_they_carry_and_is_a_gap():
     for pod in ("a", "b", "c"):
         census.saw(stream(namespace="ns", pod=pod, container="t", service_name="t"))
         census.saw(stream(namespace="ns", pod=pod, container="t", service_name="t"))  # once
-    (gap,) = census.gaps("loki", W)
+    (gap,) = label_gaps("loki", W, census.missing_texts())
     assert gap.error.startswith(
         "[loki] pod_label = k8s_pod_name: 0 of 3 matched streams carry it; "
         "they carry container, namespace, pod."
@@ -52,4 +53,4 @@ def test_some_streams_lacking_a_label_is_a_gap_too_and_an_empty_value_is_no_labe
 def test_streams_carrying_every_label_leave_no_gap():
     census = LabelCensus(LABELS | {"pod_label": "pod"})
     census.saw(stream(namespace="ns", pod="a", container="t"))
-    assert census.gaps("loki", W) == [] and census.streams == 1
+    assert census.missing_texts() == [] and census.streams == 1
