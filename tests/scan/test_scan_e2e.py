@@ -16,6 +16,8 @@ from forensics.sandbox.incident import (
     REFERENCE_CHECKPOINT,
 )
 
+pytestmark = pytest.mark.integration
+
 HERE = paths.TESTS
 GOLDEN = HERE / "golden"
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from support.cli import run, use_sandbox
 from support.scan import OTEL_CONFIG, WINDOW, key
 
 from forensics.sandbox.incident import EXPECTED_FINDINGS, OTEL_LABELS, reference_scenario
 from forensics.sandbox.stack import sandbox
+
+pytestmark = pytest.mark.integration
 
 
 def test_otel_label_names_through_the_config_file(tmp_path, monkeypatch, capsys):
