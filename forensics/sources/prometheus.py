@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -147,7 +147,7 @@ class PrometheusClient:
             )
 
         try:
-            return call(_POLICY, once, _again)
+            return call(replace(_POLICY, backoff_factor=self.settings.retry_backoff), once, _again)
         except _Failed as e:
             raise SourceError(SOURCE, e.cause, kind=e.kind) from None
 
@@ -176,7 +176,7 @@ def _again(e: Exception) -> Again | None:
     return Again("failed") if isinstance(e, _Failed) and e.again else None
 
 
-# RETRIES retries, waiting 0.5 s, 1 s, 2 s.
+# RETRIES retries, waiting 0.5 s, 1 s, 2 s (the backoff is the settings' `retry_backoff`).
 _POLICY = RetryPolicy(
     retries=RETRIES,
     backoff_factor=0.5,
