@@ -37,11 +37,13 @@ from forensics.model import Finding, Gap, Report
 @dataclass
 class Fault:
     """How one method fails: `error` is raised on a call whose arguments `when` accepts, `times`
-    times (None: always); for a method returning an iterator, after `after` items of it."""
+    times (None: always); for a method returning an iterator, after `after` items of it; with
+    `performed`, after the call was made (a write done whose answer was lost)."""
 
     error: Callable[[], Exception]
     times: int | None = 1
     after: int | None = None
+    performed: bool = False
     when: Callable[..., bool] = lambda *args, **kwargs: True
     fired: int = 0
 
@@ -63,9 +65,10 @@ class Faulty:
         *,
         times: int | None = 1,
         after: int | None = None,
+        performed: bool = False,
         when: Callable[..., bool] = lambda *args, **kwargs: True,
     ) -> Fault:
-        fault = Fault(error, times, after, when)
+        fault = Fault(error, times, after, performed, when)
         self.faults.setdefault(method, []).append(fault)
         return fault
 
@@ -86,6 +89,8 @@ class Faulty:
             fault = self._due(name, args, kwargs)
             if fault is None:
                 return target(*args, **kwargs)
+            if fault.performed:
+                target(*args, **kwargs)
             if fault.after is None:
                 raise fault.error()
             return _broken_after(target(*args, **kwargs), fault)
