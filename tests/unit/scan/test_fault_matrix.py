@@ -23,7 +23,7 @@ from support.fakes import (
 )
 from support.faulty import Faulty, assert_incomplete_without_a_hole, assert_same_as
 
-from forensics.config import Settings
+from forensics.config import CheckpointSettings, Settings
 from forensics.errors import NotFoundError, SourceError
 from forensics.model import UTC, AttemptRecord, Report, Window
 from forensics.scan import ScanScope, scan
@@ -61,9 +61,9 @@ class World:
             wrote_outputs(self.store, att, outputs)
             self.attempts[name] = att
 
-    def scan(self, *, loki=None, admin=None, store=None) -> Report:
+    def scan(self, *, loki=None, admin=None, store=None, settings=None) -> Report:
         sources = fake_sources(
-            Settings(workers=4),
+            settings or Settings(workers=4),
             loki=loki or self.loki,
             admin=admin or self.admin,
             store=store or self.store,
@@ -203,3 +203,20 @@ def test_outputs_that_cannot_be_read_are_s3_gaps_and_never_affected_on_a_guess(b
     assert_incomplete_without_a_hole(report, baseline)
     assert report.summary.affected == 0
     assert all(f.outputs_written is None for f in report.findings)
+
+
+def test_a_checkpoint_bucket_refused_is_unknown_with_the_reason_and_the_verdicts_stand(baseline):
+    # Verdicts need outputs.pb (another bucket), not the checkpoint: no gap, nothing weaker.
+    w = World()
+    w.store.put("s3://models/gs1/aaaa1111bbbb2222cc01/step-1/shard.pt")
+    w.store.fail("s3://models/", "AccessDenied (forbidden)")
+    template = "s3://models/{project}/{name}/"
+    report = w.scan(settings=Settings(workers=4, checkpoints=CheckpointSettings(template=template)))
+    assert report.complete
+    assert [(str(f.attempt), f.verdict) for f in report.findings] == [
+        (str(f.attempt), f.verdict) for f in baseline.findings
+    ]
+    for f in report.findings:
+        ck = f.checkpoint
+        assert (ck.state, ck.objects, ck.latest) == ("unknown", 0, None)
+        assert ck.reason == "AccessDenied (forbidden)"  # never "empty": it could not be listed
