@@ -165,9 +165,6 @@ class PrometheusSettings:
     step: timedelta = timedelta(minutes=1)
     username: str | None = None  # basic auth, from the url's user:password
     password: Secret | None = None
-    # Seconds before the first retry of a failed query, doubling per retry (0.5, 1, 2 s); 0: no
-    # wait. Not a config key: a library caller or a test sets it.
-    retry_backoff: float = 0.5
 
     def __post_init__(self) -> None:
         _take_userinfo(self, "[prometheus] url")

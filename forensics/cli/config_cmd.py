@@ -44,9 +44,7 @@ source; nothing is contacted.
 
 # Settings fields that are not configuration (where the file is, where values came from) or
 # that another row already says (`domains_configured` is the `flyte.domains` row's origin).
-_NOT_SHOWN = frozenset(
-    {"config_path", "origins", "flyte.domains_configured", "prometheus.retry_backoff"}
-)
+_NOT_SHOWN = frozenset({"config_path", "origins", "flyte.domains_configured"})
 # A field's key in the config file, where it is not the field's name.
 _FILE_KEYS = {"flyte.config_file": ("flyte", "config"), "workers": ("scan", "workers")}
 # What the default means, where "default" alone would not say it.

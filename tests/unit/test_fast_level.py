@@ -3,9 +3,11 @@ server fails, saying which marker it needs."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -62,3 +64,17 @@ def test_a_marked_test_runs_unguarded() -> None:
     assert guard.active is None
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
+
+
+def test_a_process_a_module_runs_as_it_is_imported_is_the_librarys_not_the_tests(tmp_path):
+    (tmp_path / "probing_on_import.py").write_text(
+        "import subprocess\nsubprocess.run(['true'], check=True)\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with guard.expecting_refusals() as refused:
+            importlib.import_module("probing_on_import")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("probing_on_import", None)
+    assert refused == []

@@ -1,5 +1,6 @@
 """The HTTP clients' retries against answers scripted in-process (support/faulty.py), their
-backoff set to 0 through the settings: the fault matrix's transient and permanent failures of
+backoff set to 0 (Loki's through its settings' `retry_backoff`, Prometheus' through its
+client's `retry`): the fault matrix's transient and permanent failures of
 one request, in milliseconds. The same against the loopback servers, with real sockets:
 tests/sources/test_loki_client.py, tests/scan/test_reliability_scan.py (integration)."""
 
@@ -14,6 +15,7 @@ from support.faulty import ScriptedAdapter, ScriptedHTTP, reset
 from forensics.config import LokiSettings, PrometheusSettings
 from forensics.errors import SourceError
 from forensics.model import UTC, Window
+from forensics.retry import RetryPolicy
 from forensics.sources.loki import LokiClient
 from forensics.sources.prometheus import PrometheusClient
 
@@ -64,7 +66,8 @@ def test_loki_never_retries_a_refusal():
 
 
 def prometheus(adapter: ScriptedAdapter) -> PrometheusClient:
-    client = PrometheusClient(PrometheusSettings(url="http://prom.test:9090", retry_backoff=0))
+    settings = PrometheusSettings(url="http://prom.test:9090")
+    client = PrometheusClient(settings, retry=RetryPolicy(retries=3, backoff_factor=0))
     client.session.mount("http://prom.test:9090", adapter)
     return client
 
