@@ -110,7 +110,6 @@ def _venv_with_wheel(wheel: Path, where: Path) -> Path:
     return python
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("release", ["1.13.15", "1.16.31"])  # one of each flytekit era
 def test_fix_build_wheel_installs_with_pip_and_probes_fixed(
     release: str,
