@@ -149,14 +149,22 @@ def test_admin_down_for_one_project_leaves_the_others_as_they_were(baseline):
 def test_a_listing_broken_midway_is_a_gap_never_a_short_listing(baseline):
     w = World()
     admin = Faulty(w.admin)
-    admin.fail(
-        "list_executions",
-        lambda: SourceError("admin", "ListExecutions: a full page came without a next-page token"),
-        times=None,
-        after=1,
-        when=lambda project, domain, **kw: project == "gs1",
-    )
+    # The sweep reads a listing page by page where the source protocol has pages
+    # (`list_execution_pages`), else execution by execution: broken after the first either way.
+    faults = [
+        admin.fail(
+            method,
+            lambda: SourceError(
+                "admin", "ListExecutions: a full page came without a next-page token"
+            ),
+            times=None,
+            after=1,
+            when=lambda project, domain, **kw: project == "gs1",
+        )
+        for method in ("list_execution_pages", "list_executions")
+    ]
     report = w.scan(admin=admin)
+    assert any(f.fired for f in faults)
     assert report.gaps
     for g in report.gaps:
         assert g.source == "admin" and "without a next-page token" in g.error
