@@ -1,5 +1,6 @@
 """Fixtures shared by the test modules: the reference sandbox, a webhook receiver, the plugin's
-sdist.
+sdist; and the fast level's guard: a test with none of the markers `integration`, `e2e`,
+`install` fails if it starts a process or a server (tests/README.md, the test levels).
 
 Helpers are in tests/support/, imported as `support.*`: pytest puts this directory on sys.path
 (its default `prepend` import mode, tests/ being no package).
@@ -10,9 +11,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.guard import HTTPRecorder
+from support.levels import LEVELS, SERVING_FIXTURES, guard
 
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import Sandbox, sandbox
@@ -61,3 +64,46 @@ def sdist_tree(kfpytorch_sdist: Path, tmp_path: Path) -> Path:
     from support.fix import unpack
 
     return unpack(kfpytorch_sdist, tmp_path / "sdist")
+
+
+# -- the fast level stays in-process (support/levels.py) -----------------------------------
+
+
+def _fast(item: pytest.Item) -> bool:
+    return not any(item.get_closest_marker(m) for m in LEVELS)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A fast-level test runs guarded, its fixtures' set-up and tear-down included: a module- or
+    session-scoped server starts inside the first test asking for it, before any function-scoped
+    (autouse) fixture of that test."""
+    if not _fast(item):
+        return (yield)
+    guard.active, guard.seen = item.nodeid, []
+    try:
+        return (yield)
+    finally:
+        guard.active = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    serving = sorted(SERVING_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    if serving and _fast(item):
+        guard.refuse(
+            f"uses the fixture {', '.join(serving)} (a server or a download)", "integration"
+        )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if guard.seen and _fast(item):
+        if report.passed:
+            report.outcome = "failed"
+            report.longrepr = "\n".join(guard.seen)
+        elif report.failed:
+            report.sections.append(("fast level", "\n".join(guard.seen)))
+        guard.seen = []  # one report per refusal, not one per phase
+    return report

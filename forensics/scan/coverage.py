@@ -57,8 +57,8 @@ class Coverage:
         with self._lock:
             if item.entries:
                 self._held[i] = True
-            elif not item.ok and not item.failed:
-                self._unread.add(i)
+            elif [(p.start, p.end) for p in item.failed] == [(item.window.start, item.window.end)]:
+                self._unread.add(i)  # the whole shard was lost: its gap says so, no probe
 
     def ran(self, start: datetime | None, end: datetime | None) -> None:
         """Flyte Admin shows an attempt that started at `start` and ended at `end` (None: still

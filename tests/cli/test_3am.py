@@ -40,6 +40,7 @@ def work(tmp_path: Path) -> Path:
 # -- 1. -v tells the tool's own story, not botocore's -------------------------------------------
 
 
+@pytest.mark.e2e
 def test_verbose_tells_the_tools_decisions_and_keeps_library_debug_for_vv(box, work, tmp_path):
     env = box.child_environ(clean_env(tmp_path))
     v = cli("scan", *WINDOW, "-v", "-o", "json", "--no-progress", env=env, cwd=work)
@@ -78,6 +79,7 @@ def test_verbose_tells_the_tools_decisions_and_keeps_library_debug_for_vv(box, w
 # -- 2. no silent all-clear ---------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_a_failing_source_says_why_and_where_its_address_came_from(box, work, tmp_path):
     # LOKI_ADDR unset: the default localhost:3100; Admin at flytekit's default 127.0.0.1:30080
     # (the test needs nothing listening on those two ports); S3 from the sandbox.
@@ -112,6 +114,7 @@ def test_a_failing_source_says_why_and_where_its_address_came_from(box, work, tm
     assert "nothing answers at http://127.0.0.1:9, from LOKI_ADDR" in r.stderr
 
 
+@pytest.mark.e2e
 def test_show_exits_3_when_s3_cannot_be_read(box, work, tmp_path):
     env = box.child_environ(clean_env(tmp_path, AWS_MAX_ATTEMPTS="1"))
     env["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9"  # nothing listens there
@@ -127,6 +130,7 @@ def test_show_exits_3_when_s3_cannot_be_read(box, work, tmp_path):
 # -- 3. stdout carries only the result ----------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_flytekit_warnings_about_a_stale_flytectl_config_never_reach_stdout(box, work, tmp_path):
     # flytekit reads FLYTECTL_CONFIG when it is imported, whatever --flyte-config says, and
     # warned onto stdout that the file does not exist: `scan -o json | jq` then failed.
@@ -142,6 +146,7 @@ def test_flytekit_warnings_about_a_stale_flytectl_config_never_reach_stdout(box,
 # -- 7. the demo's environment --------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_demo_env_file_sandbox_audit_log_and_stale_variables_named(tmp_path):
     env = clean_env(tmp_path)
     (tmp_path / "home").mkdir()
@@ -223,6 +228,7 @@ def test_demo_env_file_sandbox_audit_log_and_stale_variables_named(tmp_path):
 # -- 4. one table renderer, sized to the terminal -----------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("columns", [150, 220])
 def test_tables_fit_the_terminal_and_never_break_an_identifier(box, work, tmp_path, columns):
     env = box.child_environ(clean_env(tmp_path))
@@ -244,6 +250,7 @@ def test_tables_fit_the_terminal_and_never_break_an_identifier(box, work, tmp_pa
     rows_fit(dry, columns)
 
 
+@pytest.mark.e2e
 def test_piped_table_has_one_line_per_row_and_show_accepts_the_slash_form(box, work, tmp_path):
     env = box.child_environ(clean_env(tmp_path))
     r = cli("scan", *WINDOW, "-o", "table", env=env, cwd=work)
@@ -259,6 +266,7 @@ def test_piped_table_has_one_line_per_row_and_show_accepts_the_slash_form(box, w
 # -- 5. help that reads like a CLI's ------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_help_names_values_shows_defaults_whole_and_only_each_commands_formats(tmp_path):
     env = clean_env(tmp_path, COLUMNS="80")
     helps = {
@@ -299,6 +307,7 @@ def test_an_option_that_takes_a_value_but_names_none_is_an_error_not_a_guessed_p
         app(["c", "--help"], standalone_mode=False)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args", [[], ["fix"]])
 def test_no_command_is_help_and_a_real_error_line(tmp_path, args):
     r = cli(*args, env=clean_env(tmp_path), cwd=tmp_path)

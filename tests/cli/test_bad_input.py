@@ -108,6 +108,7 @@ TIMES = [
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args,fragment", TIMES, ids=[repr(a)[:40] for a, _ in TIMES])
 def test_hostile_since_and_until_are_refused(cli, args, fragment):
     cli(["scan", *args], fragment)
@@ -154,11 +155,13 @@ FLAGS = [
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args,fragment", FLAGS, ids=[" ".join(a)[:40] for a, _ in FLAGS])
 def test_hostile_scan_flags_are_refused(cli, args, fragment):
     cli(["scan", *WINDOW, *args], fragment)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args,fragment",
     [
@@ -186,6 +189,7 @@ def test_a_scope_admin_does_not_know_is_refused_after_one_list_projects(
     assert sorted(p.name for p in cli.work.iterdir()) == ["elastic-audit.toml"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("meta", [*METACHARACTERS, "", " ", "é", "ｇｓ１", "gs1\t"])
 def test_project_with_logql_or_filter_metacharacters_is_refused_before_any_request(cli, meta):
     cli(["scan", *WINDOW, "--project", f"gs1{meta}x" if meta else ""], "--project")
@@ -266,6 +270,7 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("text,fragment", CONFIGS, ids=[t[:40] for t, _ in CONFIGS])
 def test_every_config_key_with_a_wrong_value_names_key_and_file(cli, monkeypatch, text, fragment):
     monkeypatch.delenv("LOKI_ADDR")  # else the environment wins over the file's url
@@ -275,11 +280,13 @@ def test_every_config_key_with_a_wrong_value_names_key_and_file(cli, monkeypatch
         assert "elastic-audit.toml" in line
 
 
+@pytest.mark.integration
 def test_a_config_file_that_is_not_utf8_is_refused(cli):
     (cli.work / "elastic-audit.toml").write_bytes(b"\xff\xfe[loki]\n")
     cli(["scan", *WINDOW], "cannot read")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "content,fragment",
     [("", "empty or not valid YAML"), ("admin: [unclosed\n", "Flyte config")],
@@ -291,6 +298,7 @@ def test_a_flyte_config_that_is_not_yaml_is_refused(cli, content, fragment):
     cli(["scan", *WINDOW, "--flyte-config", str(bad)], fragment)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "env,fragment",
     [
@@ -377,6 +385,7 @@ EXECUTIONS = [
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("command", ["show", "relaunch"])
 @pytest.mark.parametrize("ref", EXECUTIONS, ids=[repr(e)[:30] for e in EXECUTIONS])
 def test_hostile_execution_identifiers_are_refused(cli, command, ref):
@@ -426,6 +435,7 @@ REPORTS = [
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("content,fragment", REPORTS, ids=[c[:30] for c, _ in REPORTS])
 def test_files_that_are_not_reports_are_refused_by_from_report(cli, content, fragment):
     bad = cli.work.parent / "report.json"
@@ -433,6 +443,7 @@ def test_files_that_are_not_reports_are_refused_by_from_report(cli, content, fra
     cli(["relaunch", "--from-report", str(bad), "--yes"], fragment)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "path,fragment", [("/nonexistent/report.json", "no such file"), ("/", "cannot read")]
 )
@@ -440,6 +451,7 @@ def test_from_report_paths_that_are_not_files_are_refused(cli, path, fragment):
     cli(["relaunch", "--from-report", path, "--yes"], fragment)
 
 
+@pytest.mark.integration
 def test_a_binary_file_given_as_a_report_is_refused(cli):
     bad = cli.work.parent / "report.json"
     bad.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
@@ -504,6 +516,7 @@ OUTPUTS = [
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args,fragment", OUTPUTS, ids=[" ".join(a[:1] + a[-1:]) for a, _ in OUTPUTS]
 )
@@ -575,6 +588,7 @@ PIN_BUMPS = [
 ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "args,fragment", PIN_BUMPS, ids=[" ".join(a[1:])[:40] for a, _ in PIN_BUMPS]
 )
@@ -588,6 +602,7 @@ def test_hostile_pin_bump_roots_and_flags_are_refused_with_nothing_written(
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("sha", ["", "c0ffee", "g" * 40, SHA + "0", "HEAD", f"{SHA[:39]} "])
 def test_a_sha_that_is_not_40_hex_digits_is_refused(cli, tree, sha):
     before = snapshot(tree.base)

@@ -34,6 +34,7 @@ def cli(*args: str, env: dict[str, str], cwd: Path, timeout: float = 180):
 # -- no traceback, no silence -------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("where", ["under-a-file", "proc"])
 def test_fix_build_into_a_folder_that_cannot_be_written_is_one_line_before_any_build(
     work, tmp_path, where
@@ -46,6 +47,7 @@ def test_fix_build_into_a_folder_that_cannot_be_written_is_one_line_before_any_b
     assert "pip" not in r.stderr  # refused before the (minutes-long) build
 
 
+@pytest.mark.e2e
 def test_every_stale_variable_is_named_in_one_error(work, tmp_path):
     gone = tmp_path / "elastic-audit-gone"
     env = clean_env(
@@ -60,6 +62,7 @@ def test_every_stale_variable_is_named_in_one_error(work, tmp_path):
     assert "elastic_audit_deactivate" in line
 
 
+@pytest.mark.e2e
 def test_a_failing_source_says_it_is_retrying_on_a_terminal(work, tmp_path):
     (work / "elastic-audit.toml").write_text(
         QUICK_CONFIG.replace("retries = 0", "retries = 2").replace("timeout = 5", "timeout = 3")
@@ -102,6 +105,7 @@ def shim(tmp_path: Path) -> Path:
     return bin_dir
 
 
+@pytest.mark.e2e
 def test_the_demo_recipe_in_docs_commands_runs_adds_an_incident_and_deactivates(tmp_path):
     import os
     import subprocess
@@ -182,6 +186,7 @@ def test_every_flag_and_output_format_of_every_command_is_in_the_docs():
     assert missing == []
 
 
+@pytest.mark.e2e
 def test_every_environment_variable_the_tool_reads_is_in_docs_configuration():
     import subprocess
 
@@ -210,6 +215,7 @@ def test_the_docs_describe_the_fix_the_tool_writes():
 # -- narrow terminals ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("columns", [60, 80, 100])
 def test_a_narrow_terminal_gets_a_block_per_finding_with_identifiers_whole(
     box, work, tmp_path, columns
@@ -233,6 +239,7 @@ def test_a_narrow_terminal_gets_a_block_per_finding_with_identifiers_whole(
 # -- conventions people bring -------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_version_names_flytekit_the_plugin_torch_and_python(work, tmp_path):
     import platform
     from importlib.metadata import version
@@ -245,6 +252,7 @@ def test_version_names_flytekit_the_plugin_torch_and_python(work, tmp_path):
     assert f"Python {platform.python_version()}" in line
 
 
+@pytest.mark.e2e
 def test_shell_completion_completes_commands_and_flags(work, tmp_path):
     env = clean_env(tmp_path, _ELASTIC_AUDIT_COMPLETE="complete_bash")
     env.update(COMP_WORDS="elastic-audit sc", COMP_CWORD="1")
@@ -267,6 +275,7 @@ def test_shell_completion_completes_commands_and_flags(work, tmp_path):
     assert "_ELASTIC_AUDIT_COMPLETE=complete_bash" in shown.stdout, shown.stderr
 
 
+@pytest.mark.e2e
 def test_p_and_d_short_flags_as_flytectl_spells_them(box, work, tmp_path):
     env = box.child_environ(clean_env(tmp_path))
     r = cli("show", "azvg5f9v9974m78fvlf7", "-p", "gs1", "-d", "production", "-o", "json",
@@ -278,6 +287,7 @@ def test_p_and_d_short_flags_as_flytectl_spells_them(box, work, tmp_path):
     assert names == {"c3p8r2w6y1t5u9e4o7i0"}
 
 
+@pytest.mark.e2e
 def test_config_prints_each_effective_value_and_its_origin_and_never_a_secret(box, work, tmp_path):
     (work / "elastic-audit.toml").write_text(
         QUICK_CONFIG + '[scan]\nworkers = 3\n'
@@ -308,6 +318,7 @@ def test_config_prints_each_effective_value_and_its_origin_and_never_a_secret(bo
     assert json.loads(table)["checkpoints.input"]["value"] == "checkpoint_dir"
 
 
+@pytest.mark.e2e
 def test_relaunch_results_link_the_new_execution_and_the_plan_is_data(box, work, tmp_path):
     (work / "elastic-audit.toml").write_text(
         QUICK_CONFIG.replace("[flyte]\n", '[flyte]\nconsole_url = "https://flyte.example.com/console"\n')

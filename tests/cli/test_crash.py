@@ -7,6 +7,7 @@ import os
 import textwrap
 from pathlib import Path
 
+import pytest
 from support.cli import run, run_process
 
 SECRET = "s3cr3t-token-value-1234"
@@ -31,6 +32,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path, "LOKI_BEARER_TOKEN": SECRET}
 
 
+@pytest.mark.e2e
 def test_a_crash_in_the_demos_scan_is_not_an_all_clear(tmp_path: Path) -> None:
     p = run_process("demo", "-o", "json", env=_env(tmp_path))
     assert p.returncode == 70, p.stderr[-2000:]

@@ -15,6 +15,7 @@ from support.expected import EXPECTED_WITH_EVENTS
 from forensics.sandbox.incident import EVENT_ONLY, REFERENCE_CHECKPOINT
 
 
+@pytest.mark.e2e
 def test_demo_reports_the_reference_incident_affected_with_an_empty_checkpoint():
     r = run_process("demo", "-o", "json", "--no-progress", timeout=300)
     assert r.returncode == 0, r.stderr
@@ -46,6 +47,7 @@ def test_demo_without_the_demo_extra_names_the_install_command(missing, monkeypa
     )  # one line, before any server starts
 
 
+@pytest.mark.e2e
 def test_keep_running_prints_an_environment_other_commands_use():
     # stdout is a pipe: it holds the scan's report alone; the environment goes to stderr.
     proc = subprocess.Popen(

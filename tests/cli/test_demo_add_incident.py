@@ -14,6 +14,8 @@ from support.cli import CLI, run_process
 
 from forensics.cli.demo import PIDFILE
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def sleeper():

@@ -21,6 +21,8 @@ from support.terminal import clean_env, one_error_line, work_dir
 
 from forensics.sandbox.loki_server import FaultRule
 
+pytestmark = pytest.mark.e2e
+
 INTERRUPTED = "elastic-audit: interrupted\n"
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 

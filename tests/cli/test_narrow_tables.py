@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from support.terminal import clean_env, rows_fit, run_in_pty, work_dir
 
+pytestmark = pytest.mark.e2e
+
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 LONG = "gs1:production:nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"
 

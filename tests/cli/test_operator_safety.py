@@ -20,6 +20,8 @@ from support.cli import CLI, run_process
 from support.scan import WINDOW
 from support.terminal import clean_env, one_error_line, work_dir
 
+pytestmark = pytest.mark.e2e
+
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 RACED = "gs1:production:nightly-distill-bigmodel-c42-nem1b-a2-lr5em5-v1-retrain"
 DOCS = paths.DOCS

@@ -128,6 +128,7 @@ def _runner(tmp_path: Path, env: dict[str, str]) -> Runner:
     )
 
 
+@pytest.mark.integration
 def test_loki_aws_and_flyte_secrets_never_printed_by_scan_show_relaunch_right_or_wrong(
     tmp_path,
 ):
@@ -188,6 +189,7 @@ def test_loki_aws_and_flyte_secrets_never_printed_by_scan_show_relaunch_right_or
         assert_nothing_left_anywhere(where)
 
 
+@pytest.mark.integration
 def test_github_token_never_printed_by_pin_bump_right_or_wrong(tmp_path):
     tree = build_tree(tmp_path / "repo")
     state, _ = fork_network(fixed=True)
@@ -210,6 +212,7 @@ def test_github_token_never_printed_by_pin_bump_right_or_wrong(tmp_path):
     assert_nothing_left_anywhere(tmp_path / "repo")
 
 
+@pytest.mark.e2e
 def test_demo_and_fix_never_print_the_secrets_in_their_environment(tmp_path):
     run = _runner(
         tmp_path,
@@ -287,6 +290,7 @@ def _dead_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.integration
 def test_credentials_inside_every_url_are_masked_in_every_channel_and_still_sent(tmp_path):
     from support.guard import SECRET_PATH, HTTPRecorder
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from support.cli import run_process
 from support.terminal import one_error_line
+
+pytestmark = pytest.mark.e2e
 
 
 def _env(home: Path) -> dict[str, str]:

@@ -8,6 +8,7 @@ When the tool's output changes on purpose, regenerate the page's outputs with
 
 from __future__ import annotations
 
+import pytest
 from support import walkthrough
 
 # Blocks the page marks as not run, and why: each needs what a test may not use.
@@ -18,6 +19,7 @@ NOT_RUN = {
 }
 
 
+@pytest.mark.e2e
 def test_every_command_the_walkthrough_shows_prints_what_it_shows():
     page = walkthrough.PAGE.read_text()
     _, diff, skipped = walkthrough.run_page(page)

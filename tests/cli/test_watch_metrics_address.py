@@ -13,6 +13,8 @@ import requests
 from support.cli import run_process, start_process
 from support.terminal import clean_env, one_error_line, work_dir
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:

@@ -9,8 +9,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from support.cli import CLI
 from support.paths import DOCS
+
+pytestmark = pytest.mark.e2e
 
 DOC = DOCS / "library.md"
 

@@ -31,6 +31,7 @@ def _verdicts(report: forensics.Report) -> list[tuple[str, str]]:
     return sorted((str(f.attempt), str(f.verdict)) for f in report.findings)
 
 
+@pytest.mark.integration
 def test_relauncher_plans_an_execution_given_as_text(settings, tmp_path):
     audit = tmp_path / "audit.jsonl"
     with forensics.Sources.from_settings(settings) as sources:
@@ -41,6 +42,7 @@ def test_relauncher_plans_an_execution_given_as_text(settings, tmp_path):
     assert as_text.verdict == "affected" and as_text.refusal is None
 
 
+@pytest.mark.integration
 def test_a_malformed_execution_is_a_usage_error_and_a_wrong_type_a_type_error(settings, tmp_path):
     with forensics.Sources.from_settings(settings) as sources:
         relauncher = forensics.Relauncher.over(sources, str(tmp_path / "audit.jsonl"))
@@ -65,6 +67,7 @@ def test_since_takes_a_timedelta_or_a_duration_as_the_cli_does():
         forensics.window_of(7, end)  # type: ignore[arg-type]
 
 
+@pytest.mark.integration
 def test_scan_window_with_a_timedelta_scans_the_same_window(settings):
     by_text = forensics.scan_window(settings, START, END)
     by_delta = forensics.scan_window(settings, timedelta(days=7), datetime(2026, 9, 11, tzinfo=UTC))
@@ -72,6 +75,7 @@ def test_scan_window_with_a_timedelta_scans_the_same_window(settings):
     assert _verdicts(by_delta) == _verdicts(by_text) and by_text.findings
 
 
+@pytest.mark.integration
 def test_one_project_as_a_str_is_one_project_not_its_letters(settings):
     one = forensics.scan_window(settings, START, END, projects="gs1", domains="production")
     listed = forensics.scan_window(settings, START, END, projects=["gs1"], domains=["production"])
@@ -81,6 +85,7 @@ def test_one_project_as_a_str_is_one_project_not_its_letters(settings):
         forensics.scan_window(settings, START, END, projects="gs 1")
 
 
+@pytest.mark.integration
 def test_merge_reports_takes_reports_as_well_as_their_documents(settings):
     report = forensics.scan_window(settings, START, END)
     as_docs = forensics.merge_reports([report.as_dict()])
@@ -89,6 +94,7 @@ def test_merge_reports_takes_reports_as_well_as_their_documents(settings):
     assert as_docs["summary"]["affected"] == report.summary.affected
 
 
+@pytest.mark.integration
 def test_sources_used_after_their_with_block_raise_instead_of_reporting_gaps(settings, tmp_path):
     with forensics.Sources.from_settings(settings) as sources:
         relauncher = forensics.Relauncher.over(sources, str(tmp_path / "audit.jsonl"))
@@ -117,6 +123,7 @@ def test_a_scan_scope_takes_one_project_as_one_name():
     assert not scope.covers("gs", "production")  # not a substring of the text
 
 
+@pytest.mark.integration
 def test_examine_and_build_timeline_take_the_cli_s_execution_text(settings):
     with forensics.Sources.from_settings(settings) as sources:
         exam = forensics.examine(sources, INCIDENT)

@@ -18,6 +18,8 @@ from forensics.model import rfc3339
 from forensics.report_json import report_from_json
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 MONTH = synthetic_month(attempts=300, signalled=60, affected=15, noise_lines=5_000, projects=2)
 START = MONTH.window.start
 SCHEMA = json.loads(paths.SCHEMA.read_text())

@@ -128,6 +128,7 @@ def answers(*statuses: tuple[int, dict[str, str]]) -> Iterator[tuple[str, list[f
         server.server_close()
 
 
+@pytest.mark.integration
 def test_a_webhook_503_with_retry_after_is_waited_for_then_delivered() -> None:
     policy = RetryPolicy(retries=3, backoff_factor=0.01, total_time=30)
     with answers((503, {"Retry-After": "1"})) as (url, seen), session() as s:
@@ -135,6 +136,7 @@ def test_a_webhook_503_with_retry_after_is_waited_for_then_delivered() -> None:
     assert d.error is None and len(seen) == 2 and seen[1] - seen[0] >= 0.95
 
 
+@pytest.mark.integration
 def test_a_webhook_that_keeps_failing_is_reported_with_its_meaning() -> None:
     policy = RetryPolicy(retries=2, backoff_factor=0.01, total_time=30)
     with answers(*[(500, {})] * 5) as (url, seen), session() as s:

@@ -13,6 +13,8 @@ from support.scan import CONFIG
 from forensics.sandbox.incident import REFERENCE_CHECKPOINT
 from forensics.sandbox.loki_server import FaultRule, LokiFaults
 
+pytestmark = pytest.mark.integration
+
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 
 

@@ -126,6 +126,7 @@ def guard_metrics_text(tmp_path: Path) -> str:
         return prom.read_text()
 
 
+@pytest.mark.integration
 def test_alert_rules_parse_as_promql_and_use_metrics_the_guard_writes(tmp_path, capsys):
     rule = by_kind("PrometheusRule")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
@@ -166,6 +167,7 @@ def pyflyte_package(tmp_path: Path, pkg: str) -> Path:
     return out
 
 
+@pytest.mark.e2e
 def test_pyflyte_packages_the_cron_launch_plan(tmp_path):
     with tarfile.open(pyflyte_package(tmp_path, "guard_workflow")) as tar:
         files = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
@@ -186,6 +188,7 @@ def test_pyflyte_packages_the_cron_launch_plan(tmp_path):
     assert [s.key for s in t.template.security_context.secrets] == ["notify-url"]
 
 
+@pytest.mark.integration
 def test_the_flyte_workflow_runs_the_guard_scan_locally(tmp_path, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(DEPLOY / "flyte"))  # as pyflyte's source root
     mod = importlib.import_module("guard_workflow")
@@ -225,6 +228,7 @@ def test_the_flyte_workflow_runs_the_guard_scan_locally(tmp_path, monkeypatch, c
         hook.close()
 
 
+@pytest.mark.integration
 def test_the_backfill_workflow_merges_its_slices_into_one_scan_locally(
     tmp_path, monkeypatch, capsys
 ):
@@ -271,6 +275,7 @@ def test_the_backfill_workflow_merges_its_slices_into_one_scan_locally(
     assert len(mod.slices(since, until, 10, teams, [], "")) == 6
 
 
+@pytest.mark.e2e
 def test_pyflyte_packages_the_backfill_with_a_map_task(tmp_path):
     with tarfile.open(pyflyte_package(tmp_path, "backfill_workflow")) as tar:
         names = [m.name for m in tar.getmembers() if m.isfile()]

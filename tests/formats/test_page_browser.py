@@ -29,6 +29,8 @@ from forensics.model import UTC, Window
 from forensics.sandbox.incident import REFERENCE, reference_scenario
 from forensics.sandbox.loki_server import FaultRule
 
+pytestmark = pytest.mark.e2e
+
 box, env = sandbox_fixtures(reference_scenario)
 
 

@@ -13,6 +13,8 @@ from support.synthetic import synthetic_month
 from forensics.sandbox.incident import ScenarioBuilder
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.e2e
+
 MONTH = synthetic_month(
     attempts=150, signalled=24, affected=8, suspected=2, noise_lines=0, projects=2
 )

@@ -16,6 +16,8 @@ from forensics.evidence.logs import SIGNAL_LINE_REGEX
 from forensics.model import Window, from_ns
 from forensics.sandbox.incident import REFERENCE, WINDOW_END, WINDOW_START, reference_scenario
 
+pytestmark = pytest.mark.e2e
+
 PAYLOAD = (
     "<img src=x onerror=\"document.title='pwned'\">"
     "<script>document.title='pwned'</script></code></li>&amp;"

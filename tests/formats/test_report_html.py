@@ -41,6 +41,8 @@ from forensics.model import (
 from forensics.sandbox.incident import reference_scenario
 from forensics.sources.task_resources import quantity, resources_of
 
+pytestmark = pytest.mark.integration
+
 HERE = paths.TESTS
 T0 = datetime(2026, 9, 10, 8, 0, tzinfo=UTC)
 SETTINGS = SerializationSettings(

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import pytest
 from support import paths
 from support.cli import run
 from support.scan import CONFIG, WINDOW, sandbox_fixtures
 
 from forensics.report_json import report_from_json
 from forensics.sandbox.incident import EVENT_ONLY, reference_scenario
+
+pytestmark = pytest.mark.integration
 
 box, env = sandbox_fixtures(reference_scenario, CONFIG + "[k8s_events]\nenabled = true\n")
 SCHEMA = json.loads(paths.SCHEMA.read_text())

@@ -22,6 +22,8 @@ from forensics.model import UTC, rfc3339
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 # Admin answers UNAVAILABLE at once during an outage: no retries, so the test does not wait.
 GUARD_CONFIG = CONFIG.replace("[flyte]\n", "[flyte]\nretries = 0\n")
 FIRST = WINDOW  # the first run of a state scans the incident's week

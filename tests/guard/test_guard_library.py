@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
 from support.guard import HTTPRecorder
 from support.scan import CONFIG
 
@@ -17,6 +18,8 @@ from forensics.guard import GuardOptions, run_guard
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 from forensics.scan.scope import ScanScope
+
+pytestmark = pytest.mark.integration
 
 
 def test_run_guard_returns_what_happened_and_prints_nothing(tmp_path, capsys):

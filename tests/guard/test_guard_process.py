@@ -60,6 +60,7 @@ def metrics(text: str) -> dict[tuple[str, tuple], float]:
     return out
 
 
+@pytest.mark.e2e
 def test_two_concurrent_runs_on_one_s3_state_notify_once(env, box, hook):
     boto3.client("s3", endpoint_url=box.env["AWS_ENDPOINT_URL_S3"]).create_bucket(Bucket="ops")
     state = "s3://ops/guard/state.json"
@@ -82,6 +83,7 @@ def test_two_concurrent_runs_on_one_s3_state_notify_once(env, box, hook):
     assert all(v["notified"] and "claimed_by" not in v for v in doc["items"].values())
 
 
+@pytest.mark.integration
 def test_s3_state_writes_are_conditional_on_the_etag_read(env, box):
     boto3.client("s3", endpoint_url=box.env["AWS_ENDPOINT_URL_S3"]).create_bucket(Bucket="ops")
     store = S3StateStore("s3://ops/state.json")
@@ -97,6 +99,7 @@ def test_s3_state_writes_are_conditional_on_the_etag_read(env, box):
     assert store.read()[0].runs == 2
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_and_sigterm_mid_run_leave_the_state_as_it_was(env, box, hook, capsys, sig, code):
     state = env / "state.json"
@@ -127,6 +130,7 @@ def test_ctrl_c_and_sigterm_mid_run_leave_the_state_as_it_was(env, box, hook, ca
     assert hook.posts() == []
 
 
+@pytest.mark.e2e
 def test_sigterm_during_delivery_lets_the_state_write_finish(env, box, hook):
     state = env / "state.json"
     hook.delay = 2.0
@@ -145,6 +149,7 @@ def test_sigterm_during_delivery_lets_the_state_write_finish(env, box, hook):
     assert all(v["notified"] and "claimed_by" not in v for v in doc["items"].values())
 
 
+@pytest.mark.integration
 def test_metrics_file_and_pushgateway_carry_the_metrics_of_spec_9(env, box, capsys):
     gateway = HTTPRecorder()
     try:
@@ -181,6 +186,7 @@ def test_metrics_file_and_pushgateway_carry_the_metrics_of_spec_9(env, box, caps
         gateway.close()
 
 
+@pytest.mark.e2e
 def test_watch_serves_metrics_and_exits_0_on_sigterm(env, box, capsys):
     state = env / "state.json"
     # watch's first window runs to now: it must find what a plain scan of that window finds.

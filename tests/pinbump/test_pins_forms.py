@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from support.pins import NEW_SHA, OLD_A, OLD_B, run_cli, snapshot
 
+pytestmark = pytest.mark.e2e
+
 TOKEN = "ghs_n0tR3al5ecretT0kenF0rTests000000"  # a literal installation token in a URL
 AT_NEW = f"flytekit @ https://github.com/exa-labs/flytekit/archive/{NEW_SHA}.tar.gz\n"
 

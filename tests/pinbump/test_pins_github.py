@@ -45,6 +45,7 @@ def _closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
+@pytest.mark.integration
 def test_commit_in_masters_history_is_verified_through_compare_then_bumped(tree) -> None:
     state, _ = fork_network()
     with serve_github(state) as gh:
@@ -60,6 +61,7 @@ def test_commit_in_masters_history_is_verified_through_compare_then_bumped(tree)
         assert (tree.root / rel).read_bytes() == (GOLDEN / rel).read_bytes()
 
 
+@pytest.mark.e2e
 def test_commit_only_on_a_later_page_of_branches_is_verified(tree) -> None:
     state, fork = fork_network()
     for i in range(3):
@@ -80,6 +82,7 @@ def test_commit_only_on_a_later_page_of_branches_is_verified(tree) -> None:
     assert sum(r.path.endswith("/branches") for r in state.requests) == 3
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode", [[], ["--dry-run"], ["--check"]])
 def test_imposter_commit_from_another_fork_is_refused_with_nothing_written(tree, mode) -> None:
     state, _ = fork_network()
@@ -92,6 +95,7 @@ def test_imposter_commit_from_another_fork_is_refused_with_nothing_written(tree,
     assert proc.stdout == ""
 
 
+@pytest.mark.integration
 def test_commit_unknown_to_the_network_is_refused(tree) -> None:
     state, _ = fork_network()
     before = snapshot(tree.base)
@@ -102,6 +106,7 @@ def test_commit_unknown_to_the_network_is_refused(tree) -> None:
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.integration
 def test_github_answering_500_is_exit_2_after_retries_and_nothing_written(tree) -> None:
     state, _ = fork_network()
     state.faults.append(Fault(r"/commits/", status=500))
@@ -114,6 +119,7 @@ def test_github_answering_500_is_exit_2_after_retries_and_nothing_written(tree) 
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.integration
 def test_one_transient_500_is_retried_and_the_bump_goes_through(tree) -> None:
     state, _ = fork_network()
     state.faults.append(Fault(r"/compare/", status=502, times=1))
@@ -122,6 +128,7 @@ def test_one_transient_500_is_retried_and_the_bump_goes_through(tree) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.integration
 def test_unreachable_github_is_exit_2_with_the_reason_and_nothing_written(tree) -> None:
     before = snapshot(tree.base)
     proc = run_cli(NEW_SHA, "--root", str(tree.root), env={"GITHUB_API_URL": _closed_port_url()})
@@ -132,12 +139,14 @@ def test_unreachable_github_is_exit_2_with_the_reason_and_nothing_written(tree) 
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.integration
 def test_no_verify_never_contacts_github(tree) -> None:
     env = {"GITHUB_API_URL": _closed_port_url()}
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", env=env)
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.integration
 def test_slow_github_times_out_as_a_typed_error() -> None:
     state, _ = fork_network()
     state.faults.append(Fault(r"/commits/", status=None, delay=1.0))
@@ -147,6 +156,7 @@ def test_slow_github_times_out_as_a_typed_error() -> None:
             client.verify_commit(NEW_SHA)
 
 
+@pytest.mark.integration
 def test_token_is_sent_as_bearer_and_never_printed(tree) -> None:
     token = "ghp_s3cr3tT0kenThatMustNeverLeak0123456789"
     state, _ = fork_network()
@@ -182,6 +192,7 @@ def test_token_is_sent_as_bearer_and_never_printed(tree) -> None:
 # --------------------------------------------------------------------------- --require-fix
 
 
+@pytest.mark.integration
 def test_require_fix_accepts_a_commit_whose_plugin_carries_the_fix(tree) -> None:
     state, _ = fork_network(fixed=True)
     with serve_github(state) as gh:
@@ -203,6 +214,7 @@ def test_require_fix_accepts_a_commit_whose_plugin_carries_the_fix(tree) -> None
         assert (tree.root / rel).read_bytes() == (GOLDEN / rel).read_bytes()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("fixed", "status"), [(False, "vulnerable"), (None, "unknown")])
 def test_require_fix_refuses_a_commit_without_the_fix_and_writes_nothing(
     tree, fixed, status
@@ -249,6 +261,7 @@ def test_archive_with_internal_links_unpacks_to_its_top_directory(tmp_path: Path
     assert (top / "pkg/alias.py").read_text() == "print(1)\n"
 
 
+@pytest.mark.e2e
 def test_path_traversal_archive_from_github_is_refused_with_nothing_written(tree) -> None:
     state, fork = fork_network(fixed=True)
     fork.archives[NEW_SHA] = tarball((member("exa-top/../../../pwned.txt"), b"pwned"))
@@ -262,6 +275,7 @@ def test_path_traversal_archive_from_github_is_refused_with_nothing_written(tree
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.integration
 def test_oversized_archive_is_refused_while_streaming(tmp_path: Path) -> None:
     state, _ = fork_network(fixed=True)
     with serve_github(state) as gh:
@@ -272,6 +286,7 @@ def test_oversized_archive_is_refused_while_streaming(tmp_path: Path) -> None:
     assert not list((tmp_path).glob("*.py"))
 
 
+@pytest.mark.integration
 def test_verify_commit_rejects_an_imposter_at_library_level() -> None:
     state, _ = fork_network()
     with serve_github(state) as gh:

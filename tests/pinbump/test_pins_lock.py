@@ -69,6 +69,7 @@ def _uv(uv: str, directory: Path, env: dict[str, str], *args: str) -> subprocess
     )
 
 
+@pytest.mark.e2e
 def test_lock_relocks_every_stale_lock_against_the_new_archive(
     tmp_path: Path, uv: str, uv_env: dict[str, str], archives: ArchiveHost
 ) -> None:
@@ -91,6 +92,7 @@ def test_lock_relocks_every_stale_lock_against_the_new_archive(
     assert fetched in [r.path for r in archives.state.requests]
 
 
+@pytest.mark.e2e
 def test_failing_lock_rolls_back_every_file_including_locks_already_rewritten(
     tmp_path: Path, uv: str, uv_env: dict[str, str]
 ) -> None:
@@ -111,6 +113,7 @@ def test_failing_lock_rolls_back_every_file_including_locks_already_rewritten(
     assert snapshot(root) == before
 
 
+@pytest.mark.e2e
 def test_lock_for_a_commit_github_does_not_serve_fails_and_rolls_back(
     tmp_path: Path, uv: str, uv_env: dict[str, str]
 ) -> None:
@@ -124,6 +127,7 @@ def test_lock_for_a_commit_github_does_not_serve_fails_and_rolls_back(
     assert snapshot(root) == before
 
 
+@pytest.mark.e2e
 def test_stale_lock_is_reported_and_uv_agrees_it_is_stale(
     tmp_path: Path, uv: str, uv_env: dict[str, str]
 ) -> None:

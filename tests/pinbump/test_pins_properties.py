@@ -6,11 +6,14 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.pins import NEW_SHA, OLD_A, OLD_B
 
 from forensics.pinbump.plan import plan_bump
+
+pytestmark = pytest.mark.e2e
 
 HEX = re.compile(r"([0-9a-f]{7,40})")
 FORMS = (

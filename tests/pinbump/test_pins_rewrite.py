@@ -50,6 +50,7 @@ def test_golden_files_differ_from_the_fixture_only_in_the_forks_commits() -> Non
     assert b"\r\n" in (GOLDEN / "services/windows-tool/pyproject.toml").read_bytes()
 
 
+@pytest.mark.e2e
 def test_bump_rewrites_every_fork_pin_to_the_golden_bytes(tree) -> None:
     before = snapshot(tree.base)
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "-o", "json")
@@ -74,6 +75,7 @@ def test_bump_rewrites_every_fork_pin_to_the_golden_bytes(tree) -> None:
     assert "uv.lock now stale" in proc.stderr
 
 
+@pytest.mark.e2e
 def test_second_bump_to_the_same_commit_changes_nothing(tree) -> None:
     assert run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify").returncode == 0
     before = snapshot(tree.base)
@@ -83,6 +85,7 @@ def test_second_bump_to_the_same_commit_changes_nothing(tree) -> None:
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.e2e
 def test_dry_run_prints_a_diff_that_applies_to_the_golden_bytes_and_writes_nothing(
     tree, tmp_path: Path
 ) -> None:
@@ -107,6 +110,7 @@ def test_dry_run_prints_a_diff_that_applies_to_the_golden_bytes_and_writes_nothi
         assert (copy / rel).read_bytes() == (GOLDEN / rel).read_bytes(), rel
 
 
+@pytest.mark.e2e
 def test_dry_run_output_diff_is_a_plain_patch_git_apply_accepts(tree, tmp_path: Path) -> None:
     # `pin-bump SHA --dry-run -o diff > bump.patch`: the patch alone on stdout (it was JSON with
     # the diff inside a string), the summary for the person on stderr.
@@ -131,6 +135,7 @@ def test_dry_run_output_diff_is_a_plain_patch_git_apply_accepts(tree, tmp_path: 
         assert (copy / rel).read_bytes() == (GOLDEN / rel).read_bytes(), rel
 
 
+@pytest.mark.e2e
 def test_check_exits_1_on_stale_pins_then_0_once_bumped_and_never_writes(tree) -> None:
     before = snapshot(tree.base)
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "--check", "-o", "json")
@@ -154,6 +159,7 @@ def test_short_or_malformed_sha_is_refused_with_nothing_written(tree, bad: str) 
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.e2e
 def test_malformed_toml_anywhere_is_refused_with_file_and_line_and_nothing_written(tree) -> None:
     broken = tree.root / "services/broken/pyproject.toml"
     broken.parent.mkdir(parents=True)
@@ -166,6 +172,7 @@ def test_malformed_toml_anywhere_is_refused_with_file_and_line_and_nothing_writt
         assert snapshot(tree.base) == before
 
 
+@pytest.mark.e2e
 def test_malformed_toml_in_a_file_with_a_pin_names_its_line(tree) -> None:
     broken = tree.root / "pyproject.toml"
     text = broken.read_text().replace('lint = ["ruff"]', 'lint = = ["ruff"]')
@@ -178,6 +185,7 @@ def test_malformed_toml_in_a_file_with_a_pin_names_its_line(tree) -> None:
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.e2e
 def test_discovery_skips_venvs_node_modules_git_and_links_out_of_the_root(tree) -> None:
     found = [p.relative_to(tree.root).as_posix() for p in discover(tree.root)]
     assert found == [
@@ -198,6 +206,7 @@ def _pinned_pyproject(where: Path) -> None:
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "where",
     [
@@ -225,6 +234,7 @@ def test_discovery_skips_environments_by_name_and_marker(tree, where: str) -> No
         assert (tree.root / rel).read_bytes() == (GOLDEN / rel).read_bytes()
 
 
+@pytest.mark.e2e
 def test_in_a_git_work_tree_only_tracked_files_are_bumped(tree) -> None:
     """Untracked and ignored manifests are someone's local state, not the monorepo's."""
     env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -256,6 +266,7 @@ def test_in_a_git_work_tree_only_tracked_files_are_bumped(tree) -> None:
         assert (tree.root / rel).read_bytes() == (GOLDEN / rel).read_bytes()
 
 
+@pytest.mark.e2e
 def test_package_filter_moves_only_the_named_plugin_everywhere(tree) -> None:
     plan = plan_bump(tree.root, NEW_SHA, packages=["FlyteKitPlugins_KFPyTorch"])
     moved = [p for c in plan.changes for p in c.pins]
@@ -276,6 +287,7 @@ def test_package_filter_moves_only_the_named_plugin_everywhere(tree) -> None:
     )
 
 
+@pytest.mark.e2e
 def test_package_that_matches_no_pin_is_refused(tree) -> None:
     before = snapshot(tree.base)
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "--package", "flytekitt")
@@ -284,6 +296,7 @@ def test_package_that_matches_no_pin_is_refused(tree) -> None:
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.e2e
 def test_other_repository_pins_and_comments_stay_even_with_the_same_commit(tree) -> None:
     plan = plan_bump(tree.root, NEW_SHA)
     after = {c.rel: c.after for c in plan.changes}
@@ -305,6 +318,7 @@ def test_other_repository_pins_and_comments_stay_even_with_the_same_commit(tree)
     assert "libs/legacy/requirements-dev.txt" not in after
 
 
+@pytest.mark.e2e
 def test_requirement_split_across_a_continuation_inside_the_commit_cannot_move(
     tmp_path: Path,
 ) -> None:
@@ -319,6 +333,7 @@ def test_requirement_split_across_a_continuation_inside_the_commit_cannot_move(
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.e2e
 def test_unparseable_requirement_naming_the_fork_cannot_move_and_is_named(
     tmp_path: Path,
 ) -> None:
@@ -330,6 +345,7 @@ def test_unparseable_requirement_naming_the_fork_cannot_move_and_is_named(
     assert "cannot move: requirements-ci.txt:2: cannot parse it as a requirement" in proc.stderr
 
 
+@pytest.mark.e2e
 def test_read_only_file_refuses_before_writing_anything(tree) -> None:
     target = tree.root / "services/train/requirements.txt"
     target.chmod(0o444)
@@ -340,6 +356,7 @@ def test_read_only_file_refuses_before_writing_anything(tree) -> None:
     assert snapshot(tree.base) == before
 
 
+@pytest.mark.e2e
 def test_write_failing_mid_way_restores_every_file_already_written(tree) -> None:
     # A file-size limit makes the last write fail after four files were already replaced
     # (EFBIG: python ignores SIGXFSZ). Works as root too, unlike permission tricks.
@@ -362,6 +379,7 @@ def test_write_failing_mid_way_restores_every_file_already_written(tree) -> None
     assert snapshot(tree.base) == before  # bytes and mtimes; no temporary files left
 
 
+@pytest.mark.e2e
 def test_table_summary_lists_files_pins_and_old_commits(tree) -> None:
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--no-verify", "-o", "table")
     assert proc.returncode == 0, proc.stderr
@@ -377,6 +395,7 @@ def test_dry_run_and_check_together_is_a_usage_error(tree) -> None:
     assert proc.returncode == 2 and "cannot be combined" in proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", [[], ["--check"], ["--dry-run"]])
 def test_no_pins_at_all_is_refused_not_an_all_clear(tmp_path: Path, mode: list[str]) -> None:
     # A tree without pins of the repo (or a --repo typo) is a mistake, never "all 0 pins at SHA".
@@ -388,11 +407,13 @@ def test_no_pins_at_all_is_refused_not_an_all_clear(tmp_path: Path, mode: list[s
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.e2e
 def test_a_repo_typo_finds_no_pin_and_is_refused(tree) -> None:
     proc = run_cli(NEW_SHA, "--root", str(tree.root), "--repo", "exa-labs/flytkit", "--check")
     assert proc.returncode == 2 and "no pin of exa-labs/flytkit" in proc.stderr
 
 
+@pytest.mark.e2e
 def test_root_defaults_to_the_git_top_level(tree) -> None:
     sub = tree.root / "services/train"
     env_git = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}

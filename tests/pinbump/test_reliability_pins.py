@@ -27,6 +27,7 @@ def tree(tmp_path: Path):
     return build_tree(tmp_path)
 
 
+@pytest.mark.e2e
 def test_a_file_edited_while_the_commit_is_verified_refuses_and_writes_nothing(tree) -> None:
     # GitHub answers slowly; meanwhile a colleague saves a change to one of the files the plan
     # was computed from. Writing now would overwrite that edit with a stale rewrite.
@@ -56,6 +57,7 @@ def test_a_file_edited_while_the_commit_is_verified_refuses_and_writes_nothing(t
     assert snapshot(tree.base) == before  # the colleague's edit stands, nothing else moved
 
 
+@pytest.mark.integration
 def test_ctrl_c_between_two_file_writes_puts_every_file_back(tree, monkeypatch) -> None:
     # Injection (in-process, at the OS boundary): the second os.replace into the tree lands,
     # then a KeyboardInterrupt is raised, as a Ctrl-C arriving right after it would be.
@@ -79,6 +81,7 @@ def test_ctrl_c_between_two_file_writes_puts_every_file_back(tree, monkeypatch) 
     assert snapshot(tree.base) == before  # bytes and mtimes; no temporary file left
 
 
+@pytest.mark.e2e
 def test_ctrl_c_while_uv_locks_puts_pins_and_locks_back(tmp_path) -> None:
     # Real uv, fetching the new archive through the loopback HTTPS host, which holds the
     # download; the Ctrl-C reaches pin-bump while it waits for uv.

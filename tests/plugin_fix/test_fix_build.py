@@ -25,6 +25,8 @@ from support.fix import (
 from forensics.plugin_fix.layout import TASK_PY
 from forensics.plugin_fix.patch import apply
 
+pytestmark = pytest.mark.e2e
+
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -108,7 +110,6 @@ def _venv_with_wheel(wheel: Path, where: Path) -> Path:
     return python
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("release", ["1.13.15", "1.16.31"])  # one of each flytekit era
 def test_fix_build_wheel_installs_with_pip_and_probes_fixed(
     release: str,

@@ -142,6 +142,7 @@ def test_static_check_without_a_handler_is_unknown() -> None:
     assert analyze_task_source("def broken(:\n")[0] == "unknown"
 
 
+@pytest.mark.e2e
 def test_check_source_finds_the_plugin_in_a_github_tarball_layout(
     sdist_tree: Path, tmp_path: Path
 ) -> None:
@@ -155,6 +156,7 @@ def test_check_source_finds_the_plugin_in_a_github_tarball_layout(
     assert check_source(extracted).status == "fixed"
 
 
+@pytest.mark.e2e
 def test_fix_check_source_refuses_a_bare_reraise_as_the_fix(sdist_tree: Path) -> None:
     """`raise` instead of IgnoreOutputs is not silent, but every preemption would fail for good."""
     task = task_py(sdist_tree)
@@ -173,6 +175,7 @@ def test_static_check_follows_an_alias_of_the_recoverable_error() -> None:
     assert analyze_task_source(source)[0] == "fixed"
 
 
+@pytest.mark.e2e
 def test_fix_check_source_on_the_stock_and_the_patched_sdist(sdist_tree: Path) -> None:
     assert task_py(sdist_tree).read_text() == STOCK  # the sdist is the installed plugin
     stock = cli_json("fix", "check", "--source", sdist_tree, expect=1)
@@ -185,11 +188,13 @@ def test_fix_check_source_on_the_stock_and_the_patched_sdist(sdist_tree: Path) -
     assert "SystemExit(128 + e.sigval)" in fixed["reason"]
 
 
+@pytest.mark.e2e
 def test_fix_check_source_without_a_plugin_is_unknown(tmp_path: Path) -> None:
     data = cli_json("fix", "check", "--source", tmp_path, expect=2)
     assert data["status"] == "unknown"
 
 
+@pytest.mark.e2e
 def test_fix_check_refuses_python_and_source_together(tmp_path: Path) -> None:
     proc = run_cli("fix", "check", "--python", sys.executable, "--source", tmp_path)
     assert proc.returncode == 2
@@ -199,7 +204,7 @@ def test_fix_check_refuses_python_and_source_together(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- probe
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_stock_plugin_environment_is_vulnerable() -> None:
     data = cli_json("fix", "check", expect=1)
     assert data["status"] == "vulnerable"
@@ -220,7 +225,7 @@ def _interpreter_seeing(tree: Path, tmp_path: Path) -> Path:
     return wrapper
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_patched_plugin_environment_is_fixed(sdist_tree: Path, tmp_path: Path) -> None:
     cli_json("fix", "apply", sdist_tree, expect=0)
     python = _interpreter_seeing(sdist_tree, tmp_path)
@@ -239,7 +244,7 @@ def test_patched_plugin_environment_is_fixed(sdist_tree: Path, tmp_path: Path) -
     assert "fixed" in table.stdout and "exit-143" in table.stdout
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_interpreter_without_the_plugin_is_not_installed(tmp_path: Path) -> None:
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -248,6 +253,7 @@ def test_interpreter_without_the_plugin_is_not_installed(tmp_path: Path) -> None
     assert data["plugin_version"] is None
 
 
+@pytest.mark.e2e
 def test_fix_check_with_a_missing_or_broken_interpreter(tmp_path: Path) -> None:
     proc = run_cli("fix", "check", "--python", tmp_path / "no-such-python")
     assert proc.returncode == 2

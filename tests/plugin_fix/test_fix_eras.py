@@ -34,7 +34,7 @@ from support.fix import (
 
 from forensics.plugin_fix.patch import apply
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 TORCH = "torch==2.13.0"  # what this project pins; an unpinned torch pulls a multi-GB CUDA build
 SIGNAL_TESTS = "sigterm or rank_zero"

@@ -42,12 +42,14 @@ def test_patch_is_git_format_against_the_flytekit_repository_layout() -> None:
     assert paths == [f"{PLUGIN_DIR}/{TASK_PY}", f"{PLUGIN_DIR}/{TEST_FILE}"]
 
 
+@pytest.mark.e2e
 def test_fix_show_prints_the_patch_byte_for_byte_even_into_a_pipe() -> None:
     proc = run_cli("fix", "show")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == load_patch()
 
 
+@pytest.mark.e2e
 def test_fix_show_json_describes_the_patch() -> None:
     data = cli_json("fix", "show", expect=0)
     assert data["patch"] == load_patch()
@@ -58,6 +60,7 @@ def test_fix_show_json_describes_the_patch() -> None:
     assert "'csv' is not one of table, json" in csv.stderr
 
 
+@pytest.mark.e2e
 def test_git_apply_and_fix_apply_give_the_same_checkout(sdist_tree: Path, tmp_path: Path) -> None:
     """The patch is a real git patch (upstream PR material), and our applier agrees with git."""
     by_git = make_checkout(sdist_tree, tmp_path / "by-git")
@@ -74,6 +77,7 @@ def test_git_apply_and_fix_apply_give_the_same_checkout(sdist_tree: Path, tmp_pa
     assert snapshot(by_us) != snapshot(make_checkout(sdist_tree, tmp_path / "pristine"))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("layout", ["sdist", "plugin", "checkout"])
 def test_fix_apply_detects_the_layout_and_is_idempotent(
     layout: str, sdist_tree: Path, tmp_path: Path
@@ -99,6 +103,7 @@ def test_fix_apply_detects_the_layout_and_is_idempotent(
     assert "already-applied" in table.stdout
 
 
+@pytest.mark.e2e
 def test_fix_apply_check_writes_nothing(sdist_tree: Path) -> None:
     before = snapshot(sdist_tree)
     data = cli_json("fix", "apply", "--check", sdist_tree, expect=0)
@@ -116,6 +121,7 @@ def _assert_refused(proc: subprocess.CompletedProcess[str], *words: str) -> None
         assert word in line
 
 
+@pytest.mark.e2e
 def test_fix_apply_refuses_a_directory_that_is_not_flytekit(tmp_path: Path) -> None:
     (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup()\n")
     (tmp_path / "task.py").write_text("raise IgnoreOutputs()\n")
@@ -125,11 +131,13 @@ def test_fix_apply_refuses_a_directory_that_is_not_flytekit(tmp_path: Path) -> N
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.e2e
 def test_fix_apply_points_at_the_sdist_inside_the_unpack_dir(sdist_tree: Path) -> None:
     proc = run_cli("fix", "apply", sdist_tree.parent)
     _assert_refused(proc, f"did you mean {sdist_tree}?")
 
 
+@pytest.mark.e2e
 def test_fix_apply_refuses_the_tarball_and_a_missing_directory(
     kfpytorch_sdist: Path, tmp_path: Path
 ) -> None:
@@ -137,6 +145,7 @@ def test_fix_apply_refuses_the_tarball_and_a_missing_directory(
     _assert_refused(run_cli("fix", "apply", tmp_path / "nope"), "no such directory")
 
 
+@pytest.mark.e2e
 def test_fix_apply_refuses_an_installed_package(sdist_tree: Path, tmp_path: Path) -> None:
     site = tmp_path / "site-packages"
     shutil.copytree(sdist_tree / "flytekitplugins", site / "flytekitplugins")
@@ -145,6 +154,7 @@ def test_fix_apply_refuses_an_installed_package(sdist_tree: Path, tmp_path: Path
     assert snapshot(site) == before
 
 
+@pytest.mark.e2e
 def test_fix_apply_reports_a_source_it_was_not_written_for(sdist_tree: Path) -> None:
     """Someone's own (non-recoverable) change to the handler: not the known bug, nothing written."""
     task = task_py(sdist_tree)
@@ -158,6 +168,7 @@ def test_fix_apply_reports_a_source_it_was_not_written_for(sdist_tree: Path) -> 
     assert snapshot(sdist_tree) == before
 
 
+@pytest.mark.e2e
 def test_fix_apply_refuses_a_half_patched_tree(sdist_tree: Path, tmp_path: Path) -> None:
     pristine_tests = (sdist_tree / TEST_FILE).read_bytes()
     cli_json("fix", "apply", sdist_tree, expect=0)
@@ -169,6 +180,7 @@ def test_fix_apply_refuses_a_half_patched_tree(sdist_tree: Path, tmp_path: Path)
     assert snapshot(sdist_tree) == before
 
 
+@pytest.mark.e2e
 def test_fix_apply_never_rewrites_line_endings(sdist_tree: Path) -> None:
     """A CRLF checkout (core.autocrlf on Windows) is fixed in CRLF, never converted to LF."""
     for rel in (TASK_PY, TEST_FILE):
@@ -193,6 +205,7 @@ def _tree_state(root: Path) -> dict[str, tuple[bytes, int, int]]:
     }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("interrupt", "code"),
     [(KeyboardInterrupt, 130), (lambda: SystemExit(143), 143)],
@@ -230,7 +243,7 @@ def test_an_interrupt_between_the_two_file_replacements_puts_both_files_back(
     assert check_source(sdist_tree).status == "vulnerable"
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_fix_commands_work_from_a_non_editable_install(sdist_tree: Path, tmp_path: Path) -> None:
     """Build the wheel, install it into a plain directory, and run `fix` from there."""
     src = tmp_path / "src"

@@ -30,6 +30,8 @@ from forensics.plugin_fix.check import check_source
 from forensics.plugin_fix.layout import PLUGIN_DIR, TASK_PY
 from forensics.plugin_fix.patch import apply, load_patch
 
+pytestmark = pytest.mark.e2e
+
 # One release per minor line that has the bug (from 1.10.3 on, docs/verdicts.md), the first one too.
 RELEASES = ("1.10.3", "1.11.0", "1.12.3", "1.13.15", "1.14.9", "1.15.4", "1.16.31")
 MASTER_ENV = "ELASTIC_AUDIT_FLYTEKIT_GIT"

@@ -36,7 +36,7 @@ from support.fix import (
 from forensics.plugin_fix.check import check_source
 from forensics.plugin_fix.patch import apply, load_patch
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 SUITE_TIMEOUT_S = 900
 SUPPORT = paths.SUPPORT  # files copied into the suite's and task's runs

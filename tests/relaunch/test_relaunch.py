@@ -53,6 +53,7 @@ def mutations(box) -> int:
     return sum(counts[m] for m in MUTATING)
 
 
+@pytest.mark.integration
 def test_relaunch_of_the_reference_incident_happens_once_with_overwrite_cache(
     box, capsys, tmp_path
 ):
@@ -83,6 +84,7 @@ def test_relaunch_of_the_reference_incident_happens_once_with_overwrite_cache(
     ]
 
 
+@pytest.mark.integration
 def test_a_lost_response_is_retried_without_a_second_execution(box, capsys, tmp_path):
     box.admin.faults.lose_relaunch_response = 1  # Admin performs it, the answer never arrives
     code, out, _ = relaunch(capsys, str(MULTI), "--yes", "-o", "json")
@@ -100,6 +102,7 @@ def test_a_lost_response_is_retried_without_a_second_execution(box, capsys, tmp_
     assert [x["action"] for x in audit_lines(tmp_path)] == ["relaunched", "already-relaunched"]
 
 
+@pytest.mark.e2e
 def test_two_operators_at_once_create_one_execution(box, tmp_path):
     env = box.child_environ()
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
@@ -128,6 +131,7 @@ def test_two_operators_at_once_create_one_execution(box, tmp_path):
     assert len(audit_lines(tmp_path)) == 2
 
 
+@pytest.mark.integration
 def test_dry_run_prints_the_exact_request_and_mutates_nothing(box, capsys, tmp_path):
     code, out, _ = relaunch(capsys, str(INCIDENT), "--dry-run", "-o", "json")
     assert code == 0 and mutations(box) == 0
@@ -140,6 +144,7 @@ def test_dry_run_prints_the_exact_request_and_mutates_nothing(box, capsys, tmp_p
     assert audit_lines(tmp_path)[0]["action"] == "dry-run"
 
 
+@pytest.mark.integration
 def test_a_healthy_execution_is_refused_without_force(box, capsys, tmp_path):
     code, out, _ = relaunch(capsys, str(HEALTHY), "--yes", "-o", "json")
     assert code == 1 and mutations(box) == 0
@@ -150,6 +155,7 @@ def test_a_healthy_execution_is_refused_without_force(box, capsys, tmp_path):
     assert len(box.admin.calls_of("RelaunchExecution")) == 1
 
 
+@pytest.mark.integration
 def test_an_unknown_execution_is_a_usage_error_with_nothing_done(box, capsys, tmp_path):
     # a typo, as `show` treats it (docs/exit-codes.md): exit 2, nothing sent, nothing audited
     code, out, err = relaunch(capsys, "gs1:production:doesnotexist0000000a", "--yes", "-o", "json")
@@ -157,6 +163,7 @@ def test_an_unknown_execution_is_a_usage_error_with_nothing_done(box, capsys, tm
     assert mutations(box) == 0 and audit_lines(tmp_path) == []
 
 
+@pytest.mark.integration
 def test_from_report_relaunches_affected_and_suspected_once_each(box, capsys, tmp_path):
     report = tmp_path / "incident.json"
     code, _, _ = run(["scan", *WINDOW, "-o", "json", "--report", str(report)], capsys)
@@ -170,12 +177,14 @@ def test_from_report_relaunches_affected_and_suspected_once_each(box, capsys, tm
     assert set(by_name.values()) == {"dry-run"} and len(by_name) == 5
 
 
+@pytest.mark.integration
 def test_no_prompt_without_a_terminal_and_without_yes(box, capsys, tmp_path):
     code, out, err = run(["relaunch", str(INCIDENT)], capsys)
     assert code == 2 and "--yes" in err and out == ""
     assert mutations(box) == 0 and audit_lines(tmp_path) == []
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "content,fragment",
     [
@@ -193,6 +202,7 @@ def test_from_report_refuses_what_is_not_a_report(box, capsys, tmp_path, content
     assert mutations(box) == 0
 
 
+@pytest.mark.integration
 def test_admin_failure_is_exit_3_and_audited(box, capsys, tmp_path):
     import grpc
 
@@ -221,6 +231,7 @@ def test_concurrent_audit_writers_never_interleave(tmp_path):
     assert all(json.loads(line)["action"] == "dry-run" for line in lines)
 
 
+@pytest.mark.integration
 def test_a_recheck_that_cannot_read_outputs_refuses_instead_of_relaunching_a_healthy_run(
     box, capsys
 ):

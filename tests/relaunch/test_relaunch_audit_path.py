@@ -11,6 +11,8 @@ import pytest
 from support.cli import run_process
 from support.terminal import clean_env, one_error_line, work_dir
 
+pytestmark = pytest.mark.e2e
+
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 
 

@@ -32,6 +32,8 @@ from forensics.sandbox.s3_server import S3Faults, S3Rule
 from forensics.sandbox.scenario import Scenario
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 MUTATING = ("RelaunchExecution", "RecoverExecution", "CreateExecution", "TerminateExecution")
 INCIDENT = ExecutionRef(*REFERENCE)
 

@@ -31,6 +31,8 @@ from forensics.relaunch import relaunch_name
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 INCIDENT = ExecutionRef("gs1", "production", "azvg5f9v9974m78fvlf7")
 MULTI = ExecutionRef("gs1", "production", "bq7k2m9x4c8d1f6h3j5n")
 CONSOLE_RELAUNCHED = ExecutionRef("gs1", "development", "c3p8r2w6y1t5u9e4o7i0")

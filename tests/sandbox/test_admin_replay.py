@@ -21,6 +21,8 @@ from forensics.model import ExecutionRef
 from forensics.sandbox.incident import reference_scenario
 from forensics.sources.admin import AdminClient
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -43,6 +43,8 @@ from forensics.sandbox.scenario import (
     Scenario,
 )
 
+pytestmark = pytest.mark.integration
+
 # -- fixtures ---------------------------------------------------------------------------------
 
 

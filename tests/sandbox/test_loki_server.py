@@ -61,6 +61,7 @@ def a_query(**extra: object) -> dict[str, object]:
 # --- response shape ---------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_log_query_answers_streams_with_string_nanosecond_values_and_stats(
     loki: LokiServer,
 ) -> None:
@@ -78,6 +79,7 @@ def test_a_log_query_answers_streams_with_string_nanosecond_values_and_stats(
     assert doc["data"]["stats"]["summary"]["totalEntriesReturned"] == 2
 
 
+@pytest.mark.integration
 def test_post_with_a_form_body_is_answered_like_get(loki: LokiServer) -> None:
     form = {k: str(v) for k, v in a_query(limit=3).items()}
     posted = requests.post(loki.url + QR, data=form, timeout=10)
@@ -88,6 +90,7 @@ def test_post_with_a_form_body_is_answered_like_get(loki: LokiServer) -> None:
 # --- time parameters ----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("start", "end"),
     [
@@ -107,6 +110,7 @@ def test_every_documented_timestamp_format_selects_the_same_lines(
     ]
 
 
+@pytest.mark.integration
 def test_integer_seconds_of_up_to_ten_digits_are_seconds(loki: LokiServer) -> None:
     # T is 1569266497.240578 s; whole seconds from 1569266498 hold lines 1, 2, 3.
     got = lines_of(get(loki, **a_query(start="1569266498", end="1569266501")))
@@ -124,17 +128,20 @@ def test_parse_timestamp_follows_lokis_rules() -> None:
         parse_timestamp("yesterday")
 
 
+@pytest.mark.integration
 def test_float_seconds_are_rounded_to_milliseconds(loki: LokiServer) -> None:
     # The line sits at 1569266600.0003 s; a start of .0004 s rounds down to .000 and includes it.
     got = lines_of(get(loki, query='{pod="r"}', start="1569266600.0004", end="1569266601.0"))
     assert got == ["r line"]
 
 
+@pytest.mark.integration
 def test_start_is_inclusive_and_end_is_exclusive(loki: LokiServer) -> None:
     got = lines_of(get(loki, **a_query(start=T + SEC, end=T + 3 * SEC)))
     assert got == ["a line 1", "a line 2"]
 
 
+@pytest.mark.integration
 def test_end_before_start_is_refused_with_lokis_text(loki: LokiServer) -> None:
     resp = get(loki, **a_query(start=T + SEC, end=T))
     assert resp.status_code == 400
@@ -142,11 +149,13 @@ def test_end_before_start_is_refused_with_lokis_text(loki: LokiServer) -> None:
     assert resp.headers["Content-Type"] == "text/plain; charset=utf-8"
 
 
+@pytest.mark.integration
 def test_end_equal_to_start_is_an_empty_success(loki: LokiServer) -> None:
     resp = get(loki, **a_query(start=T, end=T))
     assert resp.status_code == 200 and resp.json()["data"]["result"] == []
 
 
+@pytest.mark.integration
 def test_an_unparseable_start_names_the_parameter(loki: LokiServer) -> None:
     resp = get(loki, **a_query(start="yesterday"))
     assert resp.status_code == 400
@@ -158,17 +167,20 @@ def test_an_unparseable_start_names_the_parameter(loki: LokiServer) -> None:
 # --- limit and direction ----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_limit_defaults_to_100(loki: LokiServer) -> None:
     resp = get(loki, query='{pod="a"}', start=T, end=T + 1000 * SEC)
     assert len(lines_of(resp)) == 100
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("limit", ["0", "-1"])
 def test_a_limit_that_is_not_positive_is_refused(loki: LokiServer, limit: str) -> None:
     resp = get(loki, **a_query(limit=limit))
     assert (resp.status_code, resp.text) == (400, "limit must be a positive value")
 
 
+@pytest.mark.integration
 def test_a_limit_above_max_entries_is_refused_with_lokis_text(loki: LokiServer) -> None:
     resp = get(loki, **a_query(limit=5001))
     assert resp.status_code == 400
@@ -178,6 +190,7 @@ def test_a_limit_above_max_entries_is_refused_with_lokis_text(loki: LokiServer) 
     assert get(loki, **a_query(limit=5000)).status_code == 200
 
 
+@pytest.mark.integration
 def test_limit_applies_across_streams_in_direction_order(loki: LokiServer) -> None:
     # pods a and b interleave: a at T+i s, b at T+i s+500 ns.
     q = {"query": '{pod=~"a|b"}', "start": T, "end": T + 100 * SEC, "limit": 5}
@@ -187,6 +200,7 @@ def test_limit_applies_across_streams_in_direction_order(loki: LokiServer) -> No
     assert backward == ["b line 97", "a line 98", "b line 98", "a line 99", "b line 99"]
 
 
+@pytest.mark.integration
 def test_direction_defaults_to_backward_and_is_case_insensitive(loki: LokiServer) -> None:
     base = {"query": '{pod="a"}', "start": T, "end": T + 10 * SEC, "limit": 1}
     assert lines_of(get(loki, **base)) == ["a line 9"]
@@ -196,6 +210,7 @@ def test_direction_defaults_to_backward_and_is_case_insensitive(loki: LokiServer
     assert (resp.status_code, resp.text) == (400, "invalid direction 'sideways'")
 
 
+@pytest.mark.integration
 def test_values_within_a_stream_follow_the_direction(loki: LokiServer) -> None:
     resp = get(loki, query='{pod="a"}', start=T, end=T + 3 * SEC, direction="backward")
     assert [v[1] for v in resp.json()["data"]["result"][0]["values"]] == [
@@ -208,6 +223,7 @@ def test_values_within_a_stream_follow_the_direction(loki: LokiServer) -> None:
 # --- max query length -------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_range_longer_than_max_query_length_is_refused_with_lokis_text(loki: LokiServer) -> None:
     start = T
     ok = get(loki, query='{pod="a"}', start=start, end=start + 721 * 3600 * SEC)
@@ -228,6 +244,7 @@ def test_durations_print_like_go_and_prometheus() -> None:
     assert go_duration(1_500_000) == "1.5ms"
 
 
+@pytest.mark.integration
 def test_a_smaller_configured_max_query_length_is_enforced() -> None:
     with LokiServer(max_query_length=timedelta(hours=24)) as server:
         resp = get(server, query='{pod="a"}', start=T, end=T + 48 * 3600 * SEC)
@@ -237,6 +254,7 @@ def test_a_smaller_configured_max_query_length_is_enforced() -> None:
 # --- LogQL ----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_label_regexes_are_fully_anchored(loki: LokiServer) -> None:
     window = {"start": T, "end": T + 2 * SEC, "direction": "forward"}
     assert lines_of(get(loki, query='{pod=~"a"}', **window)) == ["a line 0", "a line 1"]
@@ -244,6 +262,7 @@ def test_label_regexes_are_fully_anchored(loki: LokiServer) -> None:
     assert len(lines_of(get(loki, query='{namespace=~"m.*", pod!~"b|c"}', **window))) == 2
 
 
+@pytest.mark.integration
 def test_line_filters_contains_excludes_and_unanchored_regex(loki: LokiServer) -> None:
     window = {"start": T, "end": T + 20 * SEC, "direction": "forward", "limit": 1000}
     sig = '{pod="c"}'
@@ -267,6 +286,7 @@ def test_line_filters_contains_excludes_and_unanchored_regex(loki: LokiServer) -
     ]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("query", "text"),
     [
@@ -290,6 +310,7 @@ def test_malformed_queries_are_refused_with_a_parse_error(
     assert (resp.status_code, resp.text) == (400, text)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "query", ['{pod="c"} | json', 'count_over_time({pod="c"}[5m])', '{pod="c"} |= "a" or "b"']
 )
@@ -300,12 +321,14 @@ def test_logql_beyond_selectors_and_line_filters_is_a_parse_error(
     assert resp.status_code == 400 and resp.text.startswith("parse error")
 
 
+@pytest.mark.integration
 def test_lookahead_is_refused_as_re2_would(loki: LokiServer) -> None:
     resp = get(loki, query='{pod="c"} |~ "Signals(?=\\\\.)"', start=T, end=T + SEC)
     assert resp.status_code == 400
     assert "invalid or unsupported Perl syntax: `(?=`" in resp.text
 
 
+@pytest.mark.integration
 def test_a_repeated_entry_in_one_stream_is_kept_once() -> None:
     line = SandboxLogLine(T, labels("a"), "same")
     twin = SandboxLogLine(T, labels("b"), "same")
@@ -319,6 +342,7 @@ def test_a_repeated_entry_in_one_stream_is_kept_once() -> None:
 # --- tenants and auth ---------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_missing_org_id_is_401_no_org_id() -> None:
     with LokiServer([SandboxLogLine(T, labels("a"), "x")], tenant_required="team-a") as server:
         resp = get(server, query='{pod="a"}', start=T, end=T + 1)
@@ -333,6 +357,7 @@ def test_a_missing_org_id_is_401_no_org_id() -> None:
         assert requests.get(server.url + "/ready", timeout=10).status_code == 200
 
 
+@pytest.mark.integration
 def test_gateway_auth_by_bearer_or_basic() -> None:
     with LokiServer(bearer_token="t0k", basic_auth=("user", "pw")) as server:
         q = {"query": '{pod="a"}', "start": str(T), "end": str(T + 1)}
@@ -351,6 +376,7 @@ def test_gateway_auth_by_bearer_or_basic() -> None:
 # --- other endpoints -----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_ready_labels_series_buildinfo_and_unknown_paths(loki: LokiServer) -> None:
     ready = requests.get(loki.url + "/ready", timeout=10)
     assert (ready.status_code, ready.text) == (200, "ready\n")
@@ -367,6 +393,7 @@ def test_ready_labels_series_buildinfo_and_unknown_paths(loki: LokiServer) -> No
 # --- faults -----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_fault_fires_count_times_with_its_retry_after_then_stops() -> None:
     faults = LokiFaults(rules=[FaultRule(429, count=2, retry_after="3")])
     with LokiServer([SandboxLogLine(T, labels("a"), "x")], faults) as server:
@@ -378,6 +405,7 @@ def test_a_fault_fires_count_times_with_its_retry_after_then_stops() -> None:
         assert [r.fault for r in server.requests] == ["429", "429", None]
 
 
+@pytest.mark.integration
 def test_a_fault_with_a_window_hits_only_overlapping_queries() -> None:
     t0 = datetime(2026, 9, 10, tzinfo=UTC)
     rule = FaultRule(504, count="always", window=Window(t0, t0 + timedelta(hours=1)))
@@ -393,6 +421,7 @@ def test_a_fault_with_a_window_hits_only_overlapping_queries() -> None:
     assert after.status_code == 200
 
 
+@pytest.mark.integration
 def test_truncated_nonjson_reset_and_latency_faults() -> None:
     q = {"query": '{pod="a"}', "start": str(T), "end": str(T + 1)}
     rules = [FaultRule("truncated"), FaultRule("nonjson"), FaultRule("reset")]
@@ -409,6 +438,7 @@ def test_truncated_nonjson_reset_and_latency_faults() -> None:
         assert [r.fault for r in server.requests] == ["truncated", "nonjson", "reset", None]
 
 
+@pytest.mark.integration
 def test_a_stalled_answer_outlasts_a_client_timeout() -> None:
     faults = LokiFaults(rules=[FaultRule("timeout", sleep=2)])
     with LokiServer(faults=faults) as server:
@@ -421,6 +451,7 @@ def test_an_unknown_fault_is_refused() -> None:
         FaultRule(418)
 
 
+@pytest.mark.integration
 def test_a_million_lines_are_indexed_and_queried() -> None:
     pods = [labels(f"noise-{i}") for i in range(100)]
     noise = (
@@ -445,6 +476,7 @@ def test_a_million_lines_are_indexed_and_queried() -> None:
 # --- tenant limits and query timeouts (docs/upstream.md, Loki) -----------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("wording", "text"),
     [
@@ -473,6 +505,7 @@ def test_a_tenants_lower_entry_limit_is_refused_in_either_wording(wording: str, 
         assert ok.status_code == 200
 
 
+@pytest.mark.integration
 def test_an_entry_limit_of_zero_is_no_limit() -> None:
     with LokiServer([], tenant_max_entries={"ml": 0}) as s:
         resp = requests.get(
@@ -481,6 +514,7 @@ def test_an_entry_limit_of_zero_is_no_limit() -> None:
     assert resp.status_code == 200
 
 
+@pytest.mark.integration
 def test_a_query_over_a_dense_range_times_out_like_loki() -> None:
     # What Loki must scan is every line of the selected streams in the range, filters or not.
     lines = [SandboxLogLine(T + i * SEC, labels("a"), f"noise {i}") for i in range(100)]
@@ -493,6 +527,7 @@ def test_a_query_over_a_dense_range_times_out_like_loki() -> None:
     assert sparse.status_code == 200 and other.status_code == 200
 
 
+@pytest.mark.integration
 def test_latency_per_line_follows_the_lines_the_query_scans_not_those_it_returns() -> None:
     # A real Loki reads every chunk of the selected streams in the range to apply the filters
     # (tests/bench/bench_scan.py, the "real Loki" row): 150 lines scanned, none returned.
@@ -511,6 +546,7 @@ def test_latency_per_line_follows_the_lines_the_query_scans_not_those_it_returns
 # --- the tenant's queue (forensics/sandbox/loki_queue.py) ---------------------------------------
 
 
+@pytest.mark.integration
 def test_sub_queries_waiting_in_the_tenants_queue_refuse_what_would_overflow_it() -> None:
     # grafana/loki pkg/queue/queue.go Enqueue: 429 `too many outstanding requests` when the
     # tenant's waiting sub-queries would pass max_outstanding_requests_per_tenant.

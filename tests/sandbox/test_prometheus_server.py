@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
 import requests
 
 from forensics.model import UTC
 from forensics.sandbox.prometheus_server import METRIC, PrometheusServer, SandboxCondition
+
+pytestmark = pytest.mark.integration
 
 T0 = datetime(2026, 10, 7, 2, 0, 0, tzinfo=UTC)
 BY = "max by (namespace, pod, uid, exported_namespace, exported_pod, reason) ({})"

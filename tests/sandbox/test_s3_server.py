@@ -25,6 +25,8 @@ from forensics.sandbox.scenario import (
     Scenario,
 )
 
+pytestmark = pytest.mark.integration
+
 UTC = timezone.utc
 SIGNAL = datetime(2026, 9, 10, 19, 45, 22, tzinfo=UTC)
 SUCCESS = datetime(2026, 9, 10, 19, 45, 29, tzinfo=UTC)

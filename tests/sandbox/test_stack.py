@@ -72,6 +72,7 @@ def _addresses(box) -> list[str]:
     return [box.env["LOKI_ADDR"], box.env["FLYTE_PLATFORM_URL"], box.env["AWS_ENDPOINT_URL_S3"]]
 
 
+@pytest.mark.integration
 def test_environment_alone_points_every_client_at_the_sandbox(monkeypatch):
     monkeypatch.setenv("AWS_PROFILE", "production-readonly")  # must not leak into the sandbox
     with sandbox(_scenario()) as box, box.apply_env():
@@ -94,6 +95,7 @@ def test_environment_alone_points_every_client_at_the_sandbox(monkeypatch):
     assert os.environ["AWS_PROFILE"] == "production-readonly"
 
 
+@pytest.mark.e2e
 def test_flytectl_config_file_alone_reaches_the_sandbox_admin():
     with sandbox(_scenario()) as box, box.apply_env():
         env = box.child_environ()
@@ -116,6 +118,7 @@ def test_flytectl_config_file_alone_reaches_the_sandbox_admin():
         assert execution.closure.phase == WorkflowExecutionPhase.SUCCEEDED
 
 
+@pytest.mark.integration
 def test_child_environment_hides_settings_that_point_elsewhere(monkeypatch):
     monkeypatch.setenv("AWS_PROFILE", "production-readonly")
     monkeypatch.setenv("LOKI_BEARER_TOKEN", "prod-token")
@@ -127,6 +130,7 @@ def test_child_environment_hides_settings_that_point_elsewhere(monkeypatch):
     assert env["AWS_ENDPOINT_URL_S3"] == box.env["AWS_ENDPOINT_URL_S3"]
 
 
+@pytest.mark.integration
 def test_apply_env_restores_the_environment(monkeypatch):
     monkeypatch.setenv("LOKI_ADDR", "https://loki.example.com")
     monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
@@ -137,6 +141,7 @@ def test_apply_env_restores_the_environment(monkeypatch):
         assert dict(os.environ) == before
 
 
+@pytest.mark.integration
 def test_all_servers_are_stopped_after_the_block():
     with sandbox(_scenario()) as box:
         addresses = _addresses(box)
@@ -146,6 +151,7 @@ def test_all_servers_are_stopped_after_the_block():
     assert not os.path.exists(config)
 
 
+@pytest.mark.integration
 def test_all_servers_are_stopped_when_interrupted():
     with pytest.raises(KeyboardInterrupt), sandbox(_scenario()) as box:
         addresses = _addresses(box)
@@ -155,6 +161,7 @@ def test_all_servers_are_stopped_when_interrupted():
         pass
 
 
+@pytest.mark.integration
 def test_faults_reach_the_s3_server():
     faults = Faults(s3=S3Faults(access_denied=[S3Rule(bucket="exa-models")]))
     with sandbox(_scenario(), faults) as box, box.apply_env():

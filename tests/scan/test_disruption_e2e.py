@@ -29,6 +29,8 @@ from forensics.sandbox.disruptions import (
 )
 from forensics.sandbox.prometheus_server import PrometheusServer
 
+pytestmark = pytest.mark.integration
+
 SCHEMA = json.loads(paths.SCHEMA.read_text())
 EXPORTER_SELECTOR = '{app="kubernetes-event-exporter"}'
 WINDOW = EVENTS_WINDOW

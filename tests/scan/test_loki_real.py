@@ -24,6 +24,8 @@ from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 from forensics.scan.coverage import NOTE
 
+pytestmark = pytest.mark.integration
+
 SERVED_FROM = datetime(2026, 9, 8, tzinfo=UTC)
 _runs = count()
 

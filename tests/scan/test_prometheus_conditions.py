@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import pytest
 from support.cli import run
 from support.scan import CONFIG, key, sandbox_fixtures
 
@@ -21,6 +22,8 @@ from forensics.sandbox.disruptions import (
     disruption_scenario,
 )
 from forensics.sandbox.prometheus_server import PrometheusServer, SandboxCondition
+
+pytestmark = pytest.mark.integration
 
 WINDOW = ["--since", "2026-10-01", "--until", "2026-10-08"]
 POD = f"{PROM_ONLY[2]}-n0-0"  # a plain task, SUCCEEDED at 2026-10-07T02:02:10Z, no outputs.pb

@@ -26,6 +26,8 @@ from forensics.model import UTC, rfc3339
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 METRIC = "kube_pod_status_disruption_reason"
 NS = "gs1-production"
 HONOURED = "p1r5o9m3e7t1h5e9u3s7"  # scraped with honor_labels: true

@@ -215,6 +215,7 @@ def loki_faults_fired(box) -> list[str]:
 # -- Loki ------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_429_storm_with_retry_after_is_waited_out_and_changes_nothing(env, capsys, baseline):
     env.loki.faults.rules.append(FaultRule(429, count=6, retry_after="1"))
     code, report, _ = scan(capsys)
@@ -222,6 +223,7 @@ def test_a_429_storm_with_retry_after_is_waited_out_and_changes_nothing(env, cap
     assert_same_as_baseline(code, report, baseline)
 
 
+@pytest.mark.integration
 def test_a_429_storm_without_retry_after_backs_off_and_changes_nothing(env, capsys, baseline):
     env.loki.faults.rules.append(FaultRule(429, count=8))
     code, report, _ = scan(capsys)
@@ -229,6 +231,7 @@ def test_a_429_storm_without_retry_after_backs_off_and_changes_nothing(env, caps
     assert_same_as_baseline(code, report, baseline)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
 def test_transient_loki_5xx_is_retried_and_changes_nothing(env, capsys, baseline, status):
     env.loki.faults.rules.append(FaultRule(status, count=3))
@@ -237,6 +240,7 @@ def test_transient_loki_5xx_is_retried_and_changes_nothing(env, capsys, baseline
     assert_same_as_baseline(code, report, baseline)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "kind,count",
     [("timeout", 2), ("reset", 3), ("truncated", 2), ("nonjson", 2)],
@@ -252,6 +256,7 @@ def test_transient_loki_transport_faults_are_retried_and_change_nothing(
     assert_same_as_baseline(code, report, baseline)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "status,says",
     [
@@ -288,6 +293,7 @@ def test_a_permanently_failing_shard_is_one_gap_at_its_boundaries_and_the_rest_i
     assert ref["verdict"] == "suspected" and ref["signal"] is None
 
 
+@pytest.mark.integration
 def test_every_shard_failing_is_exit_3_with_gaps_covering_the_whole_window(env, capsys, baseline):
     env.loki.faults.rules.append(FaultRule(502, count="always"))
     code, report, _ = scan(capsys)
@@ -307,6 +313,7 @@ def test_every_shard_failing_is_exit_3_with_gaps_covering_the_whole_window(env, 
 ADMIN_READS = ("GetExecution", "ListExecutions", "ListNodeExecutions", "ListTaskExecutions")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("code", [Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED])
 def test_admin_unavailable_or_deadline_exceeded_once_per_call_is_retried(
     env, capsys, baseline, code
@@ -328,6 +335,7 @@ def assert_no_hole(code: int, report: dict, baseline: dict) -> None:
         assert_incomplete_without_a_hole(code, report, baseline)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("method", ADMIN_READS)
 @pytest.mark.parametrize("code", [Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED])
 def test_admin_down_for_one_rpc_is_exit_3_and_every_loss_is_inside_a_gap(
@@ -343,6 +351,7 @@ def test_admin_down_for_one_rpc_is_exit_3_and_every_loss_is_inside_a_gap(
     assert all(g["source"] == "admin" and code.name in g["error"] for g in report["gaps"])
 
 
+@pytest.mark.integration
 def test_a_real_admin_deadline_is_exit_3_with_gaps(env, capsys, baseline, tmp_path):
     (tmp_path / "elastic-audit.toml").write_text(
         FAST_CONFIG.replace("retries = 2\n", "retries = 1\ntimeout = 0.3\n", 1)
@@ -353,6 +362,7 @@ def test_a_real_admin_deadline_is_exit_3_with_gaps(env, capsys, baseline, tmp_pa
     assert any("DEADLINE_EXCEEDED" in g["error"] for g in report["gaps"])
 
 
+@pytest.mark.integration
 def test_admin_not_found_for_a_candidate_is_never_a_hole(env, capsys, baseline):
     # The ghost pod's execution is unknown to Admin in every run: a task pod's name no attempt
     # owns is shown as unresolved (docs/verdicts.md), never a finding nor cleared; on top, one lookup of a
@@ -366,6 +376,7 @@ def test_admin_not_found_for_a_candidate_is_never_a_hole(env, capsys, baseline):
     assert [u["pod"] for u in report["unresolved"]] == [f"{GHOST}-n0-0"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "fault,says",
     [
@@ -388,6 +399,7 @@ def test_a_broken_page_token_is_a_gap_never_a_short_listing(env, capsys, baselin
 # -- S3 --------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_s3_slowdown_is_retried_and_changes_nothing(env, capsys, baseline):
     env.s3.faults.slow_down += [
         # The first two requests for outputs.pb, listing pages or HEADs (`callplan.walk`).
@@ -400,6 +412,7 @@ def test_s3_slowdown_is_retried_and_changes_nothing(env, capsys, baseline):
     assert_same_as_baseline(rc, report, baseline)
 
 
+@pytest.mark.integration
 def test_s3_slowdown_that_never_ends_on_outputs_is_exit_3_with_gaps(env, capsys, baseline):
     # Listing pages and the HEADs that replace them alike.
     env.s3.faults.slow_down.append(S3Rule(bucket="flyte-metadata"))
@@ -410,6 +423,7 @@ def test_s3_slowdown_that_never_ends_on_outputs_is_exit_3_with_gaps(env, capsys,
     assert all(not f["outputs_written"] for f in report["findings"])
 
 
+@pytest.mark.integration
 def test_access_denied_on_the_checkpoint_bucket_is_unknown_with_the_reason_never_empty(
     env, capsys, baseline
 ):
@@ -425,6 +439,7 @@ def test_access_denied_on_the_checkpoint_bucket_is_unknown_with_the_reason_never
     assert rc == 1 and report["complete"] is True
 
 
+@pytest.mark.integration
 def test_access_denied_on_outputs_is_exit_3_never_affected_on_a_guess(env, capsys, baseline):
     # The role may neither list the metadata bucket nor read its objects: the listing's refusal
     # answers nothing, and the HEADs that replace it are refused too.
@@ -435,6 +450,7 @@ def test_access_denied_on_outputs_is_exit_3_never_affected_on_a_guess(env, capsy
     assert all("forbidden" in g["error"] for g in report["gaps"])
 
 
+@pytest.mark.integration
 def test_a_checkpoint_bucket_that_does_not_exist_is_unknown_no_such_bucket(env, capsys, baseline):
     rc, report, _ = scan(capsys, "--checkpoint-template", "s3://gone-bucket/{project}/{name}/")
     assert rc == 1 and report["complete"] is True
@@ -444,6 +460,7 @@ def test_a_checkpoint_bucket_that_does_not_exist_is_unknown_no_such_bucket(env, 
             assert (ck["state"], ck["reason"]) == ("unknown", "no such bucket")
 
 
+@pytest.mark.integration
 def test_a_checkpoint_prefix_with_twenty_thousand_objects_is_counted_exactly(
     env, capsys, baseline, tmp_path
 ):
@@ -472,6 +489,7 @@ def _interrupt_when(proc: subprocess.Popen, ready, timeout: float = 60) -> None:
     proc.send_signal(signal.SIGINT)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("phase", ["loki", "admin"])
 def test_ctrl_c_mid_scan_exits_130_and_leaves_no_report_file(env, tmp_path, phase):
     out = tmp_path / "reports"
@@ -512,6 +530,7 @@ def test_ctrl_c_mid_scan_exits_130_and_leaves_no_report_file(env, tmp_path, phas
     assert list(out.iterdir()) == []  # no report, no temporary file
 
 
+@pytest.mark.e2e
 def test_ctrl_c_while_admin_is_slow_stops_without_working_through_the_queue(env, tmp_path):
     # One worker, one second per ListTaskExecutions: after Ctrl-C at most the call in flight
     # and the rest of its candidate (two nodes at most) may follow, not the whole queue.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from support.scan import NO_RETRY, key, sandbox_fixtures, scan_json, scan_json_while_failing
 
 from forensics.evidence.flyte_names import generated_name
@@ -15,6 +16,8 @@ from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.s3_server import S3Faults, S3Rule
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
 from forensics.scan.join import PodIndex
+
+pytestmark = pytest.mark.integration
 
 UTC = timezone.utc
 T0 = datetime(2026, 9, 8, 3, 0, 0, tzinfo=UTC)

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from support.cli import run
 from support.scan import WINDOW, sandbox_fixtures
 
 from forensics.sandbox.incident import ScenarioBuilder, _try
+
+pytestmark = pytest.mark.integration
 
 UTC = timezone.utc
 T0 = datetime(2026, 9, 8, 3, 0, 0, tzinfo=UTC)

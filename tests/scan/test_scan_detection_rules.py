@@ -17,6 +17,7 @@ import json
 from datetime import datetime, timedelta
 
 import jsonschema
+import pytest
 from support import paths
 from support.cli import run
 from support.scan import WINDOW, sandbox_fixtures, scan_json
@@ -25,6 +26,8 @@ from forensics.evidence.flyte_names import generated_name
 from forensics.model import UTC
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
+
+pytestmark = pytest.mark.integration
 
 SCHEMA = json.loads(paths.SCHEMA.read_text())
 NS = "gs1-production"

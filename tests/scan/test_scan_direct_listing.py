@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from support.scan import NO_RETRY, key, sandbox_fixtures, scan_json, scan_json_while_failing
 
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
+
+pytestmark = pytest.mark.integration
 
 UTC = timezone.utc
 T0 = datetime(2026, 9, 8, 3, 0, 0, tzinfo=UTC)

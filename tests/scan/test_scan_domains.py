@@ -9,12 +9,15 @@ import json
 from datetime import datetime
 
 import jsonschema
+import pytest
 from support import paths
 from support.cli import run
 from support.scan import WINDOW, key, sandbox_fixtures, scan_json
 
 from forensics.model import UTC
 from forensics.sandbox.incident import ScenarioBuilder, _try
+
+pytestmark = pytest.mark.integration
 
 SCHEMA = json.loads(paths.SCHEMA.read_text())
 GS2_PROD = "g7devprod00000000000"

@@ -13,6 +13,8 @@ from support.scan import CONFIG, WINDOW, key
 
 from forensics.sandbox.incident import REFERENCE_CHECKPOINT
 
+pytestmark = pytest.mark.integration
+
 HERE = paths.TESTS
 GOLDEN = HERE / "golden"
 

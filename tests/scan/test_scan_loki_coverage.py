@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import pytest
 from support.cli import run, use_sandbox
 from support.expected import EXPECTED_FINDINGS
 from support.scan import QUICK, WINDOW, key
@@ -23,6 +24,8 @@ from forensics.model import UTC
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 from forensics.scan.coverage import NOTE
+
+pytestmark = pytest.mark.integration
 
 SERVED_FROM = datetime(2026, 9, 8, tzinfo=UTC)  # what max_query_lookback still serves
 

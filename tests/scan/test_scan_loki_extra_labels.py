@@ -17,6 +17,8 @@ from support.scan import CONFIG, WINDOW
 from forensics.sandbox.incident import LabelNames, reference_scenario
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 
 def scan(scenario, loki_options, tmp_path, monkeypatch, capsys):
     with sandbox(scenario, loki_options=loki_options) as box:

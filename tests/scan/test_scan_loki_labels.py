@@ -15,6 +15,8 @@ from support.scan import CONFIG, WINDOW, sandbox_fixtures
 
 from forensics.sandbox.incident import reference_scenario
 
+pytestmark = pytest.mark.integration
+
 box, env = sandbox_fixtures(reference_scenario)
 
 

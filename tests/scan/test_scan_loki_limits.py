@@ -22,6 +22,8 @@ from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.scenario import SandboxLogLine
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 
 def scan(scenario, loki_options, tmp_path, monkeypatch, capsys, config=QUICK, org="team-ml"):
     with sandbox(scenario, loki_options=loki_options) as box:

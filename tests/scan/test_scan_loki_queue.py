@@ -16,12 +16,15 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import pytest
 from support.cli import run, use_sandbox
 from support.expected import EXPECTED_FINDINGS
 from support.scan import CONFIG, WINDOW, key
 
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
+
+pytestmark = pytest.mark.integration
 
 
 def scan(queue: int, tmp_path, monkeypatch, capsys):

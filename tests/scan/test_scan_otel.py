@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from support.cli import run, use_sandbox
 from support.expected import EXPECTED_FINDINGS
 from support.scan import OTEL_CONFIG, WINDOW, key
 
 from forensics.sandbox.incident import OTEL_LABELS, reference_scenario
 from forensics.sandbox.stack import sandbox
+
+pytestmark = pytest.mark.integration
 
 
 def test_otel_label_names_through_the_config_file(tmp_path, monkeypatch, capsys):

@@ -17,6 +17,8 @@ from support.scan import CONFIG, WINDOW, key
 from forensics.sandbox.incident import reference_scenario
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 INCIDENT = "gs1:production:azvg5f9v9974m78fvlf7"
 
 

@@ -24,6 +24,8 @@ from forensics.scan.scope import ScanScope
 from forensics.sources import Sources
 from forensics.timeline import build_timeline
 
+pytestmark = pytest.mark.integration
+
 WINDOW = Window(datetime(2026, 9, 4, tzinfo=UTC), datetime(2026, 9, 11, tzinfo=UTC))
 DOCS = paths.DOCS / "verdicts.md"
 

@@ -12,6 +12,8 @@ from support.synthetic import synthetic_month
 
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 MONTH = synthetic_month(attempts=600, signalled=80, affected=20, noise_lines=30_000, projects=3)
 WINDOW = ["--since", "2026-08-01", "--until", "2026-08-31"]
 

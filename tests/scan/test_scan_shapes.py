@@ -29,6 +29,8 @@ from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.s3_server import S3Faults, S3Rule
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode, SandboxSubtask
 
+pytestmark = pytest.mark.integration
+
 UTC = timezone.utc
 HERE = paths.TESTS
 NS = "gs1-production"

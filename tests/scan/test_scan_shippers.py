@@ -32,6 +32,8 @@ from forensics.sandbox.incident import (
 from forensics.sandbox.shippers import SHIPPERS
 from forensics.sandbox.stack import sandbox
 
+pytestmark = pytest.mark.integration
+
 SCHEMA = paths.SCHEMA
 
 

@@ -21,6 +21,8 @@ from forensics.evidence.flyte_names import generated_name
 from forensics.sandbox.incident import ScenarioBuilder, _try
 from forensics.sandbox.scenario import SandboxExecution, SandboxNode
 
+pytestmark = pytest.mark.integration
+
 UTC = timezone.utc
 HERE = paths.TESTS
 NS = "gs1-production"

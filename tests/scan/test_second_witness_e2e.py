@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 from support import paths
 from support.cli import run
 from support.scan import EVENTS_CONFIG, EVENTS_WINDOW, key, sandbox_fixtures
@@ -27,6 +28,8 @@ from forensics.sandbox.disruptions import (
     TAINT_CANCELLED,
     disruption_scenario,
 )
+
+pytestmark = pytest.mark.integration
 
 SCHEMA = json.loads(paths.SCHEMA.read_text())
 WINDOW = EVENTS_WINDOW

@@ -69,6 +69,7 @@ def admin() -> Iterator:
 # -- executions -------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_execution_is_plain_data(admin) -> None:
     _, client = admin(Scenario(executions=[execution("azvg5f9v9974m78fvlf7")]))
     rec = client.get_execution(ref("azvg5f9v9974m78fvlf7"))
@@ -78,6 +79,7 @@ def test_execution_is_plain_data(admin) -> None:
     assert dict(rec.labels) == {"team": "llm"}
 
 
+@pytest.mark.integration
 def test_missing_execution_costs_one_round_trip_and_raises_not_found(admin) -> None:
     server, client = admin(Scenario(executions=[execution("a")]))
     with pytest.raises(NotFoundError) as info:
@@ -88,6 +90,7 @@ def test_missing_execution_costs_one_round_trip_and_raises_not_found(admin) -> N
     assert "Traceback" not in message
 
 
+@pytest.mark.integration
 def test_flytekit_alone_would_ask_four_times_for_a_missing_execution(admin) -> None:
     # Why the client sets rpc_retries=0: flytekit's interceptor repeats NOT_FOUND immediately.
     server, _ = admin(Scenario(executions=[execution("a")]))
@@ -103,6 +106,7 @@ def test_flytekit_alone_would_ask_four_times_for_a_missing_execution(admin) -> N
     assert server.call_counts()["GetExecution"] == 4
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "code",
     [
@@ -120,6 +124,7 @@ def test_unavailable_then_success_is_retried(admin, code: grpc.StatusCode) -> No
     assert client.calls == {"GetExecution": 3}
 
 
+@pytest.mark.integration
 def test_admin_down_for_good_is_a_retryable_source_error_after_bounded_tries(admin) -> None:
     faults = AdminFaults()
     faults.fail_next("ListExecutions", 10, grpc.StatusCode.RESOURCE_EXHAUSTED)
@@ -130,6 +135,7 @@ def test_admin_down_for_good_is_a_retryable_source_error_after_bounded_tries(adm
     assert server.call_counts()["ListExecutions"] == 3
 
 
+@pytest.mark.integration
 def test_each_call_carries_a_deadline(admin) -> None:
     faults = AdminFaults(latency_by_method={"GetExecution": 0.5})
     _, client = admin(Scenario(executions=[execution("a")]), faults, timeout=0.1, retries=0)
@@ -138,6 +144,7 @@ def test_each_call_carries_a_deadline(admin) -> None:
     assert "DEADLINE_EXCEEDED" in info.value.cause and info.value.retryable
 
 
+@pytest.mark.integration
 def test_invalid_argument_is_final_and_shows_admins_reason(admin) -> None:
     server, client = admin(Scenario(executions=many(3)))
     with pytest.raises(SourceError) as info:
@@ -147,6 +154,7 @@ def test_invalid_argument_is_final_and_shows_admins_reason(admin) -> None:
     assert server.call_counts()["ListExecutions"] == 1
 
 
+@pytest.mark.integration
 def test_unreachable_admin_is_one_line(admin) -> None:
     client = AdminClient(PlatformConfig(endpoint="127.0.0.1:1", insecure=True), retries=0)
     with pytest.raises(SourceError) as info:
@@ -158,6 +166,7 @@ def test_unreachable_admin_is_one_line(admin) -> None:
 # -- listing ----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_listing_follows_tokens_across_pages(admin) -> None:
     server, client = admin(Scenario(executions=many(250)))
     names = [e.ref.name for e in client.list_executions(PROJECT, DOMAIN, page_size=100)]
@@ -166,6 +175,7 @@ def test_listing_follows_tokens_across_pages(admin) -> None:
     assert {r.sort_by.key for r in server.calls_of("ListExecutions")} == {"id"}
 
 
+@pytest.mark.integration
 def test_a_page_is_read_inside_next_one_call_per_page(admin) -> None:
     # The scan bounds Admin calls in flight by holding a slot around each `next` of the pages:
     # the page's one call is sent there, never while its executions are handed on.
@@ -177,12 +187,14 @@ def test_a_page_is_read_inside_next_one_call_per_page(admin) -> None:
     assert sizes == [(100, 1), (100, 2), (50, 3)]
 
 
+@pytest.mark.integration
 def test_listing_an_exact_multiple_reads_the_empty_last_page(admin) -> None:
     server, client = admin(Scenario(executions=many(200)))
     assert len(list(client.list_executions(PROJECT, DOMAIN, page_size=100))) == 200
     assert server.call_counts()["ListExecutions"] == 3
 
 
+@pytest.mark.integration
 def test_window_filter_keeps_executions_live_in_the_window(admin) -> None:
     start = T0.replace(hour=0, microsecond=250_000)
     scenario = Scenario(
@@ -202,6 +214,7 @@ def test_window_filter_keeps_executions_live_in_the_window(admin) -> None:
     assert "+00:00" not in sent.filters and sent.filters.count("Z)") == 2
 
 
+@pytest.mark.integration
 def test_rows_inserted_mid_scan_are_not_repeated(admin) -> None:
     # Newest-first listing: a relaunch created between two pages shifts every offset by one,
     # so page 2 starts with the last execution of page 1 again.
@@ -217,6 +230,7 @@ def test_rows_inserted_mid_scan_are_not_repeated(admin) -> None:
     assert server.call_counts()["ListExecutions"] == 3
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("kind", "says"),
     [
@@ -242,6 +256,7 @@ def test_filter_values_that_flyteadmin_would_split_are_refused() -> None:
     )
 
 
+@pytest.mark.integration
 def test_list_projects(admin) -> None:
     scenario = Scenario(executions=[execution("a"), execution("b", project="flytesnacks")])
     _, client = admin(scenario)
@@ -251,6 +266,7 @@ def test_list_projects(admin) -> None:
 # -- attempts ---------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_nested_dynamic_children_are_listed_under_their_unique_ids(admin) -> None:
     server, client = admin(Scenario(executions=[dynamic_execution("dyn")]))
     attempts = client.list_attempts(ref("dyn"))
@@ -266,6 +282,7 @@ def test_nested_dynamic_children_are_listed_under_their_unique_ids(admin) -> Non
     assert asked == ["n0", "n1", "n1-0-dn0"]
 
 
+@pytest.mark.integration
 def test_attempt_fields_come_from_admins_closures(admin) -> None:
     _, client = admin(Scenario(executions=[dynamic_execution("dyn")]))
     by_key = {(a.ref.node_id, a.ref.attempt): a for a in client.list_attempts(ref("dyn"))}
@@ -286,6 +303,7 @@ def test_attempt_fields_come_from_admins_closures(admin) -> None:
     assert parent.checkpoint_uri is None
 
 
+@pytest.mark.integration
 def test_pytorch_job_lists_every_worker_pod(admin) -> None:
     _, client = admin(Scenario(executions=[pytorch_execution("job")]))
     (a,) = client.list_attempts(ref("job"))
@@ -297,6 +315,7 @@ def test_pytorch_job_lists_every_worker_pod(admin) -> None:
     assert a.task_type == "pytorch" and a.is_elastic
 
 
+@pytest.mark.integration
 def test_map_task_is_array_and_not_elastic(admin) -> None:
     ex = execution(
         "maps",
@@ -307,6 +326,7 @@ def test_map_task_is_array_and_not_elastic(admin) -> None:
     assert a.is_array and a.task_type_version == 1 and not a.is_elastic
 
 
+@pytest.mark.integration
 def test_get_task_once_per_distinct_task_across_executions(admin) -> None:
     server, client = admin(Scenario(executions=[*many(5), dynamic_execution("dyn")]))
     total = 0
@@ -318,6 +338,7 @@ def test_get_task_once_per_distinct_task_across_executions(admin) -> None:
     assert sum(client.calls.values()) / total <= 4
 
 
+@pytest.mark.integration
 def test_records_of_many_executions_share_the_identifiers_they_repeat(admin) -> None:
     # protobuf makes a new object on every field read: a scan holding 200,000 candidates held
     # 200,000 copies of one task's id (docs/performance.md, "Memory grows with ...").
@@ -336,6 +357,7 @@ def test_records_of_many_executions_share_the_identifiers_they_repeat(admin) -> 
     assert all(a.ref.node_id is attempts[0].ref.node_id for a in attempts)
 
 
+@pytest.mark.integration
 def test_unregistered_dynamic_task_takes_its_template_from_the_parent(admin) -> None:
     faults = AdminFaults(unregistered_tasks={(PROJECT, DOMAIN, ELASTIC.name, ELASTIC.version)})
     server, client = admin(Scenario(executions=[dynamic_execution("dyn")]), faults)
@@ -345,6 +367,7 @@ def test_unregistered_dynamic_task_takes_its_template_from_the_parent(admin) -> 
     assert [r.id.node_id for r in server.calls_of("GetNodeExecutionData")] == ["n1"]
 
 
+@pytest.mark.integration
 def test_get_attempt_reads_one_node(admin) -> None:
     server, client = admin(Scenario(executions=[dynamic_execution("dyn")]))
     a = client.get_attempt(AttemptRef(ref("dyn"), "n1-0-dn0", 1))
@@ -357,12 +380,14 @@ def test_get_attempt_reads_one_node(admin) -> None:
 # -- inputs -----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_inputs_are_read_as_strings(admin) -> None:
     ex = execution("a", inputs={"checkpoint_dir": "s3://exa-models/checkpoints/run-1/"})
     _, client = admin(Scenario(executions=[ex]))
     assert client.get_inputs(ref("a")) == {"checkpoint_dir": "s3://exa-models/checkpoints/run-1/"}
 
 
+@pytest.mark.integration
 def test_inputs_admin_only_links_to_are_an_error_not_an_empty_dict(admin) -> None:
     ex = execution("a", inputs={"checkpoint_dir": "s3://exa-models/checkpoints/run-1/"})
     _, client = admin(Scenario(executions=[ex]), AdminFaults(max_inline_bytes=10))
@@ -388,6 +413,7 @@ def test_literal_text_renders_scalars_and_skips_collections() -> None:
 # -- relaunch ---------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_relaunch_creates_exactly_one_execution_with_overwrite_cache(admin) -> None:
     server, client = admin(Scenario(executions=[execution("orig")]))
     new = client.relaunch(ref("orig"), name="orig-rerun")
@@ -399,6 +425,7 @@ def test_relaunch_creates_exactly_one_execution_with_overwrite_cache(admin) -> N
     assert client.get_execution(new).reference_execution == ref("orig")
 
 
+@pytest.mark.integration
 def test_second_relaunch_reports_the_first(admin) -> None:
     server, client = admin(Scenario(executions=[execution("orig")]))
     first = client.relaunch(ref("orig"), name="orig-rerun")
@@ -413,6 +440,7 @@ def test_second_relaunch_reports_the_first(admin) -> None:
     assert server.call_counts()["RelaunchExecution"] == 2  # no flytekit retries of ALREADY_EXISTS
 
 
+@pytest.mark.integration
 def test_lost_relaunch_response_retry_finds_the_relaunch_it_made(admin) -> None:
     server, client = admin(
         Scenario(executions=[execution("orig")]), AdminFaults(lose_relaunch_response=1)
@@ -424,6 +452,7 @@ def test_lost_relaunch_response_retry_finds_the_relaunch_it_made(admin) -> None:
     assert server.call_counts()["RelaunchExecution"] == 2
 
 
+@pytest.mark.integration
 def test_without_a_fixed_name_flytekits_retry_would_relaunch_twice(admin) -> None:
     # flytekit's own rpc_retries repeating a lost RelaunchExecution, reproduced: the reason
     # `name` is mandatory in AdminClient.relaunch.
@@ -441,6 +470,7 @@ def test_without_a_fixed_name_flytekits_retry_would_relaunch_twice(admin) -> Non
     assert len(server.relaunches_of(ref("orig"))) == 2
 
 
+@pytest.mark.integration
 def test_name_taken_by_an_unrelated_execution_is_not_already_relaunched(admin) -> None:
     server, client = admin(Scenario(executions=[execution("orig"), execution("taken")]))
     with pytest.raises(SourceError) as info:
@@ -450,6 +480,7 @@ def test_name_taken_by_an_unrelated_execution_is_not_already_relaunched(admin) -
     assert server.relaunches_of(ref("orig")) == []
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["Orig_rerun", "orig-rerun\n"])
 def test_invalid_relaunch_name_is_refused_before_any_call(admin, name: str) -> None:
     server, client = admin(Scenario(executions=[execution("orig")]))
@@ -458,6 +489,7 @@ def test_invalid_relaunch_name_is_refused_before_any_call(admin, name: str) -> N
     assert server.calls == []
 
 
+@pytest.mark.integration
 def test_relaunch_of_missing_execution_is_not_found_once(admin) -> None:
     server, client = admin(Scenario(executions=[execution("orig")]))
     with pytest.raises(NotFoundError):
@@ -465,6 +497,7 @@ def test_relaunch_of_missing_execution_is_not_found_once(admin) -> None:
     assert server.call_counts()["RelaunchExecution"] == 1
 
 
+@pytest.mark.integration
 def test_relaunches_of_maps_originals_to_their_relaunches(admin) -> None:
     scenario = Scenario(
         executions=[
@@ -501,6 +534,7 @@ def no_flyte_env(monkeypatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.integration
 def test_config_from_a_flytectl_yaml_file(admin, no_flyte_env: Path) -> None:
     server, _ = admin(Scenario(executions=[execution("a")]))
     config = no_flyte_env / "config.yaml"
@@ -510,6 +544,7 @@ def test_config_from_a_flytectl_yaml_file(admin, no_flyte_env: Path) -> None:
         assert client.get_execution(ref("a")).ref == ref("a")
 
 
+@pytest.mark.integration
 def test_config_from_flytectl_config_env(admin, no_flyte_env: Path, monkeypatch) -> None:
     server, _ = admin(Scenario(executions=[execution("a")]))
     config = no_flyte_env / "elsewhere.yaml"
@@ -519,6 +554,7 @@ def test_config_from_flytectl_config_env(admin, no_flyte_env: Path, monkeypatch)
         assert client.get_execution(ref("a")).phase == "SUCCEEDED"
 
 
+@pytest.mark.integration
 def test_config_from_platform_env_overrides_the_file(
     admin, no_flyte_env: Path, monkeypatch
 ) -> None:
@@ -553,6 +589,7 @@ def test_client_repr_hides_the_client_secret() -> None:
 # -- shapes: parent, output location, array subtasks, node inputs ------------------------------
 
 
+@pytest.mark.integration
 def test_child_execution_names_its_parent_node(admin) -> None:
     child = execution("child")
     child.parent = (PROJECT, DOMAIN, "parent", "n1")
@@ -565,6 +602,7 @@ def test_child_execution_names_its_parent_node(admin) -> None:
     assert listed["child"] == rec.parent  # the sweep's listing carries it: no extra call
 
 
+@pytest.mark.integration
 def test_offloaded_outputs_are_no_location_of_the_attempts_own(admin) -> None:
     inline = attempt("inl", "n0", 0)
     inline.inline_outputs = True
@@ -575,6 +613,7 @@ def test_offloaded_outputs_are_no_location_of_the_attempts_own(admin) -> None:
     assert "offloaded_outputs" in a.outputs_unknown and "inline" in a.outputs_unknown
 
 
+@pytest.mark.integration
 def test_array_node_subtasks_are_attempts_of_their_own(admin) -> None:
     from forensics.sandbox.scenario import SandboxSubtask
 
@@ -601,6 +640,7 @@ def test_array_node_subtasks_are_attempts_of_their_own(admin) -> None:
     assert subs[2].ended_at == own.ended_at and subs[2].task_type == "python-task"
 
 
+@pytest.mark.integration
 def test_node_inputs_of_a_map_subtask_are_its_element(admin) -> None:
     node = SandboxNode("n0", "SUCCEEDED", [attempt("maps", "n0", 0, pods=[])], is_array=True)
     node.inputs = {"ckpt": ["s3://b/0/", "s3://b/1/"], "lr": "1e-5"}

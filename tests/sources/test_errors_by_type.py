@@ -124,6 +124,7 @@ def loki_gaps(url: str, timeout: float = 1.0) -> list[Gap]:
         return [g for item in items if isinstance(item, ShardRead) for g in shard_gaps(item)]
 
 
+@pytest.mark.integration
 def test_loki_closed_port_is_unreachable(capsys):
     url = f"http://127.0.0.1:{_free_port()}"
     gaps = loki_gaps(url)
@@ -131,6 +132,7 @@ def test_loki_closed_port_is_unreachable(capsys):
     assert f"{CAUSES[FailureKind.UNREACHABLE]} {url}," in cause_line(gaps, url, capsys)
 
 
+@pytest.mark.integration
 def test_loki_read_timeout_on_a_port_with_401_is_a_timeout_not_refused_credentials(capsys):
     with silent_listener() as port:
         url = f"http://127.0.0.1:{port}"
@@ -140,6 +142,7 @@ def test_loki_read_timeout_on_a_port_with_401_is_a_timeout_not_refused_credentia
     assert CAUSES[FailureKind.TIMED_OUT] in line and "credentials" not in line
 
 
+@pytest.mark.integration
 def test_loki_connect_timeout_naming_port_401x_is_a_timeout(capsys):
     with full_listener() as port:
         url = f"http://127.0.0.1:{port}"
@@ -150,6 +153,7 @@ def test_loki_connect_timeout_naming_port_401x_is_a_timeout(capsys):
     assert CAUSES[FailureKind.TIMED_OUT] in line and "credentials" not in line
 
 
+@pytest.mark.integration
 def test_loki_own_did_not_answer_text_has_a_cause(capsys):
     """Not query_range: the client's "did not answer within 1s" (no words of any old cause)."""
     with silent_listener() as port:
@@ -170,6 +174,7 @@ def test_loki_unresolvable_host(capsys):
     assert CAUSES[FailureKind.NAME_UNRESOLVED] in cause_line(gaps, url, capsys)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("status", "body", "kind"),
     [
@@ -189,6 +194,7 @@ def test_loki_answers_map_by_status(status, body, kind, capsys):
     assert CAUSES[kind] in cause_line(gaps, url, capsys)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("status", [401, 403])
 def test_loki_refused_credentials_are_auth_refused(status):
     with answering(status, b"no org id") as url:
@@ -215,6 +221,7 @@ def admin_line(e: SourceError, address: str, capsys: pytest.CaptureFixture[str])
     return cause_line([Gap("admin", None, None, e.cause, failure=e.kind)], address, capsys)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("code", "kind"),
     [
@@ -238,6 +245,7 @@ def test_admin_statuses_map_by_code(code, kind, capsys):
     assert CAUSES[kind] in admin_line(e, endpoint, capsys)
 
 
+@pytest.mark.integration
 def test_admin_closed_port_is_unreachable(capsys):
     endpoint = f"127.0.0.1:{_free_port()}"
     e = admin_error(endpoint, timeout=5.0)
@@ -252,6 +260,7 @@ def test_admin_unresolvable_host(capsys):
     assert CAUSES[FailureKind.NAME_UNRESOLVED] in admin_line(e, endpoint, capsys)
 
 
+@pytest.mark.integration
 def test_admin_silent_port_times_out(capsys):
     with silent_listener() as port:
         endpoint = f"127.0.0.1:{port}"
@@ -285,6 +294,7 @@ def s3_line(uri: str, check, address: str, capsys) -> str:  # type: ignore[no-un
     )
 
 
+@pytest.mark.integration
 def test_s3_closed_port_is_unreachable(capsys):
     endpoint = f"http://127.0.0.1:{_free_port()}"
     check = s3_store(endpoint).check_object("s3://bucket/a/outputs.pb")
@@ -299,6 +309,7 @@ def test_s3_unresolvable_host(capsys):
     assert CAUSES[FailureKind.NAME_UNRESOLVED] in s3_line("s3://b/a", check, endpoint, capsys)
 
 
+@pytest.mark.integration
 def test_s3_silent_port_times_out(capsys):
     with silent_listener() as port:
         endpoint = f"http://127.0.0.1:{port}"
@@ -308,6 +319,7 @@ def test_s3_silent_port_times_out(capsys):
     assert CAUSES[FailureKind.TIMED_OUT] in line and "credentials" not in line
 
 
+@pytest.mark.integration
 def test_s3_sandbox_faults_map_by_code(box, capsys):
     from forensics.sandbox.s3_server import S3Rule
 
@@ -330,6 +342,7 @@ def test_s3_sandbox_faults_map_by_code(box, capsys):
 # -- show: one failure, one gap ---------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_show_reports_a_failing_loki_window_once(box, tmp_path, monkeypatch, capsys):
     """The signal, pod and propeller reads of one window fail alike: one gap, not three."""
     use_sandbox(box, monkeypatch)

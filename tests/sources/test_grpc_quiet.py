@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import grpc
+import pytest
 from support.cli import run, run_process
 from support.scan import NO_RETRY, WINDOW, point_at
 
@@ -24,6 +25,7 @@ KEEPALIVE_KEYS = (
 RAW_GRPC_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w./-]+:\d+\] ", re.M)
 
 
+@pytest.mark.integration
 def test_the_admin_channel_pings_as_a_default_grpc_go_server_allows(
     box, tmp_path, monkeypatch, capsys
 ):
@@ -63,6 +65,7 @@ def _scan_over_tls_to_a_plaintext_admin(box, tmp_path, *flags: str, **env: str) 
     return proc.stderr
 
 
+@pytest.mark.e2e
 def test_grpc_core_log_lines_stay_off_stderr_unless_vv_or_the_user_asks(box, tmp_path):
     quiet = _scan_over_tls_to_a_plaintext_admin(box, tmp_path, "-v")
     assert not RAW_GRPC_LINE.search(quiet), quiet

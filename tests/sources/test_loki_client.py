@@ -80,6 +80,7 @@ def some_signals(n: int = 3) -> list[SandboxLogLine]:
 # --- pagination -------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_more_than_5000_matches_with_many_lines_sharing_timestamps_are_read_once_each() -> None:
     # 3 pods x 40 timestamps x 100 lines: 300 lines per nanosecond, so every 5,000-line page ends
     # inside a group of lines that share its last timestamp; noise lines in between are filtered.
@@ -101,6 +102,7 @@ def test_more_than_5000_matches_with_many_lines_sharing_timestamps_are_read_once
     assert len(sent) == 3
 
 
+@pytest.mark.integration
 def test_a_line_repeated_in_two_pods_at_one_nanosecond_on_a_page_boundary_is_kept_for_both() -> (
     None
 ):
@@ -116,6 +118,7 @@ def test_a_line_repeated_in_two_pods_at_one_nanosecond_on_a_page_boundary_is_kep
     assert Counter(map(key, got)) == Counter(map(key, lines))
 
 
+@pytest.mark.integration
 def test_more_matches_at_one_nanosecond_than_a_page_holds_are_read_stream_by_stream() -> None:
     burst = [
         SandboxLogLine(BASE + 5, pod(f"p{s}"), f"SIGTERM burst {s} {j}")
@@ -132,6 +135,7 @@ def test_more_matches_at_one_nanosecond_than_a_page_holds_are_read_stream_by_str
     assert paths["/loki/api/v1/query_range"] == 2 + 4 + 1
 
 
+@pytest.mark.integration
 def test_a_single_pod_with_a_full_page_at_one_nanosecond_fails_the_shard_loudly() -> None:
     lines = [SandboxLogLine(BASE + 7, pod("p0"), f"SIGTERM {j}") for j in range(60)]
     with LokiServer(lines) as server:
@@ -156,6 +160,7 @@ def test_a_single_pod_with_a_full_page_at_one_nanosecond_fails_the_shard_loudly(
     )
 
 
+@pytest.mark.integration
 def test_a_third_element_in_values_is_tolerated() -> None:
     session = requests.Session()
     session.headers["X-Loki-Response-Encoding-Flags"] = "categorize-labels"
@@ -172,6 +177,7 @@ def test_a_third_element_in_values_is_tolerated() -> None:
 # --- shards -----------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_thirty_day_window_is_read_in_day_shards_and_every_line_arrives() -> None:
     window = Window(T0, T0 + timedelta(days=30))
     busy_day = [  # 250 matches on day 12: three pages of 100
@@ -206,6 +212,7 @@ def test_a_thirty_day_window_is_read_in_day_shards_and_every_line_arrives() -> N
     assert c.bytes_received == sum(r.bytes for r in sent)
 
 
+@pytest.mark.integration
 def test_entries_of_a_shard_arrive_in_time_order_across_pods() -> None:
     lines = [
         SandboxLogLine(BASE + (i * 7919) % 1000, pod(f"p{i % 5}"), f"SIGTERM {i}")
@@ -220,6 +227,7 @@ def test_entries_of_a_shard_arrive_in_time_order_across_pods() -> None:
 # --- retries and failures -------------------------------------------------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("status", [429, 500, 502, 503])
 def test_a_throttled_or_failing_loki_is_retried_and_nothing_is_lost(status: int) -> None:
     faults = LokiFaults(rules=[FaultRule(status, count=2)])
@@ -232,6 +240,7 @@ def test_a_throttled_or_failing_loki_is_retried_and_nothing_is_lost(status: int)
     assert c.retries == 2 and c.calls == {QUERY_RANGE: 3}  # one request, tried three times
 
 
+@pytest.mark.integration
 def test_a_query_timeout_504_is_read_in_halves_and_nothing_is_lost() -> None:
     # Loki's 504 is its query_timeout (pkg/util/server/error.go): the same query again would time
     # out again, so the piece is split instead of being retried at the same size.
@@ -249,6 +258,7 @@ def test_a_query_timeout_504_is_read_in_halves_and_nothing_is_lost() -> None:
     assert c.retries == 2
 
 
+@pytest.mark.integration
 def test_retry_after_is_honoured() -> None:
     faults = LokiFaults(rules=[FaultRule(429, count=1, retry_after="1")])
     with LokiServer(some_signals(), faults) as server:
@@ -259,6 +269,7 @@ def test_retry_after_is_honoured() -> None:
     assert second.at - first.at >= 0.95
 
 
+@pytest.mark.integration
 def test_a_huge_retry_after_is_capped_by_the_policy() -> None:
     faults = LokiFaults(rules=[FaultRule(503, count=1, retry_after="3600")])
     policy = RetryPolicy(retries=3, backoff_factor=0.01, retry_after_max=0.2, total_time=10)
@@ -269,6 +280,7 @@ def test_a_huge_retry_after_is_capped_by_the_policy() -> None:
     assert time.monotonic() - started < 3
 
 
+@pytest.mark.integration
 def test_retries_are_bounded_and_the_last_answer_is_reported() -> None:
     faults = LokiFaults(rules=[FaultRule(502, count="always")])
     with LokiServer(some_signals(), faults) as server:
@@ -279,6 +291,7 @@ def test_retries_are_bounded_and_the_last_answer_is_reported() -> None:
     assert err.value.retryable
 
 
+@pytest.mark.integration
 def test_a_connection_reset_is_retried() -> None:
     faults = LokiFaults(rules=[FaultRule("reset", count=1)])
     with LokiServer(some_signals(), faults) as server:
@@ -287,6 +300,7 @@ def test_a_connection_reset_is_retried() -> None:
     assert len(got) == 3
 
 
+@pytest.mark.integration
 def test_a_read_timeout_is_retried() -> None:
     faults = LokiFaults(rules=[FaultRule("timeout", count=1, sleep=3)])
     with LokiServer(some_signals(), faults) as server:
@@ -296,6 +310,7 @@ def test_a_read_timeout_is_retried() -> None:
     assert len(got) == 3 and c.retries == 1
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("fault", "says"),
     [("truncated", "truncated body"), ("nonjson", "body is not JSON")],
@@ -318,6 +333,7 @@ def test_a_200_that_is_cut_off_or_not_json_is_retried_then_fails_the_shard(
     assert says in err.value.cause
 
 
+@pytest.mark.integration
 def test_a_permanently_failing_shard_is_reported_while_the_others_are_read() -> None:
     day = timedelta(days=1)
     lines = [
@@ -349,6 +365,7 @@ def test_a_permanently_failing_shard_is_reported_while_the_others_are_read() -> 
 # --- 400s, tenants, auth ----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_rejected_query_is_final_and_shows_lokis_text() -> None:
     bad = '{namespace="ml"} |~ "(unclosed"'
     with LokiServer(some_signals()) as server:
@@ -374,6 +391,7 @@ def test_a_page_limit_above_lokis_maximum_is_refused_before_any_request() -> Non
         LokiClient(LokiSettings(), page_limit=5001)
 
 
+@pytest.mark.integration
 def test_the_tenant_header_selects_the_tenants_lines() -> None:
     with LokiServer(some_signals(), tenant_required="team-a") as server:
         ours = LokiSettings(url=server.url, org_id="team-a", timeout=5.0)
@@ -387,6 +405,7 @@ def test_the_tenant_header_selects_the_tenants_lines() -> None:
     assert "no org id" in err.value.cause and "LOKI_ORG_ID" in err.value.cause
 
 
+@pytest.mark.integration
 def test_bearer_token_auth() -> None:
     with LokiServer(some_signals(), bearer_token="tok-123") as server:
         good = LokiSettings(url=server.url, bearer_token=Secret("tok-123"))
@@ -398,6 +417,7 @@ def test_bearer_token_auth() -> None:
     assert "HTTP 401" in str(err.value) and "tok-wrong-SECRET" not in str(err.value)
 
 
+@pytest.mark.integration
 def test_basic_auth() -> None:
     with LokiServer(some_signals(), basic_auth=("tenant-7", "pw:with:colons")) as server:
         good = LokiSettings(url=server.url, username="tenant-7", password=Secret("pw:with:colons"))
@@ -419,6 +439,7 @@ def test_bearer_and_basic_auth_together_is_a_configuration_error() -> None:
         LokiClient(both)
 
 
+@pytest.mark.integration
 def test_an_unreachable_loki_is_a_source_error_naming_the_address() -> None:
     with LokiServer() as server:
         url = server.url
@@ -436,6 +457,7 @@ def test_an_unreachable_loki_is_a_source_error_naming_the_address() -> None:
 HOSTILE = 'ml"} |= "x" or {a=~".*"} \\ | {}.*'
 
 
+@pytest.mark.integration
 def test_a_hostile_project_name_cannot_inject_logql() -> None:
     hostile = [SandboxLogLine(BASE, pod("p0", namespace=HOSTILE), "SIGTERM hostile")]
     others = [
@@ -453,6 +475,7 @@ def test_a_hostile_project_name_cannot_inject_logql() -> None:
     assert [(m.name, m.op, m.value) for m in parsed.matchers] == [("namespace", "=", HOSTILE)]
 
 
+@pytest.mark.integration
 def test_regex_escape_makes_a_literal_match_only_itself() -> None:
     lines = [
         SandboxLogLine(BASE, pod("train.v1(a)-0"), "SIGTERM"),
@@ -523,6 +546,7 @@ def _wait_until(condition: object, seconds: float) -> bool:
     return False
 
 
+@pytest.mark.integration
 def test_closing_a_scan_stops_its_workers_promptly() -> None:
     window = Window(T0, T0 + timedelta(days=60))
     lines = [
@@ -540,6 +564,7 @@ def test_closing_a_scan_stops_its_workers_promptly() -> None:
         assert len(server.requests) == settled < 20
 
 
+@pytest.mark.integration
 def test_ctrl_c_during_a_scan_interrupts_workers_waiting_to_retry() -> None:
     faults = LokiFaults(rules=[FaultRule(503, count="always", retry_after="30")])
     policy = RetryPolicy(retries=5, retry_after_max=30, total_time=120)
@@ -574,6 +599,7 @@ def test_ctrl_c_during_a_scan_interrupts_workers_waiting_to_retry() -> None:
 # --- tenant entry limits and query timeouts (docs/upstream.md, Loki) -----------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("wording", ["frontend", "querier"])
 def test_a_lower_tenant_entry_limit_is_adopted_for_the_rest_of_the_run(wording, caplog) -> None:
     lines = [SandboxLogLine(BASE + i * 1000, pod(f"p{i % 3}"), f"SIGTERM {i}") for i in range(2500)]
@@ -598,6 +624,7 @@ def test_a_lower_tenant_entry_limit_is_adopted_for_the_rest_of_the_run(wording, 
     assert len(warnings) == 1 and "1000 entries per query" in warnings[0]
 
 
+@pytest.mark.integration
 def test_a_configured_entry_limit_is_used_from_the_first_request() -> None:
     with LokiServer(some_signals(), tenant_max_entries={"team-ml": 1000}) as server:
         settings = LokiSettings(url=server.url, org_id="team-ml", timeout=5.0, max_entries=1000)
@@ -606,6 +633,7 @@ def test_a_configured_entry_limit_is_used_from_the_first_request() -> None:
     assert len(got) == 3
 
 
+@pytest.mark.integration
 def test_an_entry_limit_400_that_names_no_lower_limit_stays_an_error() -> None:
     # A limit the tenant already allows cannot be the cause: the 400 is not second-guessed.
     with LokiServer(some_signals(), tenant_max_entries={"team-ml": 5000}) as server:
@@ -616,6 +644,7 @@ def test_an_entry_limit_400_that_names_no_lower_limit_stays_an_error() -> None:
     assert not c._adopt_limit(100, err)
 
 
+@pytest.mark.integration
 def test_a_dense_stretch_that_times_out_is_split_down_to_the_floor_and_only_it_is_a_gap() -> None:
     # 200 noise lines within one second make any range that holds them time out (Loki must scan
     # them whatever the filter); the signals around them must still be read.
@@ -641,6 +670,7 @@ def test_a_dense_stretch_that_times_out_is_split_down_to_the_floor_and_only_it_i
     assert 6 <= len(timeouts) <= 8  # one per halving from 1h down to the ~56s floor piece
 
 
+@pytest.mark.integration
 def test_a_loki_that_times_out_on_everything_gives_the_shard_up_after_a_bounded_number_of_tries():
     faults = LokiFaults(rules=[FaultRule(504, count="always")])
     with LokiServer(some_signals(), faults) as server:
@@ -657,6 +687,7 @@ def test_a_loki_that_times_out_on_everything_gives_the_shard_up_after_a_bounded_
     assert tries == c._split_budget(HOUR)  # log2(60) halvings to the floor, rounded up, + 1
 
 
+@pytest.mark.integration
 def test_two_readers_at_full_concurrency_reuse_their_connections(caplog):
     # The signals and the Kubernetes events read the same Loki through one client, each with
     # `workers` requests in flight: no connection is opened only to be dropped (urllib3's

@@ -23,6 +23,8 @@ from forensics.sandbox.scenario import (
 )
 from forensics.sources.storage import ObjectStore
 
+pytestmark = pytest.mark.integration
+
 UTC = timezone.utc
 SIGNAL = datetime(2026, 9, 10, 19, 45, 22, tzinfo=UTC)
 RUN = "checkpoints/gs1-distill/bigmodel-c42-nem1b-a2-lr5em5-v1"

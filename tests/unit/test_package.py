@@ -46,6 +46,7 @@ def test_the_scan_package_and_the_scan_function_are_both_reachable():
     assert forensics.scan.ScanScope is forensics.ScanScope
 
 
+@pytest.mark.e2e
 def test_importing_the_package_imports_none_of_the_library():
     code = (
         "import sys, forensics; "

@@ -48,6 +48,7 @@ def _passes(full: str) -> tuple[int, int, int, int]:
     return young, middle, old, freed
 
 
+@pytest.mark.e2e
 def test_a_command_makes_no_full_pass_and_still_frees_its_cyclic_garbage():
     assert _passes("on")[2] > 0  # the default: the kept objects walked again and again
     young, middle, old, freed = _passes("off")
@@ -110,6 +111,7 @@ def _probe(policy: int) -> tuple[int, bool, int, int]:
     return int(before), ok == "True", int(after), int(thread)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH on this system")
 def test_batch_scheduling_reaches_the_threads_started_after_it():
     before, ok, after, thread = _probe(os.SCHED_OTHER)
@@ -117,6 +119,7 @@ def test_batch_scheduling_reaches_the_threads_started_after_it():
     assert after == thread == os.SCHED_BATCH
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="no SCHED_IDLE on this system")
 def test_a_policy_the_caller_chose_is_kept():
     before, ok, after, thread = _probe(os.SCHED_IDLE)
@@ -147,6 +150,7 @@ def _leave(case: str, code: int) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 def test_a_command_ends_without_the_teardown_but_with_its_exit_handlers_and_output():
     p = _leave("alone", 3)
     assert p.returncode == 3
@@ -154,6 +158,7 @@ def test_a_command_ends_without_the_teardown_but_with_its_exit_handlers_and_outp
     assert p.stderr == "exit handler\n"  # and no "torn down": the teardown was skipped
 
 
+@pytest.mark.e2e
 def test_a_thread_still_running_is_waited_for_as_python_would():
     p = _leave("thread", 0)
     assert p.returncode == 0

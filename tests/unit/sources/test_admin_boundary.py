@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import forensics
 
 SOURCES = Path(forensics.__file__).parent / "sources"
@@ -55,6 +57,7 @@ def test_only_the_client_imports_the_transport():
     assert importers <= TRANSPORT | {"admin.py"}
 
 
+@pytest.mark.e2e
 def test_the_scan_show_and_relaunch_import_no_grpc():
     code = (
         "import sys, forensics.scan.run, forensics.scan.examine, forensics.timeline, "

@@ -3,6 +3,7 @@ Admin: the real client, the real wire)."""
 
 from __future__ import annotations
 
+import pytest
 from flytekit.clients.friendly import SynchronousFlyteClient
 from flytekit.configuration import PlatformConfig
 
@@ -10,6 +11,8 @@ from forensics.model import ExecutionRef
 from forensics.sandbox.admin_server import AdminServer
 from forensics.sandbox.incident import reference_scenario
 from forensics.sources.admin import AdminClient
+
+pytestmark = pytest.mark.integration
 
 INCIDENT = ExecutionRef("gs1", "production", "azvg5f9v9974m78fvlf7")
 
