@@ -637,6 +637,22 @@ class Report:
     def complete(self) -> bool:
         return not self.gaps
 
+    @property
+    def to_act_on(self) -> bool:
+        """Findings, pending attempts (signalled, not finished yet: rescan) or signalled Flyte
+        pods that resolve to no attempt (a configuration problem)."""
+        return bool(self.findings or self.pending or self.unresolved)
+
+    def exit_code(self, *, exit_zero: bool = False, incomplete: bool = False) -> int:
+        """The exit code this result means (docs/exit-codes.md): 3 when the scan is incomplete
+        (or `incomplete`: something beside it failed, e.g. the incident page has gaps); else 1
+        when there is something to act on, unless `exit_zero`; else 0."""
+        return exit_code(
+            complete=self.complete and not incomplete,
+            to_act_on=self.to_act_on,
+            exit_zero=exit_zero,
+        )
+
     def as_dict(self) -> dict[str, object]:
         return {
             "schema_version": 1,
@@ -654,3 +670,13 @@ class Report:
 
     def __iter__(self) -> Iterator[Finding]:
         return iter(self.findings)
+
+
+def exit_code(*, complete: bool, to_act_on: bool, exit_zero: bool = False) -> int:
+    """A scan's exit code, for its result in any form (docs/exit-codes.md): 3 incomplete wins
+    over 1 something to act on (0 with `exit_zero`), else 0."""
+    if not complete:
+        return 3
+    if to_act_on and not exit_zero:
+        return 1
+    return 0

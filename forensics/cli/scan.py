@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.cli import exits
 from forensics.cli.common import (
     check_writable_file,
     emit,
@@ -156,6 +155,4 @@ def _scan_once(
     if report:
         write_atomically(report, render(result, OutputFormat.json))
     emit(render(page if fmt is OutputFormat.html else result, fmt))
-    return exits.for_scan(
-        result, exit_zero=exit_zero, page_gaps=bool(page is not None and page.gaps)
-    )
+    return result.exit_code(exit_zero=exit_zero, incomplete=bool(page is not None and page.gaps))

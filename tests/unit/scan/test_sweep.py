@@ -7,10 +7,9 @@ from datetime import timedelta
 
 from support.fakes import T0, WINDOW, FakeAdmin, attempt, execution
 
-from forensics.concurrency import Lane
 from forensics.config import Settings
 from forensics.detect import Decision, Verdict, build_finding
-from forensics.model import Checkpoint, ExecutionRef, ObjectCheck
+from forensics.model import Checkpoint, ExecutionRef, Gap, ObjectCheck
 from forensics.scan import sweep
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
@@ -106,23 +105,14 @@ def test_findings_name_the_relaunch_that_exists_already():
         "r" * 20, created=T0 + timedelta(hours=1), mode="RELAUNCH", reference=original.ref
     )
     admin.add(relaunched, archived=True)  # archived in the console: still a relaunch
-    gaps = []
-    stop, errors = threading.Event(), []
-    lane = Lane("admin", 2, stop, errors)
-    try:
-        out = sweep.with_relaunches(
-            [finding_of(original), finding_of(other)],
-            {original.ref: original, other.ref: other},
-            admin,
-            threading.BoundedSemaphore(2),
-            lane,
-            gaps.append,
-        )
-    finally:
-        stop.set()
-        lane.close()
+    findings = [finding_of(original), finding_of(other)]
+    listings = sweep.relaunch_listings(findings, {original.ref: original, other.ref: other})
+    assert listings == [("gs1", "production", original.created_at)]  # one per project/domain
+    slots = threading.BoundedSemaphore(2)
+    found = [sweep.relaunches_in(admin, slots, *x) for x in listings]
+    assert not any(isinstance(f, Gap) for f in found)
+    out = sweep.with_relaunches(findings, found)
     assert [f.relaunched_as for f in out] == [relaunched.ref, None]
-    assert gaps == [] and errors == []
 
 
 def test_relaunches_that_cannot_be_listed_are_a_gap_not_a_no():
@@ -130,17 +120,13 @@ def test_relaunches_that_cannot_be_listed_are_a_gap_not_a_no():
     ex = execution("o" * 20)
     admin.add(ex)
     admin.fail("ListExecutions")
-    gaps = []
-    stop, errors = threading.Event(), []
-    lane = Lane("admin", 2, stop, errors)
-    try:
-        out = sweep.with_relaunches(
-            [finding_of(ex)], {ex.ref: ex}, admin, threading.BoundedSemaphore(2), lane, gaps.append
-        )
-    finally:
-        stop.set()
-        lane.close()
+    findings = [finding_of(ex)]
+    (listing,) = sweep.relaunch_listings(findings, {ex.ref: ex})
+    gap = sweep.relaunches_in(admin, threading.BoundedSemaphore(2), *listing)
+    assert isinstance(gap, Gap)
+    out = sweep.with_relaunches(findings, [])
     assert out[0].relaunched_as is None
+    gaps = [gap]
     assert [(g.source, g.start) for g in gaps] == [("admin", ex.created_at)]
     assert "relaunched_as may be missing" in gaps[0].error
     assert ExecutionRef("gs1", "production", "o" * 20) == ex.ref
