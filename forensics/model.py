@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from enum import Enum
 
 from forensics.failures import FailureKind
 
@@ -643,15 +644,11 @@ class Report:
         pods that resolve to no attempt (a configuration problem)."""
         return bool(self.findings or self.pending or self.unresolved)
 
-    def exit_code(self, *, exit_zero: bool = False, incomplete: bool = False) -> int:
-        """The exit code this result means (docs/exit-codes.md): 3 when the scan is incomplete
-        (or `incomplete`: something beside it failed, e.g. the incident page has gaps); else 1
-        when there is something to act on, unless `exit_zero`; else 0."""
-        return exit_code(
-            complete=self.complete and not incomplete,
-            to_act_on=self.to_act_on,
-            exit_zero=exit_zero,
-        )
+    @property
+    def status(self) -> ReportStatus:
+        """What this result means for whoever ran the scan (docs/exit-codes.md; the CLI's exit
+        code is chosen from it, `cli/exits.py`)."""
+        return report_status(complete=self.complete, to_act_on=self.to_act_on)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -672,11 +669,20 @@ class Report:
         return iter(self.findings)
 
 
-def exit_code(*, complete: bool, to_act_on: bool, exit_zero: bool = False) -> int:
-    """A scan's exit code, for its result in any form (docs/exit-codes.md): 3 incomplete wins
-    over 1 something to act on (0 with `exit_zero`), else 0."""
+class ReportStatus(str, Enum):
+    """A scan's result in one word: `incomplete` (a source failed for part of the window) wins
+    over `to-act-on` (findings, pending attempts or unresolved pods); else `clean`."""
+
+    INCOMPLETE = "incomplete"
+    TO_ACT_ON = "to-act-on"
+    CLEAN = "clean"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def report_status(*, complete: bool, to_act_on: bool) -> ReportStatus:
+    """The status of a scan's result in any form (a `Report`, `merge`'s document)."""
     if not complete:
-        return 3
-    if to_act_on and not exit_zero:
-        return 1
-    return 0
+        return ReportStatus.INCOMPLETE
+    return ReportStatus.TO_ACT_ON if to_act_on else ReportStatus.CLEAN

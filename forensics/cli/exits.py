@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from forensics.errors import ElasticAuditError, LokiQueryError, SourceError
-from forensics.model import exit_code
+from forensics.model import ReportStatus, report_status
 
 if TYPE_CHECKING:
     from forensics.model import Report
@@ -42,15 +42,24 @@ def for_scan(
     page_gaps: bool = False,
     undelivered: bool = False,
 ) -> int:
-    """One scan's result, for `scan`, each `watch` run and the guard: the report's own exit code
-    (`Report.exit_code`), 3 too when the incident page has gaps or (guard) a notification or
-    metrics push failed."""
-    return report.exit_code(exit_zero=exit_zero, incomplete=page_gaps or undelivered)
+    """One scan's result, for `scan`, each `watch` run and the guard: the report's status
+    (`Report.status`), incomplete too when the incident page has gaps or (guard) a
+    notification or metrics push failed."""
+    return for_status(report.status, exit_zero=exit_zero, incomplete=page_gaps or undelivered)
+
+
+def for_status(status: ReportStatus, *, exit_zero: bool = False, incomplete: bool = False) -> int:
+    """3 incomplete, 1 something to act on (0 with `exit_zero`), else 0."""
+    if incomplete or status is ReportStatus.INCOMPLETE:
+        return INCOMPLETE
+    if status is ReportStatus.TO_ACT_ON and not exit_zero:
+        return 1
+    return 0
 
 
 def for_result(*, complete: bool, to_act_on: bool, exit_zero: bool = False) -> int:
-    """The rule itself, for a scan's result in any form (a Report, `merge`'s document)."""
-    return exit_code(complete=complete, to_act_on=to_act_on, exit_zero=exit_zero)
+    """The rule for a scan's result in any form (`merge`'s document)."""
+    return for_status(report_status(complete=complete, to_act_on=to_act_on), exit_zero=exit_zero)
 
 
 def for_relaunch(statuses: Iterable[str]) -> int:

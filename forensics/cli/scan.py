@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from forensics.cli import exits
 from forensics.cli.common import (
     check_writable_file,
     emit,
@@ -155,4 +156,5 @@ def _scan_once(
     if report:
         write_atomically(report, render(result, OutputFormat.json))
     emit(render(page if fmt is OutputFormat.html else result, fmt))
-    return result.exit_code(exit_zero=exit_zero, incomplete=bool(page is not None and page.gaps))
+    incomplete = page is not None and bool(page.gaps)
+    return exits.for_status(result.status, exit_zero=exit_zero, incomplete=incomplete)

@@ -8,9 +8,10 @@ from datetime import timedelta
 
 from support.fakes import T0, WINDOW, attempt, execution
 
+from forensics.cli import exits
 from forensics.config import Settings
 from forensics.detect import Cleared, Decision, Verdict, build_finding, finding_links
-from forensics.model import Checkpoint, Gap, ObjectCheck, SignalHit
+from forensics.model import Checkpoint, Gap, ObjectCheck, ReportStatus, SignalHit
 from forensics.scan.build import Judged, build_report
 from forensics.scan.collect import Collected
 from forensics.scan.evidence import Evidence
@@ -96,15 +97,17 @@ def test_gaps_come_out_sorted_by_source_and_time():
     ]
 
 
-def test_the_exit_code_is_the_reports():
+def test_the_status_is_the_reports_and_the_exit_code_follows_it():
     clean = build_report(collected(), [])
-    assert clean.exit_code() == 0
+    assert clean.status is ReportStatus.CLEAN and exits.for_scan(clean) == 0
     found = build_report(
         collected(), [judged("a" * 20, Decision(Verdict.AFFECTED, outputs=MISSING), T0)]
     )
-    assert found.exit_code() == 1 and found.exit_code(exit_zero=True) == 0
+    assert found.status is ReportStatus.TO_ACT_ON
+    assert exits.for_scan(found) == 1 and exits.for_scan(found, exit_zero=True) == 0
     pending = build_report(collected(), [judged("c" * 20, Decision(Verdict.PENDING), T0)])
-    assert pending.exit_code() == 1
+    assert pending.status is ReportStatus.TO_ACT_ON
     gap = build_report(collected([Gap("loki", T0, T0, "x")]), [])
-    assert gap.exit_code() == 3 and gap.exit_code(exit_zero=True) == 3
-    assert clean.exit_code(incomplete=True) == 3
+    assert gap.status is ReportStatus.INCOMPLETE
+    assert exits.for_scan(gap, exit_zero=True) == 3
+    assert exits.for_scan(clean, page_gaps=True) == 3
