@@ -96,17 +96,18 @@ class Pools:
             raise Stopped()
         return out
 
-    def close(self) -> None:
-        """Stop every job: queued ones are cancelled, running ones see the stop."""
+    def close(self, *, wait: bool = False) -> None:
+        """Stop every job: queued ones are cancelled, running ones see the stop. `wait`: until
+        the pools' threads have ended (after a phase's join they are idle: at once)."""
         self.stop.set()
         for pool in self._pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=wait, cancel_futures=True)
 
     def __enter__(self) -> Pools:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, error: type[BaseException] | None, *exc: object) -> None:
+        self.close(wait=error is None)
 
 
 Emit = Callable[[Any], bool]

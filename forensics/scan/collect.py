@@ -176,9 +176,12 @@ class _Collect:
 
     def run(self, step: Step) -> Collected:
         try:
-            return self._run(step)
-        finally:
-            self.pools.close()
+            collected = self._run(step)
+        except BaseException:
+            self.pools.close()  # running jobs see the stop; nothing waits for them
+            raise
+        self.pools.close(wait=True)  # every job has ended: the threads are idle
+        return collected
 
     def _run(self, step: Step) -> Collected:
         gaps: list[Gap] = []
