@@ -294,9 +294,8 @@ class _Collect:
 
     def _list(self, project: str, domain: str, filters: str) -> Gap | None:
         """One listing: each execution not listed yet is swept in the Admin pool."""
-        error = sweep.list_executions(
-            self.sources.admin, self.lookups.slots, project, domain, filters, self._listed_one
-        )
+        executions = self.lookups.executions(project, domain, filters)
+        error = sweep.list_executions(executions, self._listed_one)
         if error is None:
             return None
         w = self.window
@@ -319,8 +318,7 @@ class _Collect:
         """The execution's attempts of the nodes that can run an elastic task; its outputs.pb
         checks that need no signal go to the batch."""
         try:
-            with self.lookups.slots:
-                swept = self.sources.admin.sweep_attempts(ex)
+            swept = self.lookups.sweep(ex)
         except SourceError as e:
             return Gap(
                 "admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}", failure=e.kind
@@ -368,10 +366,10 @@ class _Collect:
     ) -> list[tuple[AttemptRef, ObjectCheck]]:
         """A run of sorted outputs.pb keys answered by walking their bucket's listing; a HEAD
         each for what no page answered."""
-        store = self.sources.store
+        lookups = self.lookups
 
         def list_from(bucket: str, prefix: str, after: str, keys: int) -> KeyPage | ObjectCheck:
-            page = store.list_from(bucket, prefix, after, keys)
+            page = lookups.list_from(bucket, prefix, after, keys)
             if isinstance(page, ObjectCheck) and self._first_refusal(bucket):
                 log.info(
                     "s3://%s/%s: listing failed (%s): outputs.pb checked with a HEAD each",
@@ -385,9 +383,9 @@ class _Collect:
         for w in callplan.walk(run, list_from):
             att = w.item
             if w.outputs is None:
-                out.append((att.ref, self.lookups.outputs(att)))
+                out.append((att.ref, lookups.outputs(att)))
             else:
-                out.append((att.ref, store.judged(w.outputs, att.inputs_uri, w.witness)))
+                out.append((att.ref, lookups.judged(w.outputs, att.inputs_uri, w.witness)))
         return out
 
     def _check_one(self, att: AttemptRecord) -> list[tuple[AttemptRef, ObjectCheck]]:
@@ -486,8 +484,7 @@ class _Collect:
         self, ex: ExecutionRecord, nodes: list[SkippedNode]
     ) -> list[AttemptRecord] | Gap:
         try:
-            with self.lookups.slots:
-                return self.sources.admin.node_attempts(ex.ref, nodes)
+            return self.lookups.passed_over(ex.ref, nodes)
         except SourceError as e:
             return Gap(
                 "admin", ex.created_at, ex.updated_at, f"{ex.ref}: {e.cause}", failure=e.kind

@@ -3,7 +3,6 @@ executions (`relaunched_as`) and what each finding cost (docs/report.md `cost`).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -13,19 +12,18 @@ from forensics.errors import NotFoundError, SourceError
 from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, ExecutionRef, Gap, Report
 from forensics.scan import sweep
 from forensics.scan.build import Judged, sorted_gaps
-from forensics.sources.interfaces import AdminReader
+from forensics.scan.lookups import Lookups
 from forensics.sources.task_resources import TaskResources
 
 
 def enrich(
     report: Report,
     judged: Sequence[Judged],
-    admin: AdminReader,
-    slots: threading.BoundedSemaphore,
+    lookups: Lookups,
     workers: int,
 ) -> Report:
     """`report` with its findings' `relaunched_as` and `cost` filled (and the summary's cost
-    totals); a read that failed is a gap, `slots` bounds the Admin calls in flight."""
+    totals), read `workers` at a time; a read that failed is a gap."""
     executions: dict[ExecutionRef, ExecutionRecord] = {}
     attempts: dict[AttemptRef, AttemptRecord] = {}
     for j in judged:
@@ -36,7 +34,7 @@ def enrich(
     listings = sweep.relaunch_listings(report.findings, executions)
     with Pools({"admin": workers}) as pools:
         answers = pools.results(
-            [pools.submit("admin", sweep.relaunches_in, admin, slots, *x) for x in listings]
+            [pools.submit("admin", sweep.relaunches_in, lookups, *x) for x in listings]
         )
     found = []
     for answer in answers:
@@ -51,8 +49,7 @@ def enrich(
         """A finding's task requests: a template Admin cannot give is a gap, as any failed
         read is; an unregistered one is only `unknown`."""
         try:
-            with slots:
-                return admin.task_resources(task_id)
+            return lookups.task_resources(task_id)
         except NotFoundError:
             return "the task template is not registered (a dynamic task?)"
         except SourceError as e:

@@ -72,7 +72,7 @@ class ScanRun:
         judged = judge_all(sources, lookups, collected.evidence)
         step("verdicts")
         report = build_report(collected, judged)
-        report = enrich(report, judged, sources.admin, lookups.slots, sources.settings.workers)
+        report = enrich(report, judged, lookups, sources.settings.workers)
         step("relaunches and report")
         self._log_calls(report.gaps)
         _log_timing(steps)

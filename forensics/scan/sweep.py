@@ -3,17 +3,16 @@ and the relaunches that exist already of the executions found."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from forensics.errors import SourceError
 from forensics.model import ExecutionRecord, ExecutionRef, Finding, Gap, Window
+from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
 from forensics.sources.admin_filters import attempts_may_end_during
-from forensics.sources.interfaces import AdminReader
 
 Listing = tuple[str, str, str]  # project, domain, ListExecutions filters
 
@@ -48,17 +47,10 @@ def listers(todo: list[Listing], workers: int) -> int:
 
 
 def list_executions(
-    admin: AdminReader,
-    slots: threading.BoundedSemaphore,
-    project: str,
-    domain: str,
-    filters: str,
-    on_execution: Callable[[ExecutionRecord], None],
+    executions: Iterator[ExecutionRecord], on_execution: Callable[[ExecutionRecord], None]
 ) -> SourceError | None:
-    """Hand every execution of one listing to `on_execution`, each page read holding an Admin
-    slot (not each execution handed on: the sweep's own calls wait for the slots); the error
-    that ended the listing early, or None."""
-    executions = admin.list_executions(project, domain, filters=filters, gate=slots)
+    """Hand every execution of one listing to `on_execution`; the error that ended the listing
+    early, or None."""
     while True:
         try:
             ex = next(executions, None)
@@ -85,16 +77,11 @@ def relaunch_listings(
 
 
 def relaunches_in(
-    admin: AdminReader,
-    slots: threading.BoundedSemaphore,
-    project: str,
-    domain: str,
-    since: datetime,
+    lookups: Lookups, project: str, domain: str, since: datetime
 ) -> dict[ExecutionRef, ExecutionRef] | Gap:
     """The existing relaunches in one project and domain (original -> relaunch), or the gap."""
     try:
-        with slots:
-            return admin.relaunches_of(project, domain, since)
+        return lookups.relaunches(project, domain, since)
     except SourceError as e:
         # relaunched_as would read "not relaunched" for what is merely unknown.
         return Gap(
