@@ -218,8 +218,9 @@ class _Collect:
         disruptions.fill(*reads)
         pods.point(self._disrupted_pods(disruptions))
         batched, direct = self._join(swept, pods, disruptions, gaps)
+        swept.clear()  # what no evidence holds (attempts, passed-over nodes) goes now
         step("signals joined")
-        direct += self._unclaimed(swept, pods, disruptions, unresolved, cleared, gaps)
+        direct += self._unclaimed(pods, disruptions, unresolved, cleared, gaps)
         step("unclaimed pods")
         # 4. The remaining outputs.pb checks.
         evidence = self._checked(batched, direct)
@@ -254,6 +255,7 @@ class _Collect:
                 gaps.append(s)
             else:
                 swept.append(s)
+        self._sweeps = []
         step("sweep's last executions")
         (read,) = pools.results([signals])
         reads = pools.results([events])[0] if events is not None else []
@@ -527,7 +529,6 @@ class _Collect:
     # -- 3. signalled pods that no swept execution claimed: one by one ------------------------------
     def _unclaimed(
         self,
-        swept: list[_Swept],
         pods: PodIndex,
         disruptions: DisruptionIndex,
         unresolved: list[Unresolved],
