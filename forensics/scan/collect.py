@@ -21,6 +21,7 @@ docs/performance.md says what each phase calls and what it costs.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -328,7 +329,10 @@ class _Collect:
         finally:
             self.progress.advance("sweep")
         self._add_checks(self._candidates(swept.attempts))
-        return _Swept(ex, swept.attempts, swept.skipped, swept.direct)
+        # A passed-over node is held until the signals are final: a copy of its own, not a
+        # part of the whole page of node executions it was read with (which it would keep).
+        skipped = tuple(n._replace(node=copy.deepcopy(n.node)) for n in swept.skipped)
+        return _Swept(ex, swept.attempts, skipped, swept.direct)
 
     def _candidates(self, attempts: Sequence[AttemptRecord]) -> list[AttemptRecord]:
         """The sweep candidates among `attempts` whose outputs.pb only S3 can prove (a task
