@@ -21,14 +21,13 @@ docs/performance.md says what each phase calls and what it costs.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from forensics.concurrency import Pools, Stopped
 from forensics.detect import (
@@ -104,13 +103,34 @@ class Collected:
 
 
 @dataclass(frozen=True, slots=True)
+class _Passed:
+    """A task node the sweep passed over, held until the signals say whether to list it: as
+    its id and its record's bytes, not the record itself, which would keep the whole page of
+    node executions it was read with. (Goes once the sources return records of their own.)"""
+
+    node_id: str
+    kind: type[Any]
+    wire: bytes
+    parent: str | None
+    dynamic: str | None
+
+    @classmethod
+    def of(cls, n: SkippedNode) -> _Passed:
+        return cls(n.node.id.node_id, type(n.node), n.node.SerializeToString(), n.parent, n.dynamic)
+
+    def node(self) -> SkippedNode:
+        """The node as the sweep passed it over, for `Lookups.passed_over`."""
+        return SkippedNode(self.kind.FromString(self.wire), self.parent, self.dynamic)
+
+
+@dataclass(frozen=True, slots=True)
 class _Swept:
     """One execution as the sweep read it: the attempts listed and the task nodes passed over
     (`direct`: its nodes were listed directly, a `@dynamic` node's children unseen)."""
 
     ex: ExecutionRecord
     attempts: list[AttemptRecord]
-    skipped: tuple[SkippedNode, ...]
+    skipped: tuple[_Passed, ...]
     direct: bool
 
 
@@ -329,9 +349,7 @@ class _Collect:
         finally:
             self.progress.advance("sweep")
         self._add_checks(self._candidates(swept.attempts))
-        # A passed-over node is held until the signals are final: a copy of its own, not a
-        # part of the whole page of node executions it was read with (which it would keep).
-        skipped = tuple(n._replace(node=copy.deepcopy(n.node)) for n in swept.skipped)
+        skipped = tuple(_Passed.of(n) for n in swept.skipped)
         return _Swept(ex, swept.attempts, skipped, swept.direct)
 
     def _candidates(self, attempts: Sequence[AttemptRecord]) -> list[AttemptRecord]:
@@ -461,7 +479,7 @@ class _Collect:
         wanted = {}
         for s in swept:
             nodes = pods.points_at(s.ex.ref) if s.skipped else frozenset()
-            named = [n for n in s.skipped if n.node.id.node_id in nodes]
+            named = [n.node() for n in s.skipped if n.node_id in nodes]
             if named:
                 wanted[s.ex.ref] = (s, named)
         listed = self.pools.results(
