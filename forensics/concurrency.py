@@ -13,11 +13,15 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+# After an error or Ctrl-C: how long the jobs already running get to end before the caller goes
+# on (closing the sources under them would make them fail, and say so, after the scan stopped).
+GRACE = 2.0
 
 
 class Stopped(Exception):
@@ -48,12 +52,15 @@ class Pools:
     `submit` runs a job in a pool; `results` is a join: it waits for the futures in order and
     returns their results, or raises the first error any job of any pool raised (a job that saw
     the stop raises `Stopped`, which is never that error). `close` sets the stop, cancels what
-    has not started and returns at once; every job watches the stop (`watching`).
+    has not started and returns once the running jobs ended (`GRACE` seconds at most, after an
+    error); every job watches the stop (`watching`).
     """
 
     def __init__(self, sizes: dict[str, int]) -> None:
         self.stop = threading.Event()
         self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._running: set[Future[Any]] = set()
         self._pools = {
             name: ThreadPoolExecutor(max(1, n), thread_name_prefix=name)
             for name, n in sizes.items()
@@ -64,6 +71,8 @@ class Pools:
         if self.stop.is_set():
             raise Stopped()
         future = self._pools[pool].submit(self._run, fn, *args)
+        with self._lock:
+            self._running.add(future)
         future.add_done_callback(self._watch)
         return future
 
@@ -74,6 +83,8 @@ class Pools:
             return fn(*args)
 
     def _watch(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._running.discard(future)
         if future.cancelled():
             return
         error = future.exception()
@@ -96,18 +107,23 @@ class Pools:
             raise Stopped()
         return out
 
-    def close(self, *, wait: bool = False) -> None:
-        """Stop every job: queued ones are cancelled, running ones see the stop. `wait`: until
-        the pools' threads have ended (after a phase's join they are idle: at once)."""
+    def close(self, *, idle: bool = False) -> None:
+        """Stop every job: queued ones are cancelled, running ones see the stop and get up to
+        `GRACE` seconds to end. `idle`: every job has ended (after a phase's join), so the
+        pools' threads are joined too."""
         self.stop.set()
         for pool in self._pools.values():
-            pool.shutdown(wait=wait, cancel_futures=True)
+            pool.shutdown(wait=idle, cancel_futures=True)
+        if not idle:
+            with self._lock:
+                running = list(self._running)
+            wait(running, timeout=GRACE)
 
     def __enter__(self) -> Pools:
         return self
 
     def __exit__(self, error: type[BaseException] | None, *exc: object) -> None:
-        self.close(wait=error is None)
+        self.close(idle=error is None)
 
 
 Emit = Callable[[Any], bool]

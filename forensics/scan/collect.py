@@ -199,9 +199,9 @@ class _Collect:
         try:
             collected = self._run(step)
         except BaseException:
-            self.pools.close()  # running jobs see the stop; nothing waits for them
+            self.pools.close()  # running jobs see the stop
             raise
-        self.pools.close(wait=True)  # every job has ended: the threads are idle
+        self.pools.close(idle=True)  # every job has ended
         return collected
 
     def _run(self, step: Step) -> Collected:

@@ -69,3 +69,21 @@ def test_a_stream_worker_is_a_daemon():
         next(items)
     assert all(t.daemon for t in threading.enumerate() if t.name.startswith("t-daemon"))
     release.set()
+
+
+def test_after_an_error_closing_lets_the_running_jobs_end_before_the_caller_goes_on():
+    """The caller closes the sources next: a job still in a request would fail under it and
+    say so after the scan stopped (a warning after `interrupted`)."""
+    ended = threading.Event()
+
+    def in_a_request() -> None:
+        time.sleep(0.3)
+        ended.set()
+
+    pools = Pools({"admin": 2})
+    pools.submit("admin", in_a_request)
+    failing = pools.submit("admin", lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        pools.results([failing])
+    pools.close()
+    assert ended.is_set()
