@@ -1,184 +1,129 @@
-"""Bounded concurrent work: lanes of worker threads, and how their errors reach the caller.
+"""Bounded concurrent work on the standard library's thread pools, and how it stops.
 
-One way to run I/O in parallel, used by the scan (one lane per source) and by the Loki client
-(shards read `workers` at a time). Every wait is in short steps, so Ctrl-C stays deliverable to
-the main thread, and the first exception a job raises stops the work and is re-raised in the
-caller's thread: a bug or a refused query never vanishes inside a worker.
+`Pools` is the scan's: named `concurrent.futures` thread pools sharing one stop event, so the
+first error any job raises stops every other job and is raised in the caller's thread when it
+reads the results (a phase's join). `stream` runs jobs that emit items (the Loki client's
+shards, the coverage probes) and yields them in the caller's thread. A thread that waits on a
+stream stops waiting once an event it watches (`watching`) is set: a Loki read inside a pool's
+job ends when the scan stops, whatever Loki is doing.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-
-class _Jobs(Generic[T]):
-    """A bounded FIFO whose producers, once it is full, sleep until it is half empty.
-
-    `queue.Queue` wakes a waiting producer at every item taken, so a producer that outruns its
-    consumers (the sweep's execution listings, 20,000 executions at 1x) sleeps and wakes once
-    per item: two context switches each, a few percent of a scan's CPU. Here it wakes once per
-    half queue. A wait ends at `timeout` all the same (the caller's loop sees the stop)."""
-
-    def __init__(self, capacity: int) -> None:
-        self._items: deque[T] = deque()
-        self._capacity = capacity
-        self._low = capacity // 2
-        lock = threading.Lock()
-        self._ready = threading.Condition(lock)  # an item was added
-        self._room = threading.Condition(lock)  # the queue fell to half
-
-    def put(self, item: T, timeout: float) -> None:
-        """Add `item`; `queue.Full` if the queue is still full after `timeout` seconds."""
-        with self._ready:
-            if len(self._items) >= self._capacity:
-                self._room.wait(timeout)
-                if len(self._items) >= self._capacity:
-                    raise queue.Full
-            self._items.append(item)
-            self._ready.notify()
-
-    def put_nowait(self, item: T) -> None:
-        self.put(item, 0)
-
-    def get(self, timeout: float) -> T:
-        """The oldest item; `queue.Empty` if there is none after `timeout` seconds."""
-        with self._ready:
-            if not self._items:
-                self._ready.wait(timeout)
-                if not self._items:
-                    raise queue.Empty
-            item = self._items.popleft()
-            if len(self._items) == self._low:
-                self._room.notify_all()
-            return item
+# After an error or Ctrl-C: how long the jobs already running get to end before the caller goes
+# on (closing the sources under them would make them fail, and say so, after the scan stopped).
+GRACE = 2.0
 
 
 class Stopped(Exception):
     """The work is stopping (an error elsewhere, or Ctrl-C): a job gives up quietly."""
 
 
-class Lane:
-    """`workers` daemon threads running jobs from one bounded queue.
+_watched = threading.local()
 
-    Bounded: a producer waits while the queue is full (a few jobs per worker, or `capacity`), so
-    memory holds only what is in flight, however many jobs there are; a job that has run is not
-    held by its worker. Once it waits, it waits until the queue is half empty (`_Jobs`). The
-    first exception a job raises is kept in `errors`, sets `stop`, and is re-raised by `drain()`
-    in the caller's thread; once `stop` is set, queued jobs are dropped and the workers end.
+
+@contextmanager
+def watching(stop: threading.Event) -> Iterator[None]:
+    """While in this block, a `stream` read in this thread raises `Stopped` once `stop` is set."""
+    events: list[threading.Event] = getattr(_watched, "events", [])
+    _watched.events = [*events, stop]
+    try:
+        yield
+    finally:
+        _watched.events = events
+
+
+def _stopped_here() -> bool:
+    return any(e.is_set() for e in getattr(_watched, "events", ()))
+
+
+class Pools:
+    """Named thread pools (`sizes`: name -> threads) whose jobs share one stop event.
+
+    `submit` runs a job in a pool; `results` is a join: it waits for the futures in order and
+    returns their results, or raises the first error any job of any pool raised (a job that saw
+    the stop raises `Stopped`, which is never that error). `close` sets the stop, cancels what
+    has not started and returns once the running jobs ended (`GRACE` seconds at most, after an
+    error); every job watches the stop (`watching`).
     """
 
-    def __init__(
-        self,
-        name: str,
-        workers: int,
-        stop: threading.Event,
-        errors: list[BaseException],
-        *,
-        capacity: int | None = None,
-    ) -> None:
-        self._stop = stop
-        self._errors = errors
-        self._queue: _Jobs[Callable[[], None] | None] = _Jobs(capacity or 64 + 4 * workers)
-        self._pending = 0
-        self._idle = threading.Condition()
-        self._threads = [
-            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for t in self._threads:
-            t.start()
+    def __init__(self, sizes: dict[str, int]) -> None:
+        self.stop = threading.Event()
+        self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._running: set[Future[Any]] = set()
+        self._pools = {
+            name: ThreadPoolExecutor(max(1, n), thread_name_prefix=name)
+            for name, n in sizes.items()
+        }
 
-    def submit(self, job: Callable[[], None]) -> None:
-        """Queue `job`, waiting while the queue is full; `Stopped` once the work stops."""
-        with self._idle:
-            self._pending += 1
-        while True:
-            if self._stop.is_set():
-                with self._idle:
-                    self._pending -= 1
-                raise Stopped()
-            try:
-                self._queue.put(job, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+    def submit(self, pool: str, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Run `fn(*args)` in `pool`; `Stopped` once the work stops."""
+        if self.stop.is_set():
+            raise Stopped()
+        future = self._pools[pool].submit(self._run, fn, *args)
+        with self._lock:
+            self._running.add(future)
+        future.add_done_callback(self._watch)
+        return future
 
-    def _work(self) -> None:
-        while not self._stop.is_set():  # stopped: what is still queued is dropped
-            try:
-                job = self._queue.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            if job is None:
-                return
-            try:
-                if not self._stop.is_set():
-                    job()
-            except Stopped:
-                pass
-            except BaseException as e:  # a bug must surface in the caller, not vanish here
-                self._errors.append(e)
-                self._stop.set()
-            finally:
-                # Let go of the job before it counts as done: an idle worker would otherwise
-                # keep it, and all it holds, until its next job. The S3 lane's last jobs hold a
-                # whole batch of outputs.pb checks, candidates and Admin records with them.
-                del job
-                with self._idle:
-                    self._pending -= 1
-                    if self._pending == 0:
-                        self._idle.notify_all()
+    def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.stop.is_set():
+            raise Stopped()
+        with watching(self.stop):
+            return fn(*args)
 
-    def drain(self) -> None:
-        """Wait until every submitted job has run (Ctrl-C stays deliverable meanwhile)."""
-        with self._idle:
-            while self._pending and not self._stop.is_set():
-                self._idle.wait(0.1)
-        raise_first(self._errors)
+    def _watch(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._running.discard(future)
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None and not isinstance(error, Stopped):
+            self._errors.append(error)  # before the stop: `results` raises it, not a Stopped
+            self.stop.set()
 
-    def close(self) -> None:
-        """End the workers: at once when idle, else once they see the stop (never waits)."""
-        for _ in self._threads:
-            try:
-                self._queue.put_nowait(None)
-            except queue.Full:
-                break
+    def results(self, futures: Sequence[Future[T]]) -> list[T]:
+        """Wait for every future (Ctrl-C stays deliverable) and return their results in order;
+        the first error of any job raises here."""
+        out = []
+        try:
+            for f in futures:
+                out.append(f.result())
+        except Stopped:
+            pass
+        if self._errors:
+            raise self._errors[0]
+        if self.stop.is_set() and len(out) < len(futures):
+            raise Stopped()
+        return out
 
-    def join(self, timeout: float) -> None:
-        """Give each worker up to `timeout` seconds to end (after `close` and the stop)."""
-        for t in self._threads:
-            t.join(timeout=timeout)
+    def close(self, *, idle: bool = False) -> None:
+        """Stop every job: queued ones are cancelled, running ones see the stop and get up to
+        `GRACE` seconds to end. `idle`: every job has ended (after a phase's join), so the
+        pools' threads are joined too."""
+        self.stop.set()
+        for pool in self._pools.values():
+            pool.shutdown(wait=idle, cancel_futures=True)
+        if not idle:
+            with self._lock:
+                running = list(self._running)
+            wait(running, timeout=GRACE)
 
+    def __enter__(self) -> Pools:
+        return self
 
-def raise_first(errors: list[BaseException]) -> None:
-    """Re-raise, in the caller's thread, the first error a worker recorded."""
-    if errors:
-        raise errors[0]
-
-
-def join(thread: threading.Thread, errors: list[BaseException]) -> None:
-    """Join `thread` in short steps, so Ctrl-C reaches the main thread meanwhile."""
-    while thread.is_alive():
-        thread.join(0.1)
-        raise_first(errors)
-    raise_first(errors)
-
-
-def guarded(fn: Callable[[], None], stop: threading.Event, errors: list[BaseException]) -> None:
-    """Run `fn`; its error (not a quiet `Stopped`) is recorded and stops the work."""
-    try:
-        fn()
-    except Stopped:
-        pass
-    except BaseException as e:  # surfaces in the main thread (a refused query, a bug)
-        errors.append(e)
-        stop.set()
+    def __exit__(self, error: type[BaseException] | None, *exc: object) -> None:
+        self.close(idle=error is None)
 
 
 Emit = Callable[[Any], bool]
@@ -192,16 +137,21 @@ def stream(
     stop: threading.Event | None = None,
     buffer: int,
 ) -> Iterator[Any]:
-    """Run `jobs` on a lane of `workers` threads and yield, in the caller's thread, what they emit.
+    """Run `jobs` on `workers` daemon threads and yield, in the caller's thread, what they emit.
 
     A job emits items through the function it is given (False: the stream is closing, stop).
     At most `buffer` items wait for the caller, so a slow consumer slows the workers instead of
     filling memory. A job's exception stops the others and is raised here; closing the generator
-    stops the workers (`stop`, when given, is the event they see).
+    stops the workers (`stop`, when given, is the event they see), and so does an event the
+    caller's thread is `watching` (then `Stopped` is raised here). The threads are daemons: one
+    blocked in a request never holds up the process's exit.
     """
-    todo = list(jobs)
+    todo: queue.SimpleQueue[Callable[[Emit], None]] = queue.SimpleQueue()
+    count = 0
+    for job in jobs:
+        todo.put(job)
+        count += 1
     stop = stop or threading.Event()
-    errors: list[BaseException] = []
     out: queue.Queue[Any] = queue.Queue(maxsize=buffer)
     done = object()
 
@@ -214,40 +164,56 @@ def stream(
                 continue
         return False
 
-    def run(job: Callable[[Emit], None]) -> None:
-        try:
-            job(emit)
-        except Stopped:
-            pass
-        except BaseException as e:  # raised in the caller, after what the job emitted before it
-            emit(_Failed(e))
-        finally:
-            emit(done)
-
-    # Every job is queued up front (capacity: all of them), so submitting never waits on the
-    # consumer that only starts reading once they are queued.
-    lane = Lane(name, min(workers, len(todo)), stop, errors, capacity=max(1, len(todo)))
-    try:
-        for job in todo:
-            lane.submit(lambda job=job: run(job))
-        finished = 0
-        while finished < len(todo):
-            raise_first(errors)
+    def work() -> None:
+        while not stop.is_set():
             try:
-                item = out.get(timeout=0.2)
+                job = todo.get_nowait()
             except queue.Empty:
-                continue
-            if item is done:
-                finished += 1
-            elif isinstance(item, _Failed):
-                raise item.error
-            else:
-                yield item
-        raise_first(errors)
+                return
+            _run_job(job, emit, done)
+            del job  # an idle worker keeps nothing of the job it ran
+
+    threads = [
+        threading.Thread(target=work, name=f"{name}-{i}", daemon=True)
+        for i in range(min(workers, count))
+    ]
+    for t in threads:
+        t.start()
+    try:
+        yield from _results(out, count, done)
     finally:
         stop.set()
-        lane.close()
-        lane.join(timeout=0.05)
+
+
+def _results(out: queue.Queue[Any], count: int, done: object) -> Iterator[Any]:
+    """What `count` stream jobs emit, until each has ended; `Stopped` once an event this thread
+    is `watching` is set."""
+    finished = 0
+    while finished < count:
+        if _stopped_here():
+            raise Stopped()
+        try:
+            item = out.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if item is done:
+            finished += 1
+        elif isinstance(item, _Failed):
+            raise item.error
+        else:
+            yield item
+
+
+def _run_job(job: Callable[[Emit], None], emit: Emit, done: object) -> None:
+    """Run one stream job: its exception goes to the caller's thread, then its end."""
+    try:
+        job(emit)
+    except Stopped:
+        pass
+    except BaseException as e:  # raised in the caller, after what the job emitted before it
+        emit(_Failed(e))
+    finally:
+        emit(done)
 
 
 class _Failed:

@@ -150,7 +150,7 @@ def decide(
     signal: SignalHit | None,
     outputs: ObjectCheck | None,
     *,
-    later_attempts: Sequence[AttemptRecord] = (),
+    node_attempts: Sequence[AttemptRecord] = (),
     disruption: Disruption | None = None,
     execution_attempts: Sequence[AttemptRecord] = (),
 ) -> Decision:
@@ -163,7 +163,7 @@ def decide(
     (among `execution_attempts`, every attempt of the execution) is cleared as superseded."""
     if signal is not None:
         outputs = outputs if attempt.phase == "SUCCEEDED" else None
-        d = classify_signalled(attempt, execution, signal, outputs, later_attempts=later_attempts)
+        d = classify_signalled(attempt, execution, signal, outputs, node_attempts=node_attempts)
         if (
             disruption is not None
             and d.outcome is Verdict.SUSPECTED
@@ -361,7 +361,7 @@ def classify_signalled(
     signal: SignalHit,
     outputs: ObjectCheck | None,
     *,
-    later_attempts: Sequence[AttemptRecord] = (),
+    node_attempts: Sequence[AttemptRecord] = (),
 ) -> Decision:
     """An attempt one of whose pods logged a death signal.
 
@@ -377,7 +377,7 @@ def classify_signalled(
             (Cleared.SIGNAL_OUTPUTS_WRITTEN, Cleared.SIGNAL_AFTER_SUCCESS),
         )
     if attempt.phase in FAILED_PHASES:
-        if any(a.ref.attempt > attempt.ref.attempt for a in later_attempts):
+        if any(a.ref.attempt > attempt.ref.attempt for a in node_attempts):
             return Decision(Cleared.SIGNAL_FAILED_RETRIED)
         return Decision(Cleared.SIGNAL_EXECUTION_FAILED)
     return Decision(Verdict.PENDING)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
+from enum import Enum
 
 from forensics.failures import FailureKind
 
@@ -685,6 +686,18 @@ class Report:
             superseded=tuple(order_superseded(self.superseded)),
         )
 
+    @property
+    def to_act_on(self) -> bool:
+        """Findings, pending attempts (signalled, not finished yet: rescan) or signalled Flyte
+        pods that resolve to no attempt (a configuration problem)."""
+        return bool(self.findings or self.pending or self.unresolved)
+
+    @property
+    def status(self) -> ReportStatus:
+        """What this result means for whoever ran the scan (docs/exit-codes.md; the CLI's exit
+        code is chosen from it, `cli/exits.py`)."""
+        return report_status(complete=self.complete, to_act_on=self.to_act_on)
+
     def as_dict(self) -> dict[str, object]:
         return {
             "schema_version": 1,
@@ -738,3 +751,22 @@ def order_unresolved(unresolved: Iterable[Unresolved]) -> list[Unresolved]:
 def order_superseded(superseded: Iterable[Superseded]) -> list[Superseded]:
     """By attempt."""
     return sorted(superseded, key=lambda x: str(x.attempt))
+
+
+class ReportStatus(str, Enum):
+    """A scan's result in one word: `incomplete` (a source failed for part of the window) wins
+    over `to-act-on` (findings, pending attempts or unresolved pods); else `clean`."""
+
+    INCOMPLETE = "incomplete"
+    TO_ACT_ON = "to-act-on"
+    CLEAN = "clean"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def report_status(*, complete: bool, to_act_on: bool) -> ReportStatus:
+    """The status of a scan's result in any form (a `Report`, `merge`'s document)."""
+    if not complete:
+        return ReportStatus.INCOMPLETE
+    return ReportStatus.TO_ACT_ON if to_act_on else ReportStatus.CLEAN

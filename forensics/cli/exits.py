@@ -7,9 +7,13 @@ the command line's decision, and `scan`, `watch` and the guard share one rule fo
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from forensics.errors import ElasticAuditError, LokiQueryError, SourceError
+from forensics.model import ReportStatus, report_status
+
+if TYPE_CHECKING:
+    from forensics.model import Report
 
 USAGE = 2  # usage, configuration, or a refusal with nothing done
 INCOMPLETE = 3  # a source failed: what is reported is not the whole answer
@@ -32,33 +36,30 @@ def for_error(error: ElasticAuditError) -> int:
 
 
 def for_scan(
-    report: Any,
+    report: Report,
     *,
     exit_zero: bool = False,
     page_gaps: bool = False,
     undelivered: bool = False,
 ) -> int:
-    """One scan's result, for `scan`, each `watch` run and the guard: 3 when the scan is
-    incomplete, the incident page has gaps or (guard) a notification or metrics push failed;
-    else 1 when there is something to act on — findings, pending attempts (signalled, not
-    finished yet: rescan) or signalled Flyte pods that resolve to no attempt (configuration) —
-    unless `exit_zero`; else 0. 3 wins over 1."""
-    pending = getattr(report, "pending", ())
-    unresolved = getattr(report, "unresolved", ())
-    return for_result(
-        complete=report.complete and not page_gaps and not undelivered,
-        to_act_on=bool(report.findings or pending or unresolved),
-        exit_zero=exit_zero,
-    )
+    """One scan's result, for `scan`, each `watch` run and the guard: the report's status
+    (`Report.status`), incomplete too when the incident page has gaps or (guard) a
+    notification or metrics push failed."""
+    return for_status(report.status, exit_zero=exit_zero, incomplete=page_gaps or undelivered)
+
+
+def for_status(status: ReportStatus, *, exit_zero: bool = False, incomplete: bool = False) -> int:
+    """3 incomplete, 1 something to act on (0 with `exit_zero`), else 0."""
+    if incomplete or status is ReportStatus.INCOMPLETE:
+        return INCOMPLETE
+    if status is ReportStatus.TO_ACT_ON and not exit_zero:
+        return 1
+    return 0
 
 
 def for_result(*, complete: bool, to_act_on: bool, exit_zero: bool = False) -> int:
-    """The rule itself, for a scan's result in any form (a Report, `merge`'s document)."""
-    if not complete:
-        return INCOMPLETE
-    if to_act_on and not exit_zero:
-        return 1
-    return 0
+    """The rule for a scan's result in any form (`merge`'s document)."""
+    return for_status(report_status(complete=complete, to_act_on=to_act_on), exit_zero=exit_zero)
 
 
 def for_relaunch(statuses: Iterable[str]) -> int:

@@ -156,6 +156,5 @@ def _scan_once(
     if report:
         write_atomically(report, render(result, OutputFormat.json))
     emit(render(page if fmt is OutputFormat.html else result, fmt))
-    return exits.for_scan(
-        result, exit_zero=exit_zero, page_gaps=bool(page is not None and page.gaps)
-    )
+    incomplete = page is not None and bool(page.gaps)
+    return exits.for_status(result.status, exit_zero=exit_zero, incomplete=incomplete)

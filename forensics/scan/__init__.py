@@ -1,12 +1,14 @@
 """The scan: a window of Loki death signals joined to Flyte Admin's attempts and S3's outputs.
 
-`run.ScanRun` is one scan (window, scope, lanes, candidates) and `run.scan` runs one; `tally`
-keeps what it finds (counts, findings, pending, gaps) and makes the report; `sweep` lists the
-executions whose attempts may have ended in the window (and the relaunches that exist already);
-`signals` is the one Loki death-signal reader; `join` matches signalled pods to swept attempts;
-`resolve` maps a pod no sweep claimed to its attempt, and a namespace to its project and domain;
-`lookups` holds the cached Admin and S3 reads; `examine` judges a single execution by the same
-rules (`show`, `relaunch`). What each verdict means: docs/verdicts.md; the report: docs/report.md.
+`run.scan` (and `run.ScanRun`) scans a window in four steps: `collect` reads the evidence of
+every examined attempt in phases (`evidence.Evidence`); `evidence.judge` decides each
+(`detect.decide`); `build.build_report` makes the report of them; `enrich` adds the existing
+relaunches and the cost. The parts: `sweep` lists the executions whose attempts may have ended
+in the window; `signals` is the one Loki death-signal reader; `join` matches signalled pods to
+swept attempts; `resolve` maps a pod no sweep claimed to its attempt, and a namespace to its
+project and domain; `callplan` batches the outputs.pb checks; `lookups` holds the cached Admin
+and S3 reads; `examine` judges a single execution by the same rules (`show`, `relaunch`). What
+each verdict means: docs/verdicts.md; the report: docs/report.md.
 """
 
 from __future__ import annotations

@@ -14,13 +14,12 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_right
-from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 
 from forensics.concurrency import Emit, stream
 from forensics.errors import FailureKind, SourceError
-from forensics.model import AttemptRecord, Finding, Gap, ShardRead, Window, rfc3339
+from forensics.model import Gap, ShardRead, Window, rfc3339
 from forensics.sources.interfaces import LokiReader
 
 log = logging.getLogger("elastic-audit")
@@ -152,13 +151,6 @@ class Coverage:
             else:
                 runs.append((self.shards[i], self.shards[i]))
         return runs
-
-
-def note_absent(coverage: Coverage, att: AttemptRecord, finding: Finding) -> Finding:
-    """`finding`, saying its evidence is Admin and S3 only when Loki holds no log of its time."""
-    if not coverage.absent(att.started_at, att.ended_at):
-        return finding
-    return replace(finding, evidence=(*finding.evidence, NOTE))
 
 
 def coverage_gaps(coverage: Coverage, loki: LokiReader) -> list[Gap]:

@@ -1,4 +1,7 @@
-"""One execution judged by the scan's own rules: what `show` and `relaunch`'s re-check read."""
+"""One execution judged by the scan's own rules: what `show` and `relaunch`'s re-check read.
+
+The scan's collection narrowed to one execution: its attempts, the death signals of their pods
+over its life, their disruptions and outputs.pb, as `Evidence`, judged by the same `judge`."""
 
 from __future__ import annotations
 
@@ -29,9 +32,9 @@ from forensics.scan.disruptions import (
     disruption_reads,
     disruption_sources_on,
 )
+from forensics.scan.evidence import Evidence, judge
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import owner_of
-from forensics.scan.run import Candidate
 from forensics.scan.scope import pod_query
 from forensics.scan.signals import SignalLines
 from forensics.scan.source_gaps import events_gaps, shard_gaps
@@ -98,22 +101,28 @@ def examine(
     hits = _signals(sources, ex, attempts, result)
     index = _disruptions(sources, result, bool(attempts))
     for a in attempts:
-        later = [b for b in attempts if b.ref.node_id == a.ref.node_id]
         found = tuple(index.all_for_attempt(ex, a, sources.settings))
-        c = Candidate(ex, a, earliest(hits.get(a.ref, [])), later, siblings=attempts)
-        c.disruption = found[0] if found else None
         # show lists outputs.pb for every success, declared outputs included (the verdict
         # does not read it for those: Flyte proved them).
-        c.outputs = lookups.outputs(a) if a.phase == "SUCCEEDED" else None
-        examined = c.signal is not None or sweep_candidate(a, result.window)
-        if c.disruption is not None and disruption_candidate(a, result.window):
+        outputs = lookups.outputs(a) if a.phase == "SUCCEEDED" else None
+        e = Evidence(
+            ex,
+            a,
+            earliest(hits.get(a.ref, [])),
+            found[0] if found else None,
+            [b for b in attempts if b.ref.node_id == a.ref.node_id],
+            attempts,
+            outputs,
+        )
+        examined = e.signal is not None or sweep_candidate(a, result.window)
+        if e.disruption is not None and disruption_candidate(a, result.window):
             examined = True  # the whole class, as the scan examines it
         if not examined:
-            result.attempts.append(Examined(a, None, None, c.outputs, None, found))
+            result.attempts.append(Examined(a, None, None, outputs, None, found))
             continue
-        decision = c.decide()
-        ck = lookups.checkpoint(ex, a, c.signal) if decision.is_finding else None
-        result.attempts.append(Examined(a, decision, c.signal, c.outputs, ck, found))
+        decision = judge(e)
+        ck = lookups.checkpoint(ex, a, e.signal) if decision.is_finding else None
+        result.attempts.append(Examined(a, decision, e.signal, outputs, ck, found))
     return result
 
 

@@ -1,9 +1,13 @@
-"""The Admin and S3 reads a scan (or one examination) makes about known attempts, cached."""
+"""Every Admin and S3 read a scan (or one examination) makes, in one place: the sweep's, the
+outputs.pb and checkpoint checks, the relaunch and cost reads, and those about known attempts
+(cached). The Loki reads are `signals.SignalLines`, `coverage` and `disruptions`."""
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from datetime import datetime
 
 from forensics.checkpoints import (
     checkpoint_from,
@@ -17,17 +21,19 @@ from forensics.model import (
     Checkpoint,
     ExecutionRecord,
     ExecutionRef,
+    KeyPage,
     ObjectCheck,
     SignalHit,
 )
 from forensics.sources import Sources
+from forensics.sources.admin_types import SkippedNode, SweptAttempts, TaskResources
 
 
 class Lookups:
     """Cached reads through `sources`: an execution, its attempts and inputs are read once.
 
     Thread-safe; `slots` bounds the Admin calls in flight, whichever thread makes them, to
-    `settings.workers` (the scan's lanes take a slot per call too).
+    `settings.workers` (the scan's pools take a slot per call too).
     """
 
     def __init__(self, sources: Sources) -> None:
@@ -39,6 +45,56 @@ class Lookups:
         self._inputs: dict[ExecutionRef, dict[str, str]] = {}
         self._ref_locks: dict[ExecutionRef, threading.Lock] = defaultdict(threading.Lock)
 
+    # -- the sweep's reads, each made once by a scan (not cached) ------------------------------
+    def executions(self, project: str, domain: str, filters: str) -> Iterator[ExecutionRecord]:
+        """One listing's executions, each page read holding an Admin slot (not each execution
+        handed on: the sweep's own calls wait for the slots)."""
+        pages = self.sources.admin.list_execution_pages(project, domain, filters=filters)
+        while True:
+            with self.slots:  # the page's one call is sent inside `next`
+                page = next(pages, None)
+            if page is None:
+                return
+            yield from page
+
+    def live(self, project: str, domain: str, filters: str) -> Iterator[ExecutionRecord]:
+        """One listing's executions, for a caller that holds an Admin slot already (`resolve`)."""
+        return self.sources.admin.list_executions(project, domain, filters=filters)
+
+    def sweep(self, ex: ExecutionRecord) -> SweptAttempts:
+        """The attempts of the execution's nodes that can run an elastic task, and the task
+        nodes passed over."""
+        with self.slots:
+            return self.sources.admin.sweep_attempts(ex)
+
+    def passed_over(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
+        """The attempts of nodes the sweep passed over (one ListTaskExecutions each)."""
+        with self.slots:
+            return self.sources.admin.node_attempts(ref, nodes)
+
+    def relaunches(
+        self, project: str, domain: str, since: datetime
+    ) -> dict[ExecutionRef, ExecutionRef]:
+        """The RELAUNCH executions in one project and domain since `since` (original -> it)."""
+        with self.slots:
+            return self.sources.admin.relaunches_of(project, domain, since)
+
+    def task_resources(self, task_id: tuple[str, str, str, str]) -> TaskResources:
+        """A task's resource requests (its registered template)."""
+        with self.slots:
+            return self.sources.admin.task_resources(task_id)
+
+    def list_from(self, bucket: str, prefix: str, after: str, keys: int) -> KeyPage | ObjectCheck:
+        """A page of `bucket`'s keys under `prefix` after `after` (the failure as a check)."""
+        return self.sources.store.list_from(bucket, prefix, after, keys)
+
+    def judged(
+        self, outputs: ObjectCheck, inputs_uri: str | None, witness: ObjectCheck | None
+    ) -> ObjectCheck:
+        """An outputs.pb state a listing page gave, judged as a HEAD's would be."""
+        return self.sources.store.judged(outputs, inputs_uri, witness)
+
+    # -- known attempts, cached ---------------------------------------------------------------
     def execution(self, ref: ExecutionRef) -> ExecutionRecord | None:
         """GetExecution once per execution (None: Admin does not know it)."""
         with self._ref_locks[ref]:

@@ -219,10 +219,9 @@ def _among_live(
     """The attempt among the executions live at `at`, including those still running with an
     old `updated_at` (flyteadmin moves it only on workflow-level events; see
     `attempts_may_end_during`)."""
-    admin = lookups.sources.admin
     skew = lookups.sources.settings.flyte.clock_skew
     for filters in attempts_may_end_during(at, at + timedelta(seconds=1), skew):
-        for ex in admin.list_executions(project, domain, filters=filters):
+        for ex in lookups.live(project, domain, filters):
             if swept(ex.ref):
                 continue
             lookups.remember(ex)

@@ -3,20 +3,16 @@ and the relaunches that exist already of the executions found."""
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from functools import partial
 
-from forensics.concurrency import Lane
 from forensics.errors import SourceError
 from forensics.model import ExecutionRecord, ExecutionRef, Finding, Gap, Window
+from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
 from forensics.sources.admin_filters import attempts_may_end_during
-from forensics.sources.interfaces import AdminReader
 
 Listing = tuple[str, str, str]  # project, domain, ListExecutions filters
 
@@ -43,61 +39,33 @@ def listings(
     ]
 
 
-def listers(
-    todo: list[Listing], workers: int, list_one: Callable[[str, str, str], None]
-) -> list[Callable[[], None]]:
-    """One job per lister thread; they share the listings. Listing is one page per hundred
-    executions: a few listers keep every worker busy."""
-    pending: queue.SimpleQueue[Listing] = queue.SimpleQueue()
-    for listing in todo:
-        pending.put(listing)
-
-    def lister() -> None:
-        while True:
-            try:
-                project, domain, filters = pending.get_nowait()
-            except queue.Empty:
-                return
-            list_one(project, domain, filters)
-
+def listers(todo: list[Listing], workers: int) -> int:
+    """How many listings to read at once: listing is one page per hundred executions, so a few
+    keep every worker busy sweeping (one per four workers, at most one per project and domain)."""
     pairs = len(dict.fromkeys((p, d) for p, d, _ in todo))
-    return [lister] * max(1, min(pairs, (workers + 3) // 4))
+    return max(1, min(pairs, (workers + 3) // 4))
 
 
 def list_executions(
-    admin: AdminReader,
-    slots: threading.BoundedSemaphore,
-    project: str,
-    domain: str,
-    filters: str,
-    on_execution: Callable[[ExecutionRecord], None],
+    executions: Iterator[ExecutionRecord], on_execution: Callable[[ExecutionRecord], None]
 ) -> SourceError | None:
-    """Hand every execution of one listing to `on_execution`, each page read holding an Admin
-    slot (not each execution handed on: the sweep's own calls wait for the slots); the error
-    that ended the listing early, or None."""
-    pages = admin.list_execution_pages(project, domain, filters=filters)
+    """Hand every execution of one listing to `on_execution`; the error that ended the listing
+    early, or None."""
     while True:
         try:
-            with slots:  # the page's call is sent inside `next`
-                page = next(pages, None)
+            ex = next(executions, None)
         except SourceError as e:
             return e
-        if page is None:
+        if ex is None:
             return None
-        for ex in page:
-            on_execution(ex)
+        on_execution(ex)
 
 
-def with_relaunches(
-    findings: list[Finding],
-    executions: Mapping[ExecutionRef, ExecutionRecord],
-    admin: AdminReader,
-    slots: threading.BoundedSemaphore,
-    lane: Lane,
-    add_gap: Callable[[Gap], None],
-) -> list[Finding]:
-    """The findings with `relaunched_as` filled from existing RELAUNCH executions: one listing
-    per project and domain with findings, since its earliest finding's execution was created."""
+def relaunch_listings(
+    findings: Sequence[Finding], executions: Mapping[ExecutionRef, ExecutionRecord]
+) -> list[tuple[str, str, datetime]]:
+    """The RELAUNCH listings that fill the findings' `relaunched_as`: one per project and domain
+    with findings, since its earliest finding's execution was created."""
     scopes: dict[tuple[str, str], datetime] = {}
     for f in findings:
         ex = executions.get(f.attempt.execution)
@@ -105,30 +73,32 @@ def with_relaunches(
         key = (f.attempt.execution.project, f.attempt.execution.domain)
         if since is not None and (key not in scopes or since < scopes[key]):
             scopes[key] = since
+    return [(project, domain, since) for (project, domain), since in sorted(scopes.items())]
+
+
+def relaunches_in(
+    lookups: Lookups, project: str, domain: str, since: datetime
+) -> dict[ExecutionRef, ExecutionRef] | Gap:
+    """The existing relaunches in one project and domain (original -> relaunch), or the gap."""
+    try:
+        return lookups.relaunches(project, domain, since)
+    except SourceError as e:
+        # relaunched_as would read "not relaunched" for what is merely unknown.
+        return Gap(
+            "admin",
+            since,
+            None,
+            f"existing relaunches in {project}/{domain} "
+            f"could not be listed, relaunched_as may be missing: {e.cause}",
+            failure=e.kind,
+        )
+
+
+def with_relaunches(
+    findings: Sequence[Finding], found: Sequence[Mapping[ExecutionRef, ExecutionRef]]
+) -> list[Finding]:
+    """The findings with `relaunched_as` filled from the listings' answers."""
     relaunches: dict[ExecutionRef, ExecutionRef] = {}
-    lock = threading.Lock()
-
-    def lookup(project: str, domain: str, since: datetime) -> None:
-        try:
-            with slots:
-                found = admin.relaunches_of(project, domain, since)
-        except SourceError as e:
-            # relaunched_as would read "not relaunched" for what is merely unknown.
-            add_gap(
-                Gap(
-                    "admin",
-                    since,
-                    None,
-                    f"existing relaunches in {project}/{domain} "
-                    f"could not be listed, relaunched_as may be missing: {e.cause}",
-                    failure=e.kind,
-                )
-            )
-            return
-        with lock:
-            relaunches.update(found)
-
-    for (project, domain), since in sorted(scopes.items()):
-        lane.submit(partial(lookup, project, domain, since))
-    lane.drain()
+    for answer in found:
+        relaunches.update(answer)
     return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]

@@ -86,7 +86,7 @@ def test_signal_then_outputs_written_is_cleared():
 
 def test_signalled_attempt_that_failed_and_was_retried_is_cleared():
     failed, retry = attempt("RETRYABLE_FAILED", 0), attempt("SUCCEEDED", 1)
-    v = classify_signalled(failed, execution(), hit(), None, later_attempts=[failed, retry])
+    v = classify_signalled(failed, execution(), hit(), None, node_attempts=[failed, retry])
     assert v.cleared == Cleared.SIGNAL_FAILED_RETRIED
 
 

@@ -200,9 +200,9 @@ def test_outputs_are_read_from_listing_pages_or_a_head_each_where_listing_is_den
 def test_checks_sent_in_batches_during_the_sweep_find_the_same(box, capsys, monkeypatch):
     # A scan past OUTPUTS_BATCH candidates walks the listing once per full batch, during the
     # sweep; the last batch goes at its end.
-    from forensics.scan import run as scan_run
+    from forensics.scan import collect
 
-    monkeypatch.setattr(scan_run, "OUTPUTS_BATCH", 2)
+    monkeypatch.setattr(collect, "OUTPUTS_BATCH", 2)
     box.s3.requests.clear()
     code, report, err = scan_json(capsys)
     assert code == 1 and report["complete"], err

@@ -12,7 +12,7 @@ import pytest
 from support import paths
 from support.scan import sandbox_fixtures
 
-from forensics.concurrency import Lane, Stopped, stream
+from forensics.concurrency import stream
 from forensics.config import load_settings
 from forensics.detect import Cleared, Decision, Verdict
 from forensics.model import UTC, ExecutionRef, Summary, Window
@@ -117,22 +117,6 @@ def test_closing_a_stream_ends_its_workers():
     while time.monotonic() < deadline and _alive("t-close-"):
         time.sleep(0.02)
     assert not _alive("t-close-")
-
-
-def test_a_lane_reraises_the_first_error_and_drops_the_rest():
-    stop, errors = threading.Event(), []
-    lane = Lane("t-lane", 1, stop, errors)
-    ran = []
-    lane.submit(lambda: (_ for _ in ()).throw(KeyError("first")))
-    try:
-        with pytest.raises(KeyError, match="first"):
-            lane.drain()
-        assert stop.is_set()
-        with pytest.raises(Stopped):
-            lane.submit(lambda: ran.append(1))  # stopped: nothing more runs
-        assert ran == []
-    finally:
-        lane.close()
 
 
 def _alive(prefix: str) -> bool:

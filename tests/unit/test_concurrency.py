@@ -1,90 +1,89 @@
-"""The lanes' bounded queue: FIFO, bounded, and a producer that outruns its workers sleeps until
-the queue is half empty, not once per job taken; a worker keeps nothing of a job it has run."""
+"""`Pools` and `stream`: a phase's join returns every result or raises the first error any job
+raised; the stop reaches every job, a Loki-like stream read inside a pool's job included."""
 
 from __future__ import annotations
 
-import gc
-import queue
 import threading
-import weakref
-from functools import partial
+import time
 
 import pytest
 
-from forensics.concurrency import Lane, _Jobs
+from forensics.concurrency import Pools, Stopped, stream, watching
 
 
-def test_jobs_are_first_in_first_out_and_bounded():
-    jobs: _Jobs[int] = _Jobs(4)
-    for i in range(4):
-        jobs.put(i, 0.01)
-    with pytest.raises(queue.Full):
-        jobs.put(4, 0.01)
-    with pytest.raises(queue.Full):
-        jobs.put_nowait(4)
-    assert [jobs.get(0.01) for _ in range(4)] == [0, 1, 2, 3]
-    with pytest.raises(queue.Empty):
-        jobs.get(0.01)
+def test_a_join_returns_every_result_in_order():
+    with Pools({"a": 3, "b": 2}) as pools:
+        futures = [pools.submit("a" if i % 2 else "b", lambda i=i: i * i) for i in range(50)]
+        assert pools.results(futures) == [i * i for i in range(50)]
 
 
-def test_a_producer_waiting_on_a_full_queue_sleeps_until_it_is_half_empty():
-    jobs: _Jobs[int] = _Jobs(8)
-    for i in range(8):
-        jobs.put(i, 0.01)
-    added = threading.Event()
+def test_the_first_error_of_any_pool_is_raised_at_the_join_and_stops_the_others():
+    started = threading.Event()
 
-    def produce() -> None:
-        jobs.put(8, 30)  # a wait that only the queue's falling to half ends
-        added.set()
+    def waits_for_the_stop(stop: threading.Event) -> str:
+        started.set()
+        while not stop.is_set():
+            time.sleep(0.01)
+        raise Stopped()
 
-    producer = threading.Thread(target=produce)
-    producer.start()
-    taken = [jobs.get(0.01) for _ in range(3)]  # 5 left: room, but not half empty
-    assert not added.wait(0.3)
-    taken.append(jobs.get(0.01))  # 4 left: half
-    assert added.wait(5)
-    producer.join()
-    taken += [jobs.get(0.01) for _ in range(5)]
-    assert taken == list(range(9))
+    def fails() -> None:
+        started.wait(5)
+        raise KeyError("first")
 
-
-def test_a_lane_runs_every_job_of_many_more_than_its_queue_holds():
-    stop, errors = threading.Event(), []
-    lane = Lane("t", 3, stop, errors, capacity=4)
-    done: list[int] = []
-    lock = threading.Lock()
-
-    def job(i: int) -> None:
-        with lock:
-            done.append(i)
-
-    for i in range(500):
-        lane.submit(lambda i=i: job(i))
-    lane.drain()
-    lane.close()
-    lane.join(1)
-    assert sorted(done) == list(range(500))
-    assert not errors
+    with Pools({"slow": 1, "fast": 1}) as pools:
+        slow = pools.submit("slow", waits_for_the_stop, pools.stop)
+        failing = pools.submit("fast", fails)
+        with pytest.raises(KeyError, match="first"):
+            pools.results([slow, failing])  # waiting on the slow one: the error still comes
+        assert pools.stop.is_set()
+        with pytest.raises(Stopped):
+            pools.submit("fast", lambda: None)  # stopped: nothing more runs
 
 
-def test_a_worker_lets_go_of_a_job_once_it_has_run():
-    """An idle worker keeps nothing of its last job: the scan's S3 lane hands each worker a run
-    of thousands of outputs.pb checks, and what a run holds must go when it is done, not when
-    the worker's next job comes (at 10x, a batch later)."""
+def test_a_stream_read_in_a_watching_thread_stops_with_the_event():
+    """A Loki read stuck on a silent server ends when the scan stops (Ctrl-C, an error)."""
 
-    class Held:
-        pass
+    def silent(emit):
+        time.sleep(30)
 
-    stop, errors = threading.Event(), []
-    lane = Lane("t", 2, stop, errors)
-    held = [Held() for _ in range(4)]
-    gone = [weakref.ref(h) for h in held]
-    for h in held:
-        lane.submit(partial(lambda h: None, h))
-    del h, held
-    lane.drain()  # the jobs have run; the workers now wait for more
-    gc.collect()
-    assert [r() for r in gone] == [None] * 4
-    lane.close()
-    lane.join(1)
-    assert not errors
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    start = time.monotonic()
+    with watching(stop), pytest.raises(Stopped):
+        for _ in stream("t-silent", [silent], 1, buffer=2):
+            pass
+    assert time.monotonic() - start < 5
+
+
+def test_a_stream_worker_is_a_daemon():
+    """A request that never returns cannot hold up the process's exit."""
+    release = threading.Event()
+
+    def blocked(emit):
+        release.wait(5)
+
+    items = stream("t-daemon", [blocked], 1, buffer=1)
+    stop = threading.Event()
+    stop.set()
+    with watching(stop), pytest.raises(Stopped):
+        next(items)
+    assert all(t.daemon for t in threading.enumerate() if t.name.startswith("t-daemon"))
+    release.set()
+
+
+def test_after_an_error_closing_lets_the_running_jobs_end_before_the_caller_goes_on():
+    """The caller closes the sources next: a job still in a request would fail under it and
+    say so after the scan stopped (a warning after `interrupted`)."""
+    ended = threading.Event()
+
+    def in_a_request() -> None:
+        time.sleep(0.3)
+        ended.set()
+
+    pools = Pools({"admin": 2})
+    pools.submit("admin", in_a_request)
+    failing = pools.submit("admin", lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        pools.results([failing])
+    pools.close()
+    assert ended.is_set()

@@ -209,3 +209,42 @@ def test_what_a_source_could_not_answer_is_a_gap_and_the_rest_is_still_judged():
     assert all("nlp/production" in g.error for g in report.gaps if g.source == "admin")
     assert report.gaps[2].error.startswith("logs absent")
     assert report.gaps[3].error == "HTTP 502 after 5 retries"
+
+
+class StalledLoki(FakeLoki):
+    """Loki whose shards never answer (until the test ends)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def scan(self, *args, **kw):
+        from forensics.concurrency import stream
+
+        def stalled(emit):
+            self.release.wait(30)
+
+        yield from stream("t-stalled-loki", [stalled], 1, buffer=1)
+
+
+class BrokenAdmin(FakeAdmin):
+    def sweep_attempts(self, ex, pointed=lambda n: False):
+        raise RuntimeError("a bug in the sweep")
+
+
+def test_an_error_in_the_sweep_stops_the_scan_while_loki_is_still_reading():
+    loki, admin, store = StalledLoki(), BrokenAdmin(), FakeStore()
+    incident(loki, admin, store)
+    started = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match="a bug in the sweep"):
+            scan(loki, admin, store)
+        assert time.monotonic() - started < 5  # the stalled Loki read did not hold it up
+        deadline = time.monotonic() + 5  # and the Loki read itself ended (it watches the stop)
+        while time.monotonic() < deadline and any(
+            t.name.startswith("loki") and t.is_alive() for t in threading.enumerate()
+        ):
+            time.sleep(0.05)
+        assert not any(t.name.startswith("loki") and t.is_alive() for t in threading.enumerate())
+    finally:
+        loki.release.set()

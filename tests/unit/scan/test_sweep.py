@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from support.fakes import T0, WINDOW, FakeAdmin, attempt, execution
+from support.fakes import T0, WINDOW, FakeAdmin, attempt, execution, fake_sources
 
-from forensics.concurrency import Lane
 from forensics.config import Settings
 from forensics.detect import Decision, Verdict, build_finding
-from forensics.model import Checkpoint, ExecutionRef, ObjectCheck
+from forensics.model import Checkpoint, ExecutionRef, Gap, ObjectCheck
 from forensics.scan import sweep
+from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
 
@@ -26,9 +26,8 @@ def swept(admin: FakeAdmin, scope=ScanScope()) -> tuple[list[str], list[str]]:
     names: list[str] = []
     errors = []
     for project, domain, filters in sweep.listings(projects, scope, WINDOW):
-        error = sweep.list_executions(
-            admin, slots, project, domain, filters, lambda ex: names.append(ex.ref.name)
-        )
+        executions = admin.list_executions(project, domain, filters=filters, gate=slots)
+        error = sweep.list_executions(executions, lambda ex: names.append(ex.ref.name))
         if error is not None:
             errors.append(error)
     return names, errors
@@ -106,23 +105,14 @@ def test_findings_name_the_relaunch_that_exists_already():
         "r" * 20, created=T0 + timedelta(hours=1), mode="RELAUNCH", reference=original.ref
     )
     admin.add(relaunched, archived=True)  # archived in the console: still a relaunch
-    gaps = []
-    stop, errors = threading.Event(), []
-    lane = Lane("admin", 2, stop, errors)
-    try:
-        out = sweep.with_relaunches(
-            [finding_of(original), finding_of(other)],
-            {original.ref: original, other.ref: other},
-            admin,
-            threading.BoundedSemaphore(2),
-            lane,
-            gaps.append,
-        )
-    finally:
-        stop.set()
-        lane.close()
+    findings = [finding_of(original), finding_of(other)]
+    listings = sweep.relaunch_listings(findings, {original.ref: original, other.ref: other})
+    assert listings == [("gs1", "production", original.created_at)]  # one per project/domain
+    lookups = Lookups(fake_sources(admin=admin))
+    found = [sweep.relaunches_in(lookups, *x) for x in listings]
+    assert not any(isinstance(f, Gap) for f in found)
+    out = sweep.with_relaunches(findings, found)
     assert [f.relaunched_as for f in out] == [relaunched.ref, None]
-    assert gaps == [] and errors == []
 
 
 def test_relaunches_that_cannot_be_listed_are_a_gap_not_a_no():
@@ -130,17 +120,13 @@ def test_relaunches_that_cannot_be_listed_are_a_gap_not_a_no():
     ex = execution("o" * 20)
     admin.add(ex)
     admin.fail("ListExecutions")
-    gaps = []
-    stop, errors = threading.Event(), []
-    lane = Lane("admin", 2, stop, errors)
-    try:
-        out = sweep.with_relaunches(
-            [finding_of(ex)], {ex.ref: ex}, admin, threading.BoundedSemaphore(2), lane, gaps.append
-        )
-    finally:
-        stop.set()
-        lane.close()
+    findings = [finding_of(ex)]
+    (listing,) = sweep.relaunch_listings(findings, {ex.ref: ex})
+    gap = sweep.relaunches_in(Lookups(fake_sources(admin=admin)), *listing)
+    assert isinstance(gap, Gap)
+    out = sweep.with_relaunches(findings, [])
     assert out[0].relaunched_as is None
+    gaps = [gap]
     assert [(g.source, g.start) for g in gaps] == [("admin", ex.created_at)]
     assert "relaunched_as may be missing" in gaps[0].error
     assert ExecutionRef("gs1", "production", "o" * 20) == ex.ref
@@ -183,9 +169,8 @@ def test_a_listing_takes_a_slot_per_page_read_not_per_execution_handed_on():
 
     admin._call = call
     names = []
-    error = sweep.list_executions(
-        admin, slots, "gs1", "production", "", lambda ex: names.append(ex.ref.name)
-    )
+    executions = admin.list_executions("gs1", "production", filters="", gate=slots)
+    error = sweep.list_executions(executions, lambda ex: names.append(ex.ref.name))
     assert error is None and len(names) == 5
     assert held_while_read == [True] * 3  # pages of 2, 2 and 1
     assert slots.taken == 4  # the three pages and the end of the listing
