@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 
 from forensics.checkpoints import (
@@ -27,6 +28,7 @@ from forensics.model import (
 )
 from forensics.sources import Sources
 from forensics.sources.admin_types import SkippedNode, SweptAttempts, TaskResources
+from forensics.sources.interfaces import AdminReader
 
 
 class Lookups:
@@ -49,13 +51,7 @@ class Lookups:
     def executions(self, project: str, domain: str, filters: str) -> Iterator[ExecutionRecord]:
         """One listing's executions, each page read holding an Admin slot (not each execution
         handed on: the sweep's own calls wait for the slots)."""
-        pages = self.sources.admin.list_execution_pages(project, domain, filters=filters)
-        while True:
-            with self.slots:  # the page's one call is sent inside `next`
-                page = next(pages, None)
-            if page is None:
-                return
-            yield from page
+        return executions_under(self.sources.admin, self.slots, project, domain, filters)
 
     def live(self, project: str, domain: str, filters: str) -> Iterator[ExecutionRecord]:
         """One listing's executions, for a caller that holds an Admin slot already (`resolve`)."""
@@ -166,3 +162,21 @@ class Lookups:
             loc = checkpoint_location(ck, att, ex, inputs, node_inputs=node_inputs)
         listing = self.sources.store.list_prefix(loc.uri) if loc.uri is not None else None
         return checkpoint_from(loc, listing, signal)
+
+
+def executions_under(
+    admin: AdminReader,
+    slots: AbstractContextManager[object],
+    project: str,
+    domain: str,
+    filters: str,
+) -> Iterator[ExecutionRecord]:
+    """One listing's executions, each page read holding one of the scan's Admin `slots` (not
+    each execution handed on: the sweep's own calls wait for the slots)."""
+    pages = admin.list_execution_pages(project, domain, filters=filters)
+    while True:
+        with slots:  # the page's one call is sent inside `next`
+            page = next(pages, None)
+        if page is None:
+            return
+        yield from page

@@ -11,7 +11,7 @@ from forensics.config import Settings
 from forensics.detect import Decision, Verdict, build_finding
 from forensics.model import Checkpoint, ExecutionRef, Gap, ObjectCheck
 from forensics.scan import sweep
-from forensics.scan.lookups import Lookups
+from forensics.scan.lookups import Lookups, executions_under
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
 
@@ -26,7 +26,7 @@ def swept(admin: FakeAdmin, scope=ScanScope()) -> tuple[list[str], list[str]]:
     names: list[str] = []
     errors = []
     for project, domain, filters in sweep.listings(projects, scope, WINDOW):
-        executions = admin.list_executions(project, domain, filters=filters, gate=slots)
+        executions = executions_under(admin, slots, project, domain, filters)
         error = sweep.list_executions(executions, lambda ex: names.append(ex.ref.name))
         if error is not None:
             errors.append(error)
@@ -169,7 +169,7 @@ def test_a_listing_takes_a_slot_per_page_read_not_per_execution_handed_on():
 
     admin._call = call
     names = []
-    executions = admin.list_executions("gs1", "production", filters="", gate=slots)
+    executions = executions_under(admin, slots, "gs1", "production", "")
     error = sweep.list_executions(executions, lambda ex: names.append(ex.ref.name))
     assert error is None and len(names) == 5
     assert held_while_read == [True] * 3  # pages of 2, 2 and 1
