@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+from forensics.sandbox.s3_listing import ListingIndex
 from forensics.sandbox.scenario import SandboxExecution, Scenario
 
 if TYPE_CHECKING:
@@ -139,10 +140,29 @@ class _FaultMiddleware:
         if bucket and self._hit(faults.slow_down, method, bucket, target, listing):
             message = "Please reduce your request rate."
             return self._error(record, method, 503, "SlowDown", message, path)
-        if method == "PUT" and ("HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ):
-            with self._conditional:
-                return self._app(environ, record)
-        return self._app(environ, record)
+        if listing:
+            page = self._server.listings.page(bucket, query)
+            if page is not None:
+                return self._answer(record, page)
+        if method in ("GET", "HEAD"):
+            return self._app(environ, record)
+        try:  # a write: listings read the bucket anew once moto has answered
+            if method == "PUT" and ("HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ):
+                with self._conditional:
+                    return self._app(environ, record)
+            return self._app(environ, record)
+        finally:
+            self._server.listings.changed()
+
+    @staticmethod
+    def _answer(start_response: Callable[..., Any], body: bytes) -> list[bytes]:
+        headers = [
+            ("Content-Type", "application/xml"),
+            ("Content-Length", str(len(body))),
+            ("x-amz-request-id", uuid.uuid4().hex[:16].upper()),
+        ]
+        start_response("200 OK", headers)
+        return [body]
 
     @staticmethod
     def _error(
@@ -252,6 +272,7 @@ class S3Server:
         self._thread: threading.Thread | None = None
         self._url: str | None = None
         self._moto: Any = None  # moto.server.ThreadedMotoServer
+        self.listings = ListingIndex(_moto_s3_backend)
 
     @property
     def url(self) -> str:
@@ -320,6 +341,7 @@ class S3Server:
                     finally:
                         self._moto.stop()
                         self._moto = None  # its listening socket closes with it
+                        self.listings.changed()
                 S3Server._running = None
         self._url = None
 
@@ -350,6 +372,7 @@ class S3Server:
             stored = backend.put_object(bucket, key, body)
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
+        self.listings.changed()
 
     def add_execution(self, execution: SandboxExecution) -> None:
         """The files propeller writes for an execution added while the sandbox runs (node
@@ -361,6 +384,7 @@ class S3Server:
             stored = backend.put_object(bucket, key, body)
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
+        self.listings.changed()
 
 
 def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, datetime | None]]:

@@ -327,6 +327,54 @@ def test_listings_page_as_s3_does(s3, prefix, start_after, max_keys):
     assert all(p["KeyCount"] == len(p.get("Contents", ())) for p in pages)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        {},
+        {"Prefix": "checkpoints/"},
+        {"Prefix": "checkpoints/", "StartAfter": "checkpoints/a"},
+        {"MaxKeys": 2},
+        {"Prefix": "no-such/"},
+        {"Prefix": "odd/"},  # keys XML and URLs must escape
+        {"Prefix": "sums/"},  # a checksum algorithm
+        {"Delimiter": "/"},  # moto's own answer
+        {"FetchOwner": True},  # moto's own answer
+    ],
+)
+def test_listing_pages_answer_as_moto_answers(s3, args):
+    """The front answers plain ListObjectsV2 pages from its index: what boto3 reads of them is
+    what it reads of moto's own page, tokens aside."""
+    c = client(s3.url)
+    moto = client("http://{}:{}".format(*s3._moto.get_host_and_port()))
+    c.put_object(Bucket="exa-models", Key="odd/a&b <c> 'd\" é+f.pt", Body=b"1")
+    c.put_object(Bucket="exa-models", Key="sums/x", Body=b"1", ChecksumAlgorithm="SHA256")
+
+    def read(via) -> dict:
+        page = via.list_objects_v2(Bucket="exa-models", **args)
+        page.pop("ResponseMetadata")
+        return {k: v for k, v in page.items() if k != "NextContinuationToken"}
+
+    try:
+        ours, theirs = read(c), read(moto)
+        assert ours == theirs
+    finally:
+        c.delete_object(Bucket="exa-models", Key="odd/a&b <c> 'd\" é+f.pt")
+        c.delete_object(Bucket="exa-models", Key="sums/x")
+
+
+def test_plain_listings_are_answered_by_the_front_and_the_rest_by_moto(s3, monkeypatch):
+    answered = []
+    page = s3.listings.page
+    monkeypatch.setattr(s3.listings, "page", lambda *a: answered.append(page(*a)) or answered[-1])
+    c = client(s3.url)
+    c.list_objects_v2(Bucket="exa-models", Prefix="checkpoints/")
+    c.list_objects_v2(Bucket="exa-models", Delimiter="/")
+    with pytest.raises(ClientError) as e:
+        c.list_objects_v2(Bucket="never-seeded")
+    assert e.value.response["Error"]["Code"] == "NoSuchBucket"
+    assert [body is not None for body in answered] == [True, False, False]
+
+
 def test_keys_that_need_escaping_round_trip_through_the_fault_front(s3):
     # The front passes the request's own URI on: keys with XML and URL metacharacters and
     # non-ASCII letters are stored, listed (URL-encoded, as botocore asks) and read back.
