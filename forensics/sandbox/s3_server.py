@@ -85,7 +85,8 @@ def _error_document(code: str, message: str, resource: str, request_id: str) -> 
 
 
 class _FaultMiddleware:
-    """WSGI middleware in front of moto's app: latency, 503 SlowDown, 403 AccessDenied, a record.
+    """The sandbox's front: latency, 503 SlowDown, 403 AccessDenied and a record of every
+    request; plain ListObjectsV2 pages from the listing index; everything else to `app` (moto).
 
     Requests are path-style (`/bucket/key`): botocore uses path-style for an IP-address
     endpoint, and the sandbox always serves on 127.0.0.1.
