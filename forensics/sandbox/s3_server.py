@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
 import threading
 import time
 import uuid
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from forensics.sandbox import s3_listing_xml
+from forensics.sandbox.s3_listing import ListingIndex
 from forensics.sandbox.scenario import SandboxExecution, Scenario
 
 if TYPE_CHECKING:
@@ -85,7 +85,8 @@ def _error_document(code: str, message: str, resource: str, request_id: str) -> 
 
 
 class _FaultMiddleware:
-    """WSGI middleware in front of moto's app: latency, 503 SlowDown, 403 AccessDenied, a record.
+    """The sandbox's front: latency, 503 SlowDown, 403 AccessDenied and a record of every
+    request; plain ListObjectsV2 pages from the listing index; everything else to `app` (moto).
 
     Requests are path-style (`/bucket/key`): botocore uses path-style for an IP-address
     endpoint, and the sandbox always serves on 127.0.0.1.
@@ -100,7 +101,8 @@ class _FaultMiddleware:
         # writes on one key, one succeeds and the other gets 412 PreconditionFailed (or 409
         # ConditionalRequestConflict) — "Conditional requests" in the S3 User Guide. moto 5.2's
         # put_object checks the condition and then stores (moto/s3/responses.py put_object),
-        # with no lock between, so racing conditional PUTs are serialised here.
+        # with no lock between, so racing conditional PUTs are serialised here (the forwarding
+        # app answers only once moto has answered).
         self._conditional = threading.Lock()
 
     def _hit(
@@ -139,15 +141,29 @@ class _FaultMiddleware:
         if bucket and self._hit(faults.slow_down, method, bucket, target, listing):
             message = "Please reduce your request rate."
             return self._error(record, method, 503, "SlowDown", message, path)
+        if listing:
+            page = self._server.listings.page(bucket, query)
+            if page is not None:
+                return self._answer(record, page)
         if method in ("GET", "HEAD"):
             return self._app(environ, record)
-        try:  # a write: the listing index is read anew once it is done
+        try:  # a write: listings read the bucket anew once moto has answered
             if method == "PUT" and ("HTTP_IF_MATCH" in environ or "HTTP_IF_NONE_MATCH" in environ):
                 with self._conditional:
-                    return list(self._app(environ, record))
-            return list(self._app(environ, record))
+                    return self._app(environ, record)
+            return self._app(environ, record)
         finally:
-            self._server.changed()
+            self._server.listings.changed()
+
+    @staticmethod
+    def _answer(start_response: Callable[..., Any], body: bytes) -> list[bytes]:
+        headers = [
+            ("Content-Type", "application/xml"),
+            ("Content-Length", str(len(body))),
+            ("x-amz-request-id", uuid.uuid4().hex[:16].upper()),
+        ]
+        start_response("200 OK", headers)
+        return [body]
 
     @staticmethod
     def _error(
@@ -171,24 +187,56 @@ class _FaultMiddleware:
         return [body]
 
 
-def _s3_only(dispatcher: type) -> type:
-    """moto's dispatcher with the backend fixed to S3, the only service this server offers.
+# Hop-by-hop headers (RFC 9110 section 7.6.1) and those the forwarded request sets anew.
+_HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "expect"}
+)
 
-    moto finds the backend of every request anew, under one global lock and with a scan of its
-    package directory: a quarter to a third of the server's time per request, which a
-    benchmark of tens of thousands of HEADs on a small machine pays in full.
+
+class _Forward:
+    """WSGI app that sends each request on to moto's server and answers with moto's answer.
+
+    moto's documented in-process server (`moto.server.ThreadedMotoServer`) takes no WSGI
+    middleware, so the faults sit in front of it, in this process, on their own port.
     """
 
-    class S3OnlyDispatcher(dispatcher):  # type: ignore[misc, valid-type]
-        def get_application(self, environ: dict[str, Any]) -> Any:
-            app = self.app_instances.get("s3")
-            if app is None:
-                with self.lock:
-                    app = self.app_instances.get("s3") or self.create_app("s3")
-                    self.app_instances["s3"] = app
-            return app
+    def __init__(self, host: str, port: int) -> None:
+        self._host = host
+        self._port = port
+        self._local = threading.local()  # one connection per server thread
 
-    return S3OnlyDispatcher
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = http.client.HTTPConnection(self._host, self._port, timeout=60)
+        return conn
+
+    def __call__(
+        self, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
+        length = environ.get("CONTENT_LENGTH")
+        stream = environ["wsgi.input"]
+        body = stream.read(int(length)) if length else stream.read()
+        headers = {
+            name[5:].replace("_", "-").title(): value
+            for name, value in environ.items()
+            if name.startswith("HTTP_") and name[5:].replace("_", "-").lower() not in _HOP_BY_HOP
+        }
+        if environ.get("CONTENT_TYPE"):
+            headers["Content-Type"] = environ["CONTENT_TYPE"]
+        if body or environ["REQUEST_METHOD"] in ("PUT", "POST"):
+            headers["Content-Length"] = str(len(body))
+        conn = self._connection()
+        try:
+            conn.request(environ["REQUEST_METHOD"], environ["REQUEST_URI"], body, headers)
+            answer = conn.getresponse()
+            data = answer.read()
+        except BaseException:
+            conn.close()
+            raise
+        kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in _HOP_BY_HOP]
+        start_response(f"{answer.status} {answer.reason}", kept)
+        return [data]
 
 
 def _naive_utc(t: datetime) -> datetime:
@@ -204,65 +252,14 @@ def _split(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
-class _ListingIndex:
-    """ListObjectsV2 (without a delimiter) from a sorted index of each bucket's key names.
-
-    S3 answers a listing page in about the same time whatever else the bucket holds; moto
-    filters and sorts every key of the bucket on each request (moto 5.2 `S3Backend.
-    list_objects_v2` calls `list_objects`, which walks `bucket.keys` and sorts twice), so a
-    scan's listing pages cost the sandbox more the larger the bucket, as S3 does not. The
-    answers are moto's own (its key objects, truncation and continuation tokens); the index is
-    rebuilt after any write (`changed`: every request that is not a GET or HEAD, and seeding).
-    """
-
-    def __init__(self, backend: Any) -> None:
-        self._backend = backend
-        self._original = backend.list_objects_v2
-        self._lock = threading.Lock()
-        self._names: dict[str, list[str]] = {}  # bucket -> its live keys' names, sorted
-        backend.list_objects_v2 = self.list_objects_v2
-
-    def changed(self) -> None:
-        with self._lock:
-            self._names.clear()
-
-    def _sorted(self, bucket: Any) -> list[str]:
-        with self._lock:
-            names = self._names.get(bucket.name)
-            if names is None:
-                every = self._backend.list_objects(bucket, None, None, None, None)[0]
-                names = self._names[bucket.name] = [k.name for k in every]
-            return names
-
-    def list_objects_v2(self, **query: Any) -> Any:
-        """moto's `S3Backend.list_objects_v2`, called with the same keywords (bucket, prefix,
-        delimiter, continuation_token, start_after, max_keys)."""
-        backend = self._backend
-        bucket, prefix, token = query["bucket"], query["prefix"] or "", query["continuation_token"]
-        after = backend._pagination_tokens.get(token) if token else query["start_after"]
-        if query["delimiter"] or (token and after is None):
-            return self._original(**query)
-        names = self._sorted(bucket)
-        i = bisect_left(names, prefix)
-        if after:
-            i = max(i, bisect_right(names, after))
-        max_keys = query["max_keys"]
-        page: list[Any] = []
-        while i < len(names) and len(page) <= max_keys and names[i].startswith(prefix):
-            page.append(bucket.keys[names[i]])
-            i += 1
-        return backend._truncate_result(page, max_keys)
-
-
 class S3Server:
     """moto's S3 on a free loopback port, seeded from `scenario`, faults in front of it.
 
     moto keeps S3 state in process-wide backends, so one S3Server may run per process at a
-    time; its state is reset when it starts and when it stops. moto's own app (its
-    DomainDispatcherApplication) behind the fault middleware, served by cheroot: moto's
-    ThreadedMotoServer builds its app internally, so it cannot take the middleware, its stop()
-    leaves the listening socket open, and its werkzeug server closes every connection after one
-    request where S3 keeps them alive.
+    time; its state is reset when it starts and when it stops. Two servers in this process:
+    moto's documented `ThreadedMotoServer` on a loopback port of its own, and in front of it,
+    on the port clients use, the faults and the record served by cheroot, which keeps
+    connections alive as S3 does (werkzeug's server, moto's, closes each after one answer).
     """
 
     _running: S3Server | None = None
@@ -275,13 +272,8 @@ class S3Server:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._url: str | None = None
-        self._index: _ListingIndex | None = None
-        self._serializer: Any = None  # moto's own, while pages are written by s3_listing_xml
-
-    def changed(self) -> None:
-        """Something was written: listings read the bucket anew."""
-        if self._index is not None:
-            self._index.changed()
+        self._moto: Any = None  # moto.server.ThreadedMotoServer
+        self.listings = ListingIndex(_moto_s3_backend)
 
     @property
     def url(self) -> str:
@@ -295,10 +287,7 @@ class S3Server:
             return self._url
         try:
             from cheroot.wsgi import Server as WSGIServer
-            from moto.moto_server.werkzeug_app import (
-                DomainDispatcherApplication,
-                create_backend_app,
-            )
+            from moto.server import ThreadedMotoServer
         except ImportError as e:  # `demo` checks for its extra before it gets here
             raise ImportError(
                 f"the sandbox S3 needs moto's server: pip install 'moto[server,s3]' cheroot ({e})"
@@ -316,13 +305,13 @@ class S3Server:
                 )
             S3Server._running = self
         try:
-            _reset_moto_s3()
-            self._index = _ListingIndex(_moto_s3_backend())
-            self._serializer = s3_listing_xml.install()
+            _quiet_werkzeug()
+            self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+            self._moto.start()
+            host, port = self._moto.get_host_and_port()
+            _reset_moto(host, port)
             self.seed()
-            app = _FaultMiddleware(_s3_only(DomainDispatcherApplication)(create_backend_app), self)
-            # S3 keeps HTTP/1.1 connections alive; werkzeug's server (ThreadedMotoServer's) closes
-            # every one, which would make each request pay a TCP connect and a new server thread.
+            app = _FaultMiddleware(_Forward(host, port), self)
             self._server = QuietServer(
                 ("127.0.0.1", 0), app, numthreads=_SERVER_THREADS, server_name="sandbox-s3"
             )
@@ -347,10 +336,13 @@ class S3Server:
             self._thread = None
         with S3Server._running_lock:
             if S3Server._running is self:
-                _reset_moto_s3()
-                if self._serializer is not None:
-                    s3_listing_xml.uninstall(self._serializer)
-                    self._serializer = None
+                if self._moto is not None:
+                    try:
+                        _reset_moto(*self._moto.get_host_and_port())
+                    finally:
+                        self._moto.stop()
+                        self._moto = None  # its listening socket closes with it
+                        self.listings.changed()
                 S3Server._running = None
         self._url = None
 
@@ -381,7 +373,7 @@ class S3Server:
             stored = backend.put_object(bucket, key, body)
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
-        self.changed()
+        self.listings.changed()
 
     def add_execution(self, execution: SandboxExecution) -> None:
         """The files propeller writes for an execution added while the sandbox runs (node
@@ -393,7 +385,7 @@ class S3Server:
             stored = backend.put_object(bucket, key, body)
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
-        self.changed()
+        self.listings.changed()
 
 
 def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, datetime | None]]:
@@ -460,6 +452,7 @@ def _error_pb(phase: str, reason: str, when: datetime | None) -> bytes:
 
 
 def _moto_s3_backend() -> Any:
+    """moto's S3 backend, the one its server answers from (`moto.s3.models.S3Backend`)."""
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.s3.models import s3_backends
 
@@ -470,9 +463,25 @@ def _moto_s3_backend() -> Any:
     return s3_backends[account]["aws"]
 
 
-def _reset_moto_s3() -> None:
-    from moto.s3.models import s3_backends
+def _reset_moto(host: str, port: int) -> None:
+    """moto's documented reset API: every backend's state dropped (docs/upstream.md)."""
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    try:
+        conn.request("POST", "/moto-api/reset")
+        answer = conn.getresponse()
+        answer.read()
+        if answer.status != 200:
+            raise RuntimeError(f"moto's reset API answered {answer.status}")
+    finally:
+        conn.close()
 
-    for account in list(s3_backends.values()):
-        account.reset()
-    s3_backends.bucket_accounts.clear()
+
+def _quiet_werkzeug() -> None:
+    """moto's server (werkzeug) logs every request at INFO, to a stderr handler of its own when
+    no handler takes them; the demo's output is the scan's, so only warnings pass, to the
+    process's own handlers."""
+    werkzeug = logging.getLogger("werkzeug")
+    if werkzeug.level == logging.NOTSET or werkzeug.level < logging.WARNING:
+        werkzeug.setLevel(logging.WARNING)
+    if not werkzeug.handlers:
+        werkzeug.addHandler(logging.NullHandler())
