@@ -9,7 +9,7 @@ from forensics.errors import UsageError
 def check_page_target(target: str) -> None:
     """Refuse (exit 2) a --report-html target the page could not be written to, before the scan."""
     if target.startswith("s3://"):
-        from forensics.sources.storage import UnreadableURI, split_s3_uri
+        from forensics.sources.s3_uri import UnreadableURI, split_s3_uri
 
         try:
             split_s3_uri(target, need_key=True)

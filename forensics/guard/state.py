@@ -243,7 +243,7 @@ class S3StateStore(StateStore):
     """An S3 object, written with a conditional PutObject (If-Match / If-None-Match)."""
 
     def __init__(self, uri: str) -> None:
-        from forensics.sources.storage import UnreadableURI, split_s3_uri
+        from forensics.sources.s3_uri import UnreadableURI, split_s3_uri
 
         self.location = uri
         try:
@@ -255,13 +255,13 @@ class S3StateStore(StateStore):
     @property
     def client(self) -> Any:
         if self._client is None:
-            from forensics.sources.storage import _make_client
+            from forensics.sources.s3_uri import _make_client
 
             self._client = _make_client(workers=1)
         return self._client
 
     def _fail(self, verb: str, err: Exception) -> SourceError | ConfigError:
-        from forensics.sources.storage import describe_error
+        from forensics.sources.s3_uri import describe_error
 
         code = getattr(err, "response", {}).get("Error", {}).get("Code")
         if code == "NoSuchBucket":

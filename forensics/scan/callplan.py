@@ -27,7 +27,7 @@ from itertools import groupby
 from typing import Generic, TypeVar
 
 from forensics.model import KeyPage, ObjectCheck
-from forensics.sources.storage import OUTPUTS_FILE, UnreadableURI, split_s3_uri
+from forensics.sources.s3_uri import OUTPUTS_FILE, UnreadableURI, split_s3_uri
 
 T = TypeVar("T")
 

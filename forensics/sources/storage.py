@@ -42,8 +42,7 @@ from forensics.failures import os_failure
 from forensics.model import UTC, KeyPage, ObjectCheck, PrefixListing
 from forensics.secrets import safe_url
 from forensics.sources.expiry import describe_rule, expires, judge_outputs
-
-OUTPUTS_FILE = "outputs.pb"
+from forensics.sources.s3_uri import OUTPUTS_FILE, UnreadableURI, split_s3_uri
 
 # Error codes S3 (and botocore for body-less HEAD answers: the status as a string) uses for
 # "slow down"; botocore's standard retry mode retries these before we ever see them.
@@ -58,28 +57,6 @@ class BrokenListing(Exception):
 
     def __init__(self) -> None:
         super().__init__("S3 answered a truncated listing page without a new continuation token")
-
-
-class UnreadableURI(ValueError):
-    """A location this store cannot read: not `s3://`, or no bucket (or key) in it."""
-
-
-def split_s3_uri(uri: str, *, need_key: bool) -> tuple[str, str]:
-    """`s3://bucket/key` -> (bucket, key), raising UnreadableURI with a one-line reason.
-
-    Parsed by hand rather than with urlsplit: S3 keys may contain `?` and `#`.
-    """
-    scheme, sep, rest = uri.partition("://")
-    if not sep:
-        raise UnreadableURI(f"unsupported location {uri!r}: not an s3:// URI")
-    if scheme.lower() != "s3":
-        raise UnreadableURI(f"unsupported scheme {scheme}://: only s3:// is read")
-    bucket, _, key = rest.partition("/")
-    if not bucket:
-        raise UnreadableURI(f"malformed URI {uri!r}: no bucket")
-    if need_key and not key:
-        raise UnreadableURI(f"malformed URI {uri!r}: no object key")
-    return bucket, key
 
 
 def _status(err: ClientError) -> int | None:

@@ -51,7 +51,7 @@ from forensics.sources.admin_types import NodeRecord, SkippedNode, SweptAttempts
 from forensics.sources.expiry import judge_outputs
 from forensics.sources.loki_answers import INDEX_STATS, LABELS, QUERY_RANGE
 from forensics.sources.loki_limits import reading_length
-from forensics.sources.storage import OUTPUTS_FILE
+from forensics.sources.s3_uri import OUTPUTS_FILE
 
 # -- Loki ------------------------------------------------------------------------------------
 
