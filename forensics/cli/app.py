@@ -39,7 +39,7 @@ from forensics.cli import (
 )
 from forensics.cli.errors import message as worded
 from forensics.cli.options import with_flag_groups
-from forensics.cli.process import finishing, interrupted, leave, new_command
+from forensics.cli.process import end, finishing, interrupted, new_command
 from forensics.errors import ElasticAuditError, UsageError
 
 
@@ -263,8 +263,8 @@ app.add_typer(fix_app, name="fix")
 
 def console() -> NoReturn:
     """The console script and `python -m forensics`: the command, then the process's end
-    without the interpreter's teardown (`process.leave`). `main` ends the ordinary way, for
-    callers that run commands in their own process."""
+    (`process.end`: a Ctrl-C from the command's last lines to the exit is 130 and one line, not
+    a traceback). `main` is the same command for callers in their own process."""
     try:
         try:
             main()
@@ -272,11 +272,11 @@ def console() -> NoReturn:
             code = e.code
         else:
             code = 0
-        finishing()  # a Ctrl-C from here on is noted: `leave` says it and exits 130
+        finishing()  # a Ctrl-C from here on is noted: `end` says it and exits 130
     except KeyboardInterrupt:  # one that came past main's own handling (its last lines)
         finishing()
         code = interrupted()
-    leave(code)
+    end(code)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,6 @@ What a run does, its state, notifications and metrics: docs/deployment.md.
 
 from __future__ import annotations
 
-import gc
 import sys
 import time
 from dataclasses import replace
@@ -157,11 +156,6 @@ def _loop(
         with installed(signals):
             while True:
                 started = time.monotonic()
-                if run:
-                    # The full pass the last run went without (process.no_full_collections).
-                    # Not right after its line: a Ctrl-C that lands in an object's finalizer
-                    # during a pass is lost, and after the line is when one comes.
-                    gc.collect()
                 run += 1
                 options = _run(run, settings, scope, options, since, scan, collector, signals)
                 time.sleep(max(0.0, period.total_seconds() - (time.monotonic() - started)))
