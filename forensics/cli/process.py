@@ -134,7 +134,14 @@ def end(code: object) -> NoReturn:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-    sys.exit(_said_if_interrupted(code))
+    code = _said_if_interrupted(code)
+    if threading.current_thread() is threading.main_thread():
+        # CPython ends the process with SIGINT, whatever the exit code, once a KeyboardInterrupt
+        # has left code that exec() ran from a string (dataclasses build their methods so: a
+        # Ctrl-C while one is imported), even one caught and said (docs/upstream.md). That
+        # signal, blocked from here on, leaves the exit to its code. So does a late Ctrl-C.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    sys.exit(code)
 
 
 def _said_if_interrupted(code: object) -> object:
