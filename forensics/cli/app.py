@@ -35,7 +35,6 @@ from forensics.cli import (
     watch,
 )
 from forensics.cli.errors import message as worded
-from forensics.cli.options import with_flag_groups
 from forensics.cli.process import end, finishing, interrupted, new_command
 from forensics.errors import ElasticAuditError, UsageError
 
@@ -234,8 +233,8 @@ class App(typer.Typer):
         super().__init__(**kwargs)
 
     def add(self, name: str, command: Callable[..., Any], epilog: str) -> None:
-        """Register a command function under `name`, its flag groups shown as their options."""
-        self.command(name, cls=HelpCommand, epilog=epilog)(with_flag_groups(command))
+        """Register a command function under `name`, in the tool's help style."""
+        self.command(name, cls=HelpCommand, epilog=epilog)(command)
 
 
 app = App(

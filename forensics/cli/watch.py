@@ -19,12 +19,23 @@ from forensics.cli.display import render
 from forensics.cli.errors import message
 from forensics.cli.guard import cli_scanner, installed, say_delivery, say_failures
 from forensics.cli.options import (
-    GUARD_FLAGS,
-    SCOPE_FLAGS,
-    SOURCE_FLAGS,
+    CheckpointInputOpt,
+    CheckpointTemplateOpt,
+    ConfigOpt,
+    DomainOpt,
+    FlyteConfigOpt,
     GuardFlags,
+    LokiUrlOpt,
+    MetricsFileOpt,
+    NotifyFormatOpt,
+    NotifyOpt,
+    OverlapOpt,
+    ProjectOpt,
+    PushgatewayOpt,
+    ResetStateOpt,
     ScopeFlags,
     SourceFlags,
+    StateOpt,
     VerboseOpt,
     WorkersOpt,
     value_option,
@@ -79,13 +90,29 @@ def watch(
         "DURATION|TIME",
         "Where the first run starts when the state is new (duration or time).",
     ),
-    scope: ScopeFlags = SCOPE_FLAGS,
-    sources: SourceFlags = SOURCE_FLAGS,
+    project: list[str] = ProjectOpt,
+    domain: list[str] = DomainOpt,
+    loki_url: str | None = LokiUrlOpt,
+    flyte_config: str | None = FlyteConfigOpt,
+    config: str | None = ConfigOpt,
+    checkpoint_input: str | None = CheckpointInputOpt,
+    checkpoint_template: str | None = CheckpointTemplateOpt,
     workers: int | None = WorkersOpt,
     verbose: int = VerboseOpt,
-    guard: GuardFlags = GUARD_FLAGS,
+    state: str | None = StateOpt,
+    overlap: str = OverlapOpt,
+    reset_state: bool = ResetStateOpt,
+    notify: list[str] = NotifyOpt,
+    notify_format: str = NotifyFormatOpt,
+    metrics_file: str | None = MetricsFileOpt,
+    pushgateway: str | None = PushgatewayOpt,
 ) -> None:
     """Run the guard scan every DURATION with a state, notifying and serving metrics."""
+    scope = ScopeFlags(project, domain)
+    sources = SourceFlags(loki_url, flyte_config, config, checkpoint_input, checkpoint_template)
+    guard = GuardFlags(
+        state, overlap, reset_state, notify, notify_format, metrics_file, pushgateway
+    )
     setup_logging(verbose)
     try:
         period = parse_duration(every) if every else None
