@@ -78,7 +78,13 @@ def config(
     output: str | None = output_option(*TABLE_OR_JSON),
 ) -> None:
     """Print the effective configuration and where each value came from (secrets masked)."""
-    sources = SourceFlags(loki_url, flyte_config, config, checkpoint_input, checkpoint_template)
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     settings = sources.settings(workers)
     env = os.environ

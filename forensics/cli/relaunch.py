@@ -135,7 +135,13 @@ def relaunch(
     verbose: int = VerboseOpt,
 ) -> None:
     """Relaunch affected executions exactly once, after saying what the relaunch will do."""
-    sources = SourceFlags(loki_url, flyte_config, config, checkpoint_input, checkpoint_template)
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
     setup_logging(verbose)
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     from forensics.formats.relaunch import RelaunchResults, plan_lines, request_lines

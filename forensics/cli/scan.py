@@ -112,10 +112,22 @@ def scan(
     pushgateway: str | None = PushgatewayOpt,
 ) -> None:
     """Find task attempts that got a death signal and still ended SUCCEEDED without outputs.pb."""
-    scope = ScopeFlags(project, domain)
-    sources = SourceFlags(loki_url, flyte_config, config, checkpoint_input, checkpoint_template)
+    scope = ScopeFlags(project=project, domain=domain)
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
     guard = GuardFlags(
-        state, overlap, reset_state, notify, notify_format, metrics_file, pushgateway
+        state=state,
+        overlap=overlap,
+        reset_state=reset_state,
+        notify=notify,
+        notify_format=notify_format,
+        metrics_file=metrics_file,
+        pushgateway=pushgateway,
     )
     setup_logging(verbose)
     fmt = check_output(default_output(output), SCAN_FORMATS)

@@ -61,7 +61,13 @@ def show(
     verbose: int = VerboseOpt,
 ) -> None:
     """The evidence timeline of one execution, oldest first, and the verdict per attempt."""
-    sources = SourceFlags(loki_url, flyte_config, config, checkpoint_input, checkpoint_template)
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
     setup_logging(verbose)
     fmt = check_output(default_output(output), SHOW_FORMATS)
     ref = parse_execution(execution, project=project, domain=domain)
