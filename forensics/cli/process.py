@@ -136,10 +136,11 @@ def end(code: object) -> NoReturn:
         pass
     code = _said_if_interrupted(code)
     if threading.current_thread() is threading.main_thread():
-        # CPython ends the process with SIGINT, whatever the exit code, once a KeyboardInterrupt
-        # has left code that exec() ran from a string (dataclasses build their methods so: a
-        # Ctrl-C while one is imported), even one caught and said (docs/upstream.md). That
-        # signal, blocked from here on, leaves the exit to its code. So does a late Ctrl-C.
+        # Under `python -m`, CPython ends the process with SIGINT once a KeyboardInterrupt has
+        # left code that exec() ran from a string (dataclasses build their methods so: a Ctrl-C
+        # while one is imported), even one caught and said (docs/upstream.md). With SIGINT
+        # blocked from here on, that signal does not end it: it exits 130, as the line said. A
+        # later Ctrl-C changes nothing either.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     sys.exit(code)
 
