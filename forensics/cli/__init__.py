@@ -26,14 +26,15 @@ __all__ = ["app", "console", "main"]
 def console() -> NoReturn:
     """The console script and `python -m forensics` (`app.console`), with a Ctrl-C at any
     moment — the imports included — one line and exit 130."""
-    from forensics.cli.process import interrupted, leave
+    from forensics.cli.process import end, finishing, interrupted
 
     try:
         from forensics.cli.app import console as run
 
         _bind()
     except KeyboardInterrupt:
-        leave(interrupted())
+        finishing()
+        end(interrupted())
     run()
 
 

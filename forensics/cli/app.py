@@ -19,9 +19,6 @@ from typing import Any, NoReturn
 import typer
 import typer.core
 
-# typer vendors its own click (typer._click): help formatting and parse errors are its classes.
-from typer import _click as click
-
 from forensics import TOOL
 from forensics.cli import (
     config_cmd,
@@ -38,8 +35,7 @@ from forensics.cli import (
     watch,
 )
 from forensics.cli.errors import message as worded
-from forensics.cli.options import with_flag_groups
-from forensics.cli.process import finishing, interrupted, leave, new_command
+from forensics.cli.process import end, finishing, interrupted, new_command
 from forensics.errors import ElasticAuditError, UsageError
 
 
@@ -51,50 +47,48 @@ def _wrap(text: str, width: int) -> list[str]:
     return out
 
 
-class _HelpFormatter(click.HelpFormatter):
-    def write_dl(self, rows: Any, col_max: int = 30, col_spacing: int = 2) -> None:
-        rows = list(rows)
-        first_col = min(max((len(r[0]) for r in rows), default=0), col_max) + col_spacing
-        indent = " " * self.current_indent
-        for first, second in rows:
-            self.write(f"{indent}{first}")
-            if not second:
-                self.write("\n")
-                continue
-            if len(first) <= first_col - col_spacing:
-                self.write(" " * (first_col - len(first)))
-            else:
-                self.write("\n" + " " * (first_col + self.current_indent))
-            lines = _wrap(second, max(self.width - first_col - self.current_indent - 2, 20))
-            self.write(lines[0] + "\n")
-            for line in lines[1:]:
-                self.write(f"{'':>{first_col + self.current_indent}}{line}\n")
-
-
-class _HelpContext(typer.Context):
-    formatter_class = _HelpFormatter
+def _write_rows(formatter: Any, rows: list[tuple[str, str]]) -> None:
+    """A definition list as click's HelpFormatter.write_dl writes one (the first column at
+    most 30 wide, two spaces after it), its second column wrapped by `_wrap`."""
+    col_spacing = 2
+    first_col = min(max((len(r[0]) for r in rows), default=0), 30) + col_spacing
+    indent = " " * formatter.current_indent
+    for first, second in rows:
+        formatter.write(f"{indent}{first}")
+        if not second:
+            formatter.write("\n")
+            continue
+        if len(first) <= first_col - col_spacing:
+            formatter.write(" " * (first_col - len(first)))
+        else:
+            formatter.write("\n" + " " * (first_col + formatter.current_indent))
+        width = max(formatter.width - first_col - formatter.current_indent - 2, 20)
+        lines = _wrap(second, width)
+        formatter.write(lines[0] + "\n")
+        for line in lines[1:]:
+            formatter.write(f"{'':>{first_col + formatter.current_indent}}{line}\n")
 
 
 def _check_placeholders(params: list[Any]) -> list[Any]:
-    """Every value-taking parameter names its value; arguments read as click writes them."""
+    """Every value-taking parameter names its value (`metavar=`)."""
     for p in params:
-        if getattr(p, "param_type_name", "") == "argument":
-            _plain_argument(p)
+        if p.param_type_name == "argument":
+            if p.metavar is None:
+                raise TypeError(f"argument {p.name} names no value (metavar=)")
         elif p.metavar is None and not (getattr(p, "is_flag", False) or getattr(p, "count", False)):
             raise TypeError(f"option {'/'.join(p.opts)} takes a value but names none (metavar=)")
     return params
 
 
-def _plain_argument(p: Any) -> None:
-    """`SHA` / `[EXECUTION]...` as click writes arguments, not `{SHA}` and `SHA <str>`."""
-    if p.metavar is None:
-        raise TypeError(f"argument {p.name} names no value (metavar=)")
-    name = p.metavar
-    many = "..." if p.nargs != 1 else ""
-    usage = (name if p.required else f"[{name}]") + many
-    p._usage_display_name = lambda: usage
-    p._rich_display_name = lambda: name + many
-    p.display_type_rich = lambda ctx: None
+def _argument_name(p: Any) -> str:
+    """`SHA`, `EXECUTION...`: an argument as its help row names it (no `<str>` after it)."""
+    return p.metavar + ("..." if p.nargs != 1 else "")
+
+
+def _argument_usage(p: Any) -> str:
+    """`SHA` / `[EXECUTION]...` as click writes arguments in the usage line, not `{SHA}`."""
+    name = p.metavar if p.required else f"[{p.metavar}]"
+    return name + ("..." if p.nargs != 1 else "")
 
 
 # The shells typer writes completion for (typer.completion's install and show callbacks).
@@ -102,7 +96,7 @@ SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 COMPLETION_FLAGS = {"--install-completion": "install", "--show-completion": "show"}
 
 
-def _asked_shell(ctx: click.Context, args: list[str]) -> list[str]:
+def _asked_shell(ctx: typer.Context, args: list[str]) -> list[str]:
     """`--install-completion SHELL` / `--show-completion=SHELL`: typer's flags take no value,
     so the shell named was ignored and the running one's completion installed (bash's from a
     bash prompt, asked for zsh's). The shell is taken out of `args` and kept in `ctx.meta`."""
@@ -128,18 +122,17 @@ def _asked_shell(ctx: click.Context, args: list[str]) -> list[str]:
 def _for_shell(callback: Callable[..., Any]) -> Callable[..., Any]:
     """typer's install/show callback, given the shell named after the flag (else detected)."""
 
-    def run(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    def run(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
         return callback(ctx, param, ctx.meta.get("completion_shell", value) if value else value)
 
     return run
 
 
 class _HelpStyle:
-    """The tool's help style for a click command or group (see the module docstring)."""
+    """The tool's help style for a command or group (see the module docstring), through the
+    methods typer's command classes have for it (`cls=`)."""
 
-    context_class = _HelpContext
-
-    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+    def get_params(self, ctx: typer.Context) -> list[Any]:
         params = super().get_params(ctx)  # type: ignore[misc]
         for p in params:
             if p.name in ("install_completion", "show_completion") and p.callback:
@@ -151,10 +144,27 @@ class _HelpStyle:
                 )
         return _check_placeholders(params)
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, _asked_shell(ctx, args))  # type: ignore[misc]
 
-    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_options(self, ctx: typer.Context, formatter: Any) -> None:
+        """Arguments, then options, each a definition list (`_write_rows`)."""
+        args: list[tuple[str, str]] = []
+        opts: list[tuple[str, str]] = []
+        for p in self.get_params(ctx):
+            record = p.get_help_record(ctx)
+            if record is None:
+                continue
+            if p.param_type_name == "argument":
+                args.append((_argument_name(p), record[1]))
+            else:
+                opts.append(record)
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    _write_rows(formatter, rows)
+
+    def format_epilog(self, ctx: typer.Context, formatter: Any) -> None:
         """Examples are written as they are typed: indented, never re-wrapped."""
         epilog = getattr(self, "epilog", None)
         if epilog:
@@ -170,9 +180,45 @@ class _HelpStyle:
 class HelpCommand(_HelpStyle, typer.core.TyperCommand):
     """Every command's help in the tool's one style."""
 
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for p in self.get_params(ctx):
+            if p.param_type_name == "argument":
+                pieces.append(_argument_usage(p))
+            else:
+                pieces += p.get_usage_pieces(ctx)
+        return pieces
+
 
 class HelpGroup(_HelpStyle, typer.core.TyperGroup):
     """A command group (the tool, `fix`) in the same style; lists commands in the order added."""
+
+    def format_options(self, ctx: typer.Context, formatter: Any) -> None:
+        super().format_options(ctx, formatter)
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str()))
+        if rows:
+            with formatter.section("Commands"):
+                _write_rows(formatter, rows)
+
+
+class MissingCommand(Exception):
+    """`elastic-audit` or `elastic-audit fix` alone: no command named (`main` says it)."""
+
+    def __init__(self, ctx: typer.Context) -> None:
+        super().__init__(ctx.command_path)
+        self.help = ctx.get_help()
+        self.command_path = ctx.command_path
+
+
+def command_named(ctx: typer.Context) -> None:
+    """A group's callback, run without a command too (`invoke_without_command`): none named is
+    MissingCommand, for the help and one line on stderr (not typer's help on stdout, exit 0)."""
+    if ctx.invoked_subcommand is None:
+        raise MissingCommand(ctx)
 
 
 class App(typer.Typer):
@@ -187,8 +233,8 @@ class App(typer.Typer):
         super().__init__(**kwargs)
 
     def add(self, name: str, command: Callable[..., Any], epilog: str) -> None:
-        """Register a command function under `name`, its flag groups shown as their options."""
-        self.command(name, cls=HelpCommand, epilog=epilog)(with_flag_groups(command))
+        """Register a command function under `name`, in the tool's help style."""
+        self.command(name, cls=HelpCommand, epilog=epilog)(command)
 
 
 app = App(
@@ -198,7 +244,6 @@ app = App(
         "Forensics for Flyte + PyTorch Elastic: find task attempts that were preempted and "
         "still marked SUCCEEDED, see what they lost, relaunch them, and ship the plugin fix."
     ),
-    no_args_is_help=True,
 )
 
 
@@ -229,8 +274,9 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False,
         "--version",
@@ -240,6 +286,7 @@ def _root(
     ),
 ) -> None:
     """elastic-audit: incident forensics for Flyte and PyTorch Elastic."""
+    command_named(ctx)
     notices.install()  # a source being retried is said on a terminal
 
 
@@ -253,7 +300,8 @@ app.add("show", show.show, show.EXAMPLES)
 app.add("watch", watch.watch, watch.EXAMPLES)
 app.add("config", config_cmd.config, config_cmd.EXAMPLES)
 
-fix_app = App(name="fix", help=fix.HELP, no_args_is_help=True)
+fix_app = App(name="fix", help=fix.HELP)
+fix_app.callback(invoke_without_command=True)(command_named)
 fix_app.add("show", fix.show, fix.SHOW_EXAMPLES)
 fix_app.add("apply", fix.apply_cmd, fix.APPLY_EXAMPLES)
 fix_app.add("build", fix.build_cmd, fix.BUILD_EXAMPLES)
@@ -263,8 +311,8 @@ app.add_typer(fix_app, name="fix")
 
 def console() -> NoReturn:
     """The console script and `python -m forensics`: the command, then the process's end
-    without the interpreter's teardown (`process.leave`). `main` ends the ordinary way, for
-    callers that run commands in their own process."""
+    (`process.end`: a Ctrl-C from the command's last lines to the exit is 130 and one line, not
+    a traceback). `main` is the same command for callers in their own process."""
     try:
         try:
             main()
@@ -272,11 +320,11 @@ def console() -> NoReturn:
             code = e.code
         else:
             code = 0
-        finishing()  # a Ctrl-C from here on is noted: `leave` says it and exits 130
+        finishing()  # a Ctrl-C from here on is noted: `end` says it and exits 130
     except KeyboardInterrupt:  # one that came past main's own handling (its last lines)
         finishing()
         code = interrupted()
-    leave(code)
+    end(code)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -294,15 +342,15 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         typer.echo("elastic-audit: aborted", err=True)
         sys.exit(130)
-    except click.exceptions.NoArgsIsHelpError as e:
+    except MissingCommand as e:
         # `elastic-audit` or `elastic-audit fix` alone: the help (on stderr: it is not a result)
         # and what is missing, rather than an empty error line.
-        typer.echo(e.format_message(), err=True)
+        typer.echo(e.help, err=True)
         typer.echo(
-            f"elastic-audit: error: missing command (see '{e.ctx.command_path} --help')", err=True
+            f"elastic-audit: error: missing command (see '{e.command_path} --help')", err=True
         )
         sys.exit(2)
-    except typer.TyperException as e:  # usage errors from argument parsing (typer's own click)
+    except typer.TyperException as e:  # usage errors from argument parsing
         # One line, like every other user mistake, and where to look for the right form.
         ctx = getattr(e, "ctx", None)
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""

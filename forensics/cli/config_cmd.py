@@ -15,7 +15,11 @@ from typing import TYPE_CHECKING, Any
 from forensics.cli.common import emit
 from forensics.cli.display import render
 from forensics.cli.options import (
-    SOURCE_FLAGS,
+    CheckpointInputOpt,
+    CheckpointTemplateOpt,
+    ConfigOpt,
+    FlyteConfigOpt,
+    LokiUrlOpt,
     SourceFlags,
     check_output,
     default_output,
@@ -65,11 +69,22 @@ _DEFAULT_NOTES = {
 
 
 def config(
-    sources: SourceFlags = SOURCE_FLAGS,
+    loki_url: str | None = LokiUrlOpt,
+    flyte_config: str | None = FlyteConfigOpt,
+    config: str | None = ConfigOpt,
+    checkpoint_input: str | None = CheckpointInputOpt,
+    checkpoint_template: str | None = CheckpointTemplateOpt,
     workers: int | None = value_option("--workers", "N", "Concurrent requests per source."),
     output: str | None = output_option(*TABLE_OR_JSON),
 ) -> None:
     """Print the effective configuration and where each value came from (secrets masked)."""
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     settings = sources.settings(workers)
     env = os.environ

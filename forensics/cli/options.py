@@ -1,20 +1,16 @@
 """Options several commands share, declared once, and the `-o/--output` option.
 
-The source flags (scan, show, relaunch, watch), the scope flags and the guard flags (scan,
-watch) are flag groups: a command takes a group as ONE parameter whose default is the group, e.g.
-`sources: SourceFlags = SOURCE_FLAGS`; `with_flag_groups` (applied by cli.py when it registers
-the command) shows typer the group's options in that parameter's place and hands the command
-one object holding their values. Every option names its value (`metavar=`); flags take none.
+Each is a typer.Option a command names as a parameter's default, as typer documents (`workers:
+int | None = WorkersOpt`). The source options (scan, show, relaunch, watch, config), the scope
+options and the guard options (scan, watch) come in groups: the command declares each option of
+the group and builds one object from them (`SourceFlags`, `ScopeFlags`, `GuardFlags`) that does
+what the group is for. Every option names its value (`metavar=`); flags take none.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import sys
-import typing
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -114,60 +110,7 @@ VerboseOpt = typer.Option(
 )
 
 
-# -- flag groups --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FlagGroup:
-    """Options declared once that a command receives as one object, `build(**values)`."""
-
-    build: Callable[..., Any]
-    options: tuple[tuple[str, Any, Any], ...]  # (parameter name, type, typer.Option)
-
-    def parameters(self) -> list[inspect.Parameter]:
-        """The group's options as the parameters typer reads."""
-        kind = inspect.Parameter.KEYWORD_ONLY
-        return [inspect.Parameter(n, kind, default=o, annotation=t) for n, t, o in self.options]
-
-    def collect(self, values: dict[str, Any]) -> Any:
-        """Take the group's options out of `values` and build the group's object from them."""
-        return self.build(**{name: values.pop(name) for name, _, _ in self.options})
-
-
-def with_flag_groups(command: Callable[..., Any]) -> Callable[..., Any]:
-    """`command` as typer sees it: each FlagGroup parameter replaced, in place, by its options."""
-    hints = typing.get_type_hints(command, include_extras=True)
-    groups: dict[str, FlagGroup] = {}
-    params: list[inspect.Parameter] = []
-    for p in inspect.signature(command).parameters.values():
-        if isinstance(p.default, FlagGroup):
-            groups[p.name] = p.default
-            params += p.default.parameters()
-        else:
-            # keyword-only like the group's: typer passes every parameter by name
-            kind = inspect.Parameter.KEYWORD_ONLY
-            params.append(p.replace(kind=kind, annotation=hints.get(p.name, p.annotation)))
-    if not groups:
-        return command
-
-    @functools.wraps(command)
-    def run(**values: Any) -> Any:
-        for name, group in groups.items():
-            values[name] = group.collect(values)
-        return command(**values)
-
-    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    run.__annotations__ = {p.name: p.annotation for p in params}
-    return run
-
-
-def _group(build: type, **options: Any) -> FlagGroup:
-    """A group of `build`'s fields, each with its typer.Option (in the order given)."""
-    types = typing.get_type_hints(build)
-    missing = {f.name for f in fields(build)} - set(options)
-    if missing:
-        raise TypeError(f"{build.__name__}: no option declared for {sorted(missing)}")
-    return FlagGroup(build, tuple((n, types[n], o) for n, o in options.items()))
+# -- option groups ------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -198,32 +141,30 @@ class SourceFlags:
         return settings
 
 
-SOURCE_FLAGS = _group(
-    SourceFlags,
-    loki_url=value_option(
-        "--loki-url",
-        "URL",
-        "Loki base URL (else LOKI_ADDR, config [loki] url, http://localhost:3100).",
-    ),
-    flyte_config=value_option(
-        "--flyte-config",
-        "FILE",
-        "flytectl/flytekit YAML (else FLYTECTL_CONFIG, ~/.flyte/config.yaml; FLYTE_PLATFORM_URL overrides).",
-    ),
-    config=value_option(
-        "--config",
-        "FILE",
-        "Config file (else $ELASTIC_AUDIT_CONFIG, ./elastic-audit.toml, "
-        "$XDG_CONFIG_HOME/elastic-audit/config.toml).",
-    ),
-    checkpoint_input=value_option(
-        "--checkpoint-input", "NAME", "Execution input holding the checkpoint URI."
-    ),
-    checkpoint_template=value_option(
-        "--checkpoint-template",
-        "TEMPLATE",
-        "Checkpoint URI template; fields: project, domain, name, node_id, inputs.X, labels.X.",
-    ),
+# SourceFlags' options, in the order a command declares them.
+LokiUrlOpt = value_option(
+    "--loki-url",
+    "URL",
+    "Loki base URL (else LOKI_ADDR, config [loki] url, http://localhost:3100).",
+)
+FlyteConfigOpt = value_option(
+    "--flyte-config",
+    "FILE",
+    "flytectl/flytekit YAML (else FLYTECTL_CONFIG, ~/.flyte/config.yaml; FLYTE_PLATFORM_URL overrides).",
+)
+ConfigOpt = value_option(
+    "--config",
+    "FILE",
+    "Config file (else $ELASTIC_AUDIT_CONFIG, ./elastic-audit.toml, "
+    "$XDG_CONFIG_HOME/elastic-audit/config.toml).",
+)
+CheckpointInputOpt = value_option(
+    "--checkpoint-input", "NAME", "Execution input holding the checkpoint URI."
+)
+CheckpointTemplateOpt = value_option(
+    "--checkpoint-template",
+    "TEMPLATE",
+    "Checkpoint URI template; fields: project, domain, name, node_id, inputs.X, labels.X.",
 )
 
 
@@ -248,15 +189,12 @@ class ScopeFlags:
         return ScanScope(tuple(self.project), tuple(self.domain))
 
 
-SCOPE_FLAGS = _group(
-    ScopeFlags,
-    # -p/-d as flytectl spells them
-    project=typer.Option(
-        [], "--project", "-p", metavar="PROJECT", help="Only this project (repeatable)."
-    ),
-    domain=typer.Option(
-        [], "--domain", "-d", metavar="DOMAIN", help="Only this domain (repeatable)."
-    ),
+# ScopeFlags' options; -p/-d as flytectl spells them.
+ProjectOpt = typer.Option(
+    [], "--project", "-p", metavar="PROJECT", help="Only this project (repeatable)."
+)
+DomainOpt = typer.Option(
+    [], "--domain", "-d", metavar="DOMAIN", help="Only this domain (repeatable)."
 )
 
 
@@ -282,41 +220,39 @@ class GuardFlags:
         return checked
 
 
-GUARD_FLAGS = _group(
-    GuardFlags,
-    state=value_option(
-        "--state",
-        "FILE|s3://BUCKET/KEY",
-        "Guard mode: remember scanned windows, open gaps and notified findings here; without --since the window continues from it.",
-    ),
-    overlap=typer.Option(
-        "2h",
-        "--overlap",
-        metavar="DURATION",
-        help="Rescan this much before the state's last window end (late logs, attempts finishing after their signal).",
-    ),
-    reset_state=flag_option(
-        "--reset-state", help="Start the state over (needs --since), on purpose."
-    ),
-    notify=typer.Option(
-        [],
-        "--notify",
-        metavar="URL",
-        envvar="ELASTIC_AUDIT_NOTIFY",
-        help="POST new findings, pending attempts and gaps here once per run (repeatable; else ELASTIC_AUDIT_NOTIFY, URLs separated by spaces, so the secret stays off the command line; only scheme and host are ever printed).",
-        show_default=False,
-    ),
-    notify_format=typer.Option(
-        "json", "--notify-format", metavar="json|slack", help="Webhook payload: json or slack."
-    ),
-    metrics_file=value_option(
-        "--metrics-file",
-        "PATH",
-        "Write Prometheus metrics here atomically (node-exporter textfile collector).",
-    ),
-    pushgateway=value_option(
-        "--pushgateway",
-        "URL",
-        "Push the same metrics to this Prometheus Pushgateway (job elastic-audit).",
-    ),
+# GuardFlags' options, in the order a command declares them.
+StateOpt = value_option(
+    "--state",
+    "FILE|s3://BUCKET/KEY",
+    "Guard mode: remember scanned windows, open gaps and notified findings here; without --since the window continues from it.",
+)
+OverlapOpt = typer.Option(
+    "2h",
+    "--overlap",
+    metavar="DURATION",
+    help="Rescan this much before the state's last window end (late logs, attempts finishing after their signal).",
+)
+ResetStateOpt = flag_option(
+    "--reset-state", help="Start the state over (needs --since), on purpose."
+)
+NotifyOpt = typer.Option(
+    [],
+    "--notify",
+    metavar="URL",
+    envvar="ELASTIC_AUDIT_NOTIFY",
+    help="POST new findings, pending attempts and gaps here once per run (repeatable; else ELASTIC_AUDIT_NOTIFY, URLs separated by spaces, so the secret stays off the command line; only scheme and host are ever printed).",
+    show_default=False,
+)
+NotifyFormatOpt = typer.Option(
+    "json", "--notify-format", metavar="json|slack", help="Webhook payload: json or slack."
+)
+MetricsFileOpt = value_option(
+    "--metrics-file",
+    "PATH",
+    "Write Prometheus metrics here atomically (node-exporter textfile collector).",
+)
+PushgatewayOpt = value_option(
+    "--pushgateway",
+    "URL",
+    "Push the same metrics to this Prometheus Pushgateway (job elastic-audit).",
 )

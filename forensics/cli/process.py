@@ -1,13 +1,11 @@
-"""What the command line does to the process as a whole: signal handlers, other libraries' logs,
-the garbage collector, the scheduling policy and the process's end.
+"""What the command line does to the process as a whole: signal handlers, other libraries' logs
+and the process's end.
 
 The library never does these on import or on its own; the commands call them.
 """
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 import signal
 import sys
@@ -68,8 +66,9 @@ def _note(signum: int, frame: object) -> None:
 
 def finishing() -> None:
     """From here to the process's end (the result written, exit handlers running) a Ctrl-C is
-    noted, not raised: `leave` then ends with 130 and the one line, never a traceback out of
-    an exit handler."""
+    noted, not raised: one before `end` has flushed the output makes it 130 and the one line;
+    one later, in Python's exit handlers and teardown (the result is whole by then), changes
+    nothing, and never prints a traceback out of an exit handler."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _note)
 
@@ -96,9 +95,9 @@ def importing_flytekit() -> Iterator[None]:
 
 
 def load_flytekit() -> None:
-    """Import the Admin client, and flytekit with it, Ctrl-C held meanwhile (above)."""
+    """Import the Admin transport, and flytekit with it, Ctrl-C held meanwhile (above)."""
     with importing_flytekit():
-        import forensics.sources.admin  # noqa: F401
+        import forensics.sources.admin_transport  # noqa: F401  (the module that imports flytekit)
 
 
 def open_sources(settings: Settings) -> Sources:
@@ -107,80 +106,43 @@ def open_sources(settings: Settings) -> Sources:
     from forensics.cli.verbosity import adopt_flytekit
     from forensics.sources import Sources
 
-    batch_scheduling()  # before the clients and the lanes start their threads
     load_flytekit()
     sources = Sources.from_settings(settings)
     keep_ctrl_c()
     adopt_flytekit()
-    no_full_collections()
     return sources
 
 
-def batch_scheduling() -> bool:
-    """Schedule the calling thread, and every thread it starts from now on, as a batch job
-    (Linux's SCHED_BATCH, what `chrt --batch 0` sets; the nice value is unchanged); False where
-    the system has no such policy or refuses it, and where the command was started under a
-    policy other than the default (`chrt --idle 0 elastic-audit scan`): that one is kept.
-
-    A scan's threads wake each other and gRPC's own threads tens of thousands of times (each
-    Admin call: its answer, then the interpreter lock). Under the default policy a woken
-    thread preempts the one running, often the thread holding the interpreter lock, only to
-    wait for that lock at once; under SCHED_BATCH a wake-up does not preempt. At 1x that
-    removed four fifths of the CLI's involuntary context switches and about a tenth of its CPU
-    (docs/performance.md). It changes no priority: other processes are not slowed."""
-    if not hasattr(os, "SCHED_BATCH"):  # Linux only, with sched_[gs]etscheduler
-        return False
-    try:
-        if os.sched_getscheduler(0) != os.SCHED_OTHER:
-            return False  # the caller chose one (idle, real-time): theirs to keep
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    except OSError:  # a seccomp profile may refuse it: the scan runs as before
-        return False
-    return True
-
-
-# A generation-2 threshold no command reaches: the count it is compared with grows by one per
-# middle-generation pass (66 in a 1x scan).
-_NO_FULL_PASS = 1 << 30
-
-
-def no_full_collections() -> None:
-    """Leave the garbage collector's full passes out of the command; its young generations are
-    still collected as usual (`watch` collects in full between its runs).
-
-    A scan keeps what it allocates until its report (the candidates, their records) and makes
-    almost no cyclic garbage that outlives two young passes, but the collector walked all it
-    held, and all the imports made, each time that grew by a quarter. With the imports frozen
-    out of them (`gc.freeze()`, which this replaces) the passes still took 0.9-1.0 s at 1x,
-    seven of them with the interpreter lock held (every lane waiting), and freed 108-136
-    objects (docs/performance.md)."""
-    young, middle, _ = gc.get_threshold()
-    gc.set_threshold(young, middle, _NO_FULL_PASS)
-
-
-def leave(code: object) -> NoReturn:
-    """End the process as `sys.exit(code)` would, without the interpreter's teardown.
-
-    After a scan the process holds hundreds of thousands of objects (the imports' and the
-    scan's), and Python's finalization frees them one by one and collects once more in full:
-    0.3-0.5 s at 1x, after the report is written (docs/performance.md). Everything a command
-    relies on at exit still happens: the exit handlers run (logging's flush, weakref finalizers
-    such as a temporary directory's removal, multiprocessing's), then stdout and stderr are
-    flushed. Where a thread that is not a daemon still runs (Python would wait for it), where
-    the code is not a number, and where the flush fails (a closed pipe), the process ends the
-    ordinary way instead."""
-    code = _said_if_interrupted(code)
-    main = threading.main_thread()
-    waited = any(t is not main and not t.daemon and t.is_alive() for t in threading.enumerate())
-    if waited or not (code is None or isinstance(code, int)):
-        sys.exit(code)
-    atexit._run_exitfuncs()  # what Python's own exit runs first (the same function)
+def end(code: object) -> NoReturn:
+    """End the process with `code` as `sys.exit(code)` does (exit handlers, the interpreter's
+    teardown), once stdout and stderr hold nothing unwritten; with 130 and the one line instead
+    when a Ctrl-C was noted (`finishing`) by then, the flush included: a reader that stopped
+    reading holds the flush until the Ctrl-C. A stdout nobody reads any more (a closed pipe:
+    `elastic-audit scan | head -1`) ends it with 1 and no traceback, as one closed while the
+    command wrote does (typer's handling)."""
     try:
         sys.stdout.flush()
+    except BrokenPipeError:
+        # What is left can go nowhere: stdout becomes /dev/null so that Python's own exit has
+        # nothing to fail on (the recipe of the Python docs' signal module, "Note on SIGPIPE").
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = 1
+    except (OSError, ValueError):  # a stdout closed or failing otherwise: Python's exit says it
+        pass
+    try:
         sys.stderr.flush()
     except (OSError, ValueError):
-        sys.exit(_said_if_interrupted(code))  # Python's exit reports an unflushable stream
-    os._exit(_said_if_interrupted(code) or 0)
+        pass
+    code = _said_if_interrupted(code)
+    if threading.current_thread() is threading.main_thread():
+        # Under `python -m`, CPython ends the process with SIGINT once a KeyboardInterrupt has
+        # left code that exec() ran from a string (dataclasses build their methods so: a Ctrl-C
+        # while one is imported), even one caught and said (docs/upstream.md). With SIGINT
+        # blocked from here on, that signal does not end it: it exits 130, as the line said. A
+        # later Ctrl-C changes nothing either.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    sys.exit(code)
 
 
 def _said_if_interrupted(code: object) -> object:

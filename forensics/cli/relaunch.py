@@ -14,7 +14,11 @@ from forensics.cli import exits
 from forensics.cli.common import emit
 from forensics.cli.display import render
 from forensics.cli.options import (
-    SOURCE_FLAGS,
+    CheckpointInputOpt,
+    CheckpointTemplateOpt,
+    ConfigOpt,
+    FlyteConfigOpt,
+    LokiUrlOpt,
     SourceFlags,
     VerboseOpt,
     check_output,
@@ -122,11 +126,22 @@ def relaunch(
         "Audit log, JSON lines (default $ELASTIC_AUDIT_AUDIT_LOG, else "
         "$XDG_STATE_HOME/elastic-audit/audit.jsonl).",
     ),
-    sources: SourceFlags = SOURCE_FLAGS,
+    loki_url: str | None = LokiUrlOpt,
+    flyte_config: str | None = FlyteConfigOpt,
+    config: str | None = ConfigOpt,
+    checkpoint_input: str | None = CheckpointInputOpt,
+    checkpoint_template: str | None = CheckpointTemplateOpt,
     output: str | None = output_option(*TABLE_OR_JSON),
     verbose: int = VerboseOpt,
 ) -> None:
     """Relaunch affected executions exactly once, after saying what the relaunch will do."""
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
     setup_logging(verbose)
     fmt = check_output(default_output(output), TABLE_OR_JSON)
     from forensics.formats.relaunch import RelaunchResults, plan_lines, request_lines

@@ -16,13 +16,24 @@ from forensics.cli.common import (
 )
 from forensics.cli.display import render
 from forensics.cli.options import (
-    GUARD_FLAGS,
-    SCOPE_FLAGS,
-    SOURCE_FLAGS,
+    CheckpointInputOpt,
+    CheckpointTemplateOpt,
+    ConfigOpt,
+    DomainOpt,
+    FlyteConfigOpt,
     GuardFlags,
+    LokiUrlOpt,
+    MetricsFileOpt,
     NoProgressOpt,
+    NotifyFormatOpt,
+    NotifyOpt,
+    OverlapOpt,
+    ProjectOpt,
+    PushgatewayOpt,
+    ResetStateOpt,
     ScopeFlags,
     SourceFlags,
+    StateOpt,
     VerboseOpt,
     WorkersOpt,
     check_output,
@@ -70,8 +81,13 @@ def scan(
     until: str | None = value_option(
         "--until", "TIME", "End of the window, exclusive (default now)."
     ),
-    scope: ScopeFlags = SCOPE_FLAGS,
-    sources: SourceFlags = SOURCE_FLAGS,
+    project: list[str] = ProjectOpt,
+    domain: list[str] = DomainOpt,
+    loki_url: str | None = LokiUrlOpt,
+    flyte_config: str | None = FlyteConfigOpt,
+    config: str | None = ConfigOpt,
+    checkpoint_input: str | None = CheckpointInputOpt,
+    checkpoint_template: str | None = CheckpointTemplateOpt,
     output: str | None = output_option(*SCAN_FORMATS),
     report: str | None = value_option(
         "--report", "FILE", "Also write the JSON report to FILE (atomically)."
@@ -87,9 +103,32 @@ def scan(
     ),
     no_progress: bool = NoProgressOpt,
     verbose: int = VerboseOpt,
-    guard: GuardFlags = GUARD_FLAGS,
+    state: str | None = StateOpt,
+    overlap: str = OverlapOpt,
+    reset_state: bool = ResetStateOpt,
+    notify: list[str] = NotifyOpt,
+    notify_format: str = NotifyFormatOpt,
+    metrics_file: str | None = MetricsFileOpt,
+    pushgateway: str | None = PushgatewayOpt,
 ) -> None:
     """Find task attempts that got a death signal and still ended SUCCEEDED without outputs.pb."""
+    scope = ScopeFlags(project=project, domain=domain)
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
+    guard = GuardFlags(
+        state=state,
+        overlap=overlap,
+        reset_state=reset_state,
+        notify=notify,
+        notify_format=notify_format,
+        metrics_file=metrics_file,
+        pushgateway=pushgateway,
+    )
     setup_logging(verbose)
     fmt = check_output(default_output(output), SCAN_FORMATS)
     options = guard.options()

@@ -9,7 +9,11 @@ import typer
 from forensics.cli.common import emit, report_failures, source_endpoints
 from forensics.cli.display import render
 from forensics.cli.options import (
-    SOURCE_FLAGS,
+    CheckpointInputOpt,
+    CheckpointTemplateOpt,
+    ConfigOpt,
+    FlyteConfigOpt,
+    LokiUrlOpt,
     SourceFlags,
     VerboseOpt,
     check_output,
@@ -48,11 +52,22 @@ def show(
     domain: str | None = value_option(
         "--domain", "DOMAIN", "Domain of a bare execution name.", "-d"
     ),
-    sources: SourceFlags = SOURCE_FLAGS,
+    loki_url: str | None = LokiUrlOpt,
+    flyte_config: str | None = FlyteConfigOpt,
+    config: str | None = ConfigOpt,
+    checkpoint_input: str | None = CheckpointInputOpt,
+    checkpoint_template: str | None = CheckpointTemplateOpt,
     output: str | None = output_option(*SHOW_FORMATS),
     verbose: int = VerboseOpt,
 ) -> None:
     """The evidence timeline of one execution, oldest first, and the verdict per attempt."""
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
     setup_logging(verbose)
     fmt = check_output(default_output(output), SHOW_FORMATS)
     ref = parse_execution(execution, project=project, domain=domain)

@@ -5,7 +5,6 @@ What a run does, its state, notifications and metrics: docs/deployment.md.
 
 from __future__ import annotations
 
-import gc
 import sys
 import time
 from dataclasses import replace
@@ -20,12 +19,23 @@ from forensics.cli.display import render
 from forensics.cli.errors import message
 from forensics.cli.guard import cli_scanner, installed, say_delivery, say_failures
 from forensics.cli.options import (
-    GUARD_FLAGS,
-    SCOPE_FLAGS,
-    SOURCE_FLAGS,
+    CheckpointInputOpt,
+    CheckpointTemplateOpt,
+    ConfigOpt,
+    DomainOpt,
+    FlyteConfigOpt,
     GuardFlags,
+    LokiUrlOpt,
+    MetricsFileOpt,
+    NotifyFormatOpt,
+    NotifyOpt,
+    OverlapOpt,
+    ProjectOpt,
+    PushgatewayOpt,
+    ResetStateOpt,
     ScopeFlags,
     SourceFlags,
+    StateOpt,
     VerboseOpt,
     WorkersOpt,
     value_option,
@@ -80,13 +90,41 @@ def watch(
         "DURATION|TIME",
         "Where the first run starts when the state is new (duration or time).",
     ),
-    scope: ScopeFlags = SCOPE_FLAGS,
-    sources: SourceFlags = SOURCE_FLAGS,
+    project: list[str] = ProjectOpt,
+    domain: list[str] = DomainOpt,
+    loki_url: str | None = LokiUrlOpt,
+    flyte_config: str | None = FlyteConfigOpt,
+    config: str | None = ConfigOpt,
+    checkpoint_input: str | None = CheckpointInputOpt,
+    checkpoint_template: str | None = CheckpointTemplateOpt,
     workers: int | None = WorkersOpt,
     verbose: int = VerboseOpt,
-    guard: GuardFlags = GUARD_FLAGS,
+    state: str | None = StateOpt,
+    overlap: str = OverlapOpt,
+    reset_state: bool = ResetStateOpt,
+    notify: list[str] = NotifyOpt,
+    notify_format: str = NotifyFormatOpt,
+    metrics_file: str | None = MetricsFileOpt,
+    pushgateway: str | None = PushgatewayOpt,
 ) -> None:
     """Run the guard scan every DURATION with a state, notifying and serving metrics."""
+    scope = ScopeFlags(project=project, domain=domain)
+    sources = SourceFlags(
+        loki_url=loki_url,
+        flyte_config=flyte_config,
+        config=config,
+        checkpoint_input=checkpoint_input,
+        checkpoint_template=checkpoint_template,
+    )
+    guard = GuardFlags(
+        state=state,
+        overlap=overlap,
+        reset_state=reset_state,
+        notify=notify,
+        notify_format=notify_format,
+        metrics_file=metrics_file,
+        pushgateway=pushgateway,
+    )
     setup_logging(verbose)
     try:
         period = parse_duration(every) if every else None
@@ -157,11 +195,6 @@ def _loop(
         with installed(signals):
             while True:
                 started = time.monotonic()
-                if run:
-                    # The full pass the last run went without (process.no_full_collections).
-                    # Not right after its line: a Ctrl-C that lands in an object's finalizer
-                    # during a pass is lost, and after the line is when one comes.
-                    gc.collect()
                 run += 1
                 options = _run(run, settings, scope, options, since, scan, collector, signals)
                 time.sleep(max(0.0, period.total_seconds() - (time.monotonic() - started)))
