@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test starts a child process
+
 _END_PROBE = """
 import atexit, os, signal, sys, threading, time
 from forensics.cli.process import end, finishing, interrupted
-
-pytestmark = pytest.mark.e2e  # every test starts a child process
 
 class Torn:
     def __del__(self):
