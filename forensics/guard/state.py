@@ -255,13 +255,13 @@ class S3StateStore(StateStore):
     @property
     def client(self) -> Any:
         if self._client is None:
-            from forensics.sources.s3_uri import _make_client
+            from forensics.sources.storage import _make_client
 
             self._client = _make_client(workers=1)
         return self._client
 
     def _fail(self, verb: str, err: Exception) -> SourceError | ConfigError:
-        from forensics.sources.s3_uri import describe_error
+        from forensics.sources.storage import describe_error
 
         code = getattr(err, "response", {}).get("Error", {}).get("Code")
         if code == "NoSuchBucket":

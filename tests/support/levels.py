@@ -64,6 +64,8 @@ class FastLevelGuard:
             what = args[1] if event == "subprocess.Popen" else args[0] if args else ""
             self.refuse(f"started a process ({event} {str(what)[:160]})", "e2e")
         elif event == "socket.bind":
+            if _importing():
+                return  # urllib3 binds ("::1", 0) as it is imported, to learn whether IPv6 works
             self.refuse(
                 f"bound a socket to {args[1]!r} (a server)",
                 "integration` (a real client against a loopback server) or `pytest.mark.e2e",
