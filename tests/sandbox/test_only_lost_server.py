@@ -6,8 +6,6 @@ Requests go through flyteidl's plain stub, so what is checked is the server, not
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import boto3
 import grpc
 import pytest
@@ -22,49 +20,18 @@ from flyteidl.service.admin_pb2_grpc import AdminServiceStub
 from support.cli import run
 
 from forensics.model import ExecutionRef
+from forensics.sandbox import only_lost as ol
 from forensics.sandbox.admin_protos import NodePhase, TaskPhase, WfPhase, literal_map
 from forensics.sandbox.admin_runs import texts
-from forensics.sandbox.admin_server import AdminFaults, AdminServer
-from forensics.sandbox.only_lost import (
-    BRANCH_CHILD,
-    BRANCHY,
-    EVAL,
-    EVAL_TASK,
-    PIPELINE,
-    PREP,
-    TRAIN,
-    TRAIN_TASK,
-    WINDOW_END,
-    WINDOW_START,
-    checkpoint_dir,
-    dataset,
-    only_lost_scenario,
-)
+from forensics.sandbox.admin_server import AdminFaults
 from forensics.sandbox.scenario import SandboxTask
 from forensics.sandbox.stack import Faults, sandbox
 
 pytestmark = pytest.mark.integration
 
-P, D = PIPELINE.project, PIPELINE.domain
+P, D = ol.PIPELINE.project, ol.PIPELINE.domain
 SUCCEEDED, FAILED, RUNNING = (WfPhase.Value(p) for p in ("SUCCEEDED", "FAILED", "RUNNING"))
 NODE_RECOVERED = NodePhase.Value("RECOVERED")
-
-
-@pytest.fixture
-def serve() -> Iterator:
-    """`serve(faults)` -> (server, stub) on the only-lost scenario; stopped after the test."""
-    started: list[tuple[AdminServer, grpc.Channel]] = []
-
-    def start(faults: AdminFaults | None = None):
-        server = AdminServer(only_lost_scenario(), faults)
-        channel = grpc.insecure_channel(server.start())
-        started.append((server, channel))
-        return server, AdminServiceStub(channel)
-
-    yield start
-    for server, channel in started:
-        channel.close()
-        server.stop()
 
 
 def _wf(name: str) -> identifier_pb2.WorkflowExecutionIdentifier:
@@ -91,7 +58,10 @@ def _task_request(
 
 
 def _train_inputs() -> dict[str, str]:
-    return {"dataset": dataset(PIPELINE), "checkpoint_dir": checkpoint_dir(PIPELINE)}
+    return {
+        "dataset": ol.dataset(ol.PIPELINE),
+        "checkpoint_dir": ol.checkpoint_dir(ol.PIPELINE),
+    }
 
 
 def _nodes(stub, name: str) -> dict[str, node_execution_pb2.NodeExecution]:
@@ -111,8 +81,8 @@ def _status(call) -> tuple[grpc.StatusCode, str]:
 
 
 def test_a_single_task_execution_runs_the_task_alone_on_the_given_inputs(serve) -> None:
-    _, stub = serve()
-    created = stub.CreateExecution(_task_request(EVAL_TASK, "eval-again", _train_inputs()))
+    _, stub = serve(ol.only_lost_scenario())
+    created = stub.CreateExecution(_task_request(ol.EVAL_TASK, "eval-again", _train_inputs()))
     assert created.id == _wf("eval-again")
     got = stub.GetExecution(execution_pb2.WorkflowExecutionGetRequest(id=created.id))
     assert got.closure.phase == SUCCEEDED  # finished at the first request after creation
@@ -140,28 +110,28 @@ def test_a_single_task_execution_runs_the_task_alone_on_the_given_inputs(serve) 
 
 
 def test_the_requests_mode_and_reference_are_kept(serve) -> None:
-    _, stub = serve()
-    request = _task_request(TRAIN_TASK, "train-again", _train_inputs())
+    _, stub = serve(ol.only_lost_scenario())
+    request = _task_request(ol.TRAIN_TASK, "train-again", _train_inputs())
     request.spec.metadata.mode = execution_pb2.ExecutionMetadata.RELAUNCH
-    request.spec.metadata.reference_execution.CopyFrom(_wf(PIPELINE.name))
+    request.spec.metadata.reference_execution.CopyFrom(_wf(ol.PIPELINE.name))
     stub.CreateExecution(request)
     got = stub.GetExecution(execution_pb2.WorkflowExecutionGetRequest(id=_wf("train-again")))
     assert got.spec.metadata.mode == execution_pb2.ExecutionMetadata.RELAUNCH
-    assert got.spec.metadata.reference_execution.name == PIPELINE.name
+    assert got.spec.metadata.reference_execution.name == ol.PIPELINE.name
     assert got.spec.metadata.principal == "sandbox"
 
 
 def test_an_unregistered_task_or_wrong_inputs_are_refused_as_flyteadmin_does(serve) -> None:
-    server, stub = serve()
-    unknown = _task_request(TRAIN_TASK, "x1", _train_inputs())
+    server, stub = serve(ol.only_lost_scenario())
+    unknown = _task_request(ol.TRAIN_TASK, "x1", _train_inputs())
     unknown.spec.launch_plan.version = "v9"
     assert _status(lambda: stub.CreateExecution(unknown))[0] == grpc.StatusCode.NOT_FOUND
-    extra = _task_request(TRAIN_TASK, "x2", {**_train_inputs(), "lr": "1e-4"})
+    extra = _task_request(ol.TRAIN_TASK, "x2", {**_train_inputs(), "lr": "1e-4"})
     assert _status(lambda: stub.CreateExecution(extra)) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         "invalid input lr",
     )
-    short = _task_request(TRAIN_TASK, "x3", {"dataset": "d"})
+    short = _task_request(ol.TRAIN_TASK, "x3", {"dataset": "d"})
     assert _status(lambda: stub.CreateExecution(short)) == (
         grpc.StatusCode.INVALID_ARGUMENT,
         "expected_inputs checkpoint_dir missing",
@@ -170,8 +140,8 @@ def test_an_unregistered_task_or_wrong_inputs_are_refused_as_flyteadmin_does(ser
 
 
 def test_a_taken_name_is_already_exists_and_a_lost_response_still_creates(serve) -> None:
-    server, stub = serve(AdminFaults(lose_relaunch_response=1))
-    request = _task_request(TRAIN_TASK, "train-once", _train_inputs())
+    server, stub = serve(ol.only_lost_scenario(), AdminFaults(lose_relaunch_response=1))
+    request = _task_request(ol.TRAIN_TASK, "train-once", _train_inputs())
     assert _status(lambda: stub.CreateExecution(request))[0] == grpc.StatusCode.UNAVAILABLE
     assert ExecutionRef(P, D, "train-once") in server.executions  # created, answer lost
     assert _status(lambda: stub.CreateExecution(request))[0] == grpc.StatusCode.ALREADY_EXISTS
@@ -181,13 +151,13 @@ def test_a_taken_name_is_already_exists_and_a_lost_response_still_creates(serve)
 
 
 def test_a_failing_task_fails_its_execution_and_a_held_run_stays_running(serve) -> None:
-    server, stub = serve(AdminFaults(failing_tasks={TRAIN_TASK.name}))
-    stub.CreateExecution(_task_request(TRAIN_TASK, "train-fails", _train_inputs()))
+    server, stub = serve(ol.only_lost_scenario(), AdminFaults(failing_tasks={ol.TRAIN_TASK.name}))
+    stub.CreateExecution(_task_request(ol.TRAIN_TASK, "train-fails", _train_inputs()))
     got = stub.GetExecution(execution_pb2.WorkflowExecutionGetRequest(id=_wf("train-fails")))
     assert got.closure.phase == FAILED
     assert _nodes(stub, "train-fails")["stagedtrain"].closure.phase == NodePhase.Value("FAILED")
     server.run_seconds = None
-    stub.CreateExecution(_task_request(EVAL_TASK, "eval-held", _train_inputs()))
+    stub.CreateExecution(_task_request(ol.EVAL_TASK, "eval-held", _train_inputs()))
     held = execution_pb2.WorkflowExecutionGetRequest(id=_wf("eval-held"))
     assert stub.GetExecution(held).closure.phase == RUNNING
     assert _nodes(stub, "eval-held")["stagedeval"].closure.phase == NodePhase.Value("RUNNING")
@@ -199,41 +169,43 @@ def test_a_failing_task_fails_its_execution_and_a_held_run_stays_running(serve) 
 
 
 def test_recovering_the_pipeline_copies_the_false_success(serve) -> None:
-    server, stub = serve()
+    server, stub = serve(ol.only_lost_scenario())
     recovered = stub.RecoverExecution(
-        execution_pb2.ExecutionRecoverRequest(id=_wf(PIPELINE.name), name="recovered")
+        execution_pb2.ExecutionRecoverRequest(id=_wf(ol.PIPELINE.name), name="recovered")
     )
     got = stub.GetExecution(execution_pb2.WorkflowExecutionGetRequest(id=recovered.id))
     assert got.spec.metadata.mode == execution_pb2.ExecutionMetadata.RECOVERED
-    assert got.spec.metadata.reference_execution.name == PIPELINE.name
+    assert got.spec.metadata.reference_execution.name == ol.PIPELINE.name
     assert got.closure.phase == SUCCEEDED
     nodes = _nodes(stub, "recovered")
-    assert {n: nodes[n].closure.phase for n in (PREP, TRAIN, EVAL)} == dict.fromkeys(
-        (PREP, TRAIN, EVAL), NODE_RECOVERED
+    assert {n: nodes[n].closure.phase for n in (ol.PREP, ol.TRAIN, ol.EVAL)} == dict.fromkeys(
+        (ol.PREP, ol.TRAIN, ol.EVAL), NODE_RECOVERED
     )
     lost = stub.GetNodeExecutionData(
-        node_execution_pb2.NodeExecutionGetDataRequest(id=nodes[TRAIN].id)
+        node_execution_pb2.NodeExecutionGetDataRequest(id=nodes[ol.TRAIN].id)
     )
     assert lost.full_outputs == literals_pb2.LiteralMap()  # the empty copy
-    assert server.blobs.read(nodes[TRAIN].closure.output_uri) == b""  # written, empty
+    assert server.blobs.read(nodes[ol.TRAIN].closure.output_uri) == b""  # written, empty
     prep = stub.GetNodeExecutionData(
-        node_execution_pb2.NodeExecutionGetDataRequest(id=nodes[PREP].id)
+        node_execution_pb2.NodeExecutionGetDataRequest(id=nodes[ol.PREP].id)
     )
-    assert texts(prep.full_outputs) == {"dataset": dataset(PIPELINE)}
-    assert server.relaunches_of(PIPELINE) == [ExecutionRef(P, D, "recovered")]
+    assert texts(prep.full_outputs) == {"dataset": ol.dataset(ol.PIPELINE)}
+    assert server.relaunches_of(ol.PIPELINE) == [ExecutionRef(P, D, "recovered")]
 
 
 def test_the_original_lost_nodes_data_answers_empty_outputs(serve) -> None:
-    _, stub = serve()
-    ident = identifier_pb2.NodeExecutionIdentifier(node_id=TRAIN, execution_id=_wf(PIPELINE.name))
+    _, stub = serve(ol.only_lost_scenario())
+    ident = identifier_pb2.NodeExecutionIdentifier(
+        node_id=ol.TRAIN, execution_id=_wf(ol.PIPELINE.name)
+    )
     data = stub.GetNodeExecutionData(node_execution_pb2.NodeExecutionGetDataRequest(id=ident))
-    assert data.outputs.url.endswith(f"/{TRAIN}/data/0/outputs.pb")
+    assert data.outputs.url.endswith(f"/{ol.TRAIN}/data/0/outputs.pb")
     assert data.full_outputs == literals_pb2.LiteralMap()  # GetOutputs: missing -> empty
     assert texts(data.full_inputs) == _train_inputs()
 
 
 def test_the_registered_workflows_carry_bindings_and_the_branch(serve) -> None:
-    _, stub = serve()
+    _, stub = serve(ol.only_lost_scenario())
 
     def workflow(name: str):
         ident = identifier_pb2.Identifier(
@@ -243,23 +215,23 @@ def test_the_registered_workflows_carry_bindings_and_the_branch(serve) -> None:
 
     staged = workflow("wf.staged")
     nodes = {n.id: n for n in staged.primary.template.nodes}
-    assert list(nodes[EVAL].upstream_node_ids) == [PREP, TRAIN]
-    assert list(staged.primary.connections.upstream[TRAIN].ids) == [PREP, "start-node"]
+    assert list(nodes[ol.EVAL].upstream_node_ids) == [ol.PREP, ol.TRAIN]
+    assert list(staged.primary.connections.upstream[ol.TRAIN].ids) == [ol.PREP, "start-node"]
     templates = {t.template.id.name: t.template for t in staged.tasks}
     assert templates["staged.prep"].metadata.discoverable
     assert not templates["staged.train"].metadata.discoverable
     assert not templates["staged.train"].interface.outputs.variables
     branchy = {n.id: n for n in workflow("wf.branchy").primary.template.nodes}
-    assert branchy[TRAIN].HasField("branch_node")
+    assert branchy[ol.TRAIN].HasField("branch_node")
 
 
 # -- served by the stack ----------------------------------------------------------------------
 
 
 def test_the_stack_writes_a_reruns_files_to_s3_and_the_scan_finds_both_lost_nodes(capsys) -> None:
-    with sandbox(only_lost_scenario(), Faults()) as box, box.apply_env():
+    with sandbox(ol.only_lost_scenario(), Faults()) as box, box.apply_env():
         stub = AdminServiceStub(grpc.insecure_channel(box.admin.endpoint))
-        stub.CreateExecution(_task_request(TRAIN_TASK, "train-rerun", _train_inputs()))
+        stub.CreateExecution(_task_request(ol.TRAIN_TASK, "train-rerun", _train_inputs()))
         node = _nodes(stub, "train-rerun")["stagedtrain"]
         s3 = boto3.client("s3")
         bucket, _, key = node.closure.output_uri.removeprefix("s3://").partition("/")
@@ -268,9 +240,9 @@ def test_the_stack_writes_a_reruns_files_to_s3_and_the_scan_finds_both_lost_node
             [
                 "scan",
                 "--since",
-                WINDOW_START.isoformat(),
+                ol.WINDOW_START.isoformat(),
                 "--until",
-                WINDOW_END.isoformat(),
+                ol.WINDOW_END.isoformat(),
                 "-o",
                 "json",
             ],
@@ -281,8 +253,8 @@ def test_the_stack_writes_a_reruns_files_to_s3_and_the_scan_finds_both_lost_node
     report = json.loads(out)
     found = {(f["execution"]["name"], f["node_id"], f["verdict"]) for f in report["findings"]}
     assert found == {
-        (PIPELINE.name, TRAIN, "affected"),
-        (BRANCHY.name, BRANCH_CHILD, "affected"),
+        (ol.PIPELINE.name, ol.TRAIN, "affected"),
+        (ol.BRANCHY.name, ol.BRANCH_CHILD, "affected"),
     }
     assert report["gaps"] == []
     assert code == 1  # findings
