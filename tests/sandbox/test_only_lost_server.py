@@ -6,6 +6,8 @@ Requests go through flyteidl's plain stub, so what is checked is the server, not
 
 from __future__ import annotations
 
+import json
+
 import boto3
 import grpc
 import pytest
@@ -18,6 +20,7 @@ from flyteidl.admin import (
 from flyteidl.core import identifier_pb2, literals_pb2
 from flyteidl.service.admin_pb2_grpc import AdminServiceStub
 from support.cli import run
+from support.expected import ONLY_LOST_FINDINGS
 
 from forensics.model import ExecutionRef
 from forensics.sandbox import only_lost as ol
@@ -248,13 +251,15 @@ def test_the_stack_writes_a_reruns_files_to_s3_and_the_scan_finds_both_lost_node
             ],
             capsys,
         )
-    import json
-
     report = json.loads(out)
-    found = {(f["execution"]["name"], f["node_id"], f["verdict"]) for f in report["findings"]}
-    assert found == {
-        (ol.PIPELINE.name, ol.TRAIN, "affected"),
-        (ol.BRANCHY.name, ol.BRANCH_CHILD, "affected"),
+    found = {
+        (
+            *(f["execution"][k] for k in ("project", "domain", "name")),
+            f["node_id"],
+            f["attempt"],
+        ): f["verdict"]
+        for f in report["findings"]
     }
+    assert found == ONLY_LOST_FINDINGS
     assert report["gaps"] == []
     assert code == 1  # findings
