@@ -161,8 +161,10 @@ def test_a_failing_task_fails_the_run_and_stops_it() -> None:
     ]
     runner.add(Run(key, 0.0, steps))
     runner.advance()
-    assert WfPhase.Name(state.executions[key].execution.closure.phase) == "FAILED"
-    assert _phases(state, key) == {"start-node": "SUCCEEDED", TRAIN: "FAILED"}
+    closure = state.executions[key].execution.closure
+    assert WfPhase.Name(closure.phase) == "FAILED"
+    assert closure.error.message.startswith(f"[{TRAIN}]: ")
+    assert _phases(state, key) == {"start-node": "SUCCEEDED", TRAIN: "FAILED"}  # eval never ran
     node = state.executions[key].nodes[-1]
     data_dir = node.proto.input_uri.removesuffix("/inputs.pb")
     assert blobs.read(f"{data_dir}/0/error.pb") is not None
