@@ -53,7 +53,7 @@ def plan_lines(plan: RelaunchPlan) -> list[str]:
         plan.failure
         or (f"already relaunched as {plan.existing}" if plan.existing else None)
         or plan.refusal
-        or "will relaunch"
+        or ("will re-run only what was lost" if plan.lost is not None else "will relaunch")
     )
     return [f"{plan.execution}: {state}", *(f"  {line}" for line in plan.lines())]
 
@@ -62,7 +62,13 @@ def request_lines(plans: Sequence[RelaunchPlan], outcomes: Sequence[RelaunchOutc
     """A dry run's exact requests, one line each: the RPC and its JSON body."""
     lines = []
     for p, o in zip(plans, outcomes, strict=True):
-        if o.status == "dry-run":
+        if o.status == "dry-run" and p.lost is not None:
+            lines += [
+                "CreateExecution " + json.dumps(s.request.data, sort_keys=True)
+                for s in p.lost.to_start
+                if s.request is not None
+            ]
+        elif o.status == "dry-run":
             rpc = "CreateExecution" if p.create is not None else "RelaunchExecution"
             lines.append(f"{rpc} " + json.dumps(o.request, sort_keys=True))
     return lines

@@ -35,12 +35,17 @@ from forensics.model import (
 
 if TYPE_CHECKING:  # the record types only
     from forensics.sources.admin_types import (
+        Literals,
+        NodeData,
+        RerunRequest,
+        Reruns,
         SkippedNode,
         SweptAttempts,
         TaskFacts,
         TaskResources,
         VersionRequest,
         WorkflowFacts,
+        WorkflowGraph,
     )
 
 
@@ -148,6 +153,11 @@ class AdminReader(Protocol):
         """Existing relaunches created at or after `since`: original -> its first relaunch."""
         ...
 
+    def reruns_of(self, project: str, domain: str, since: datetime) -> Reruns:
+        """`relaunches_of` and the RECOVERED executions (original -> its recoveries), in the
+        same one listing."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -171,6 +181,15 @@ class RelaunchAdmin(AdminReader, Protocol):
     ) -> ExecutionRef: ...
 
     def create_relaunch(self, ref: ExecutionRef, request: VersionRequest) -> ExecutionRef: ...
+
+    # `relaunch --only-lost` (docs/commands.md): the graph, the recorded data, one task re-run.
+    def workflow_graph(self, workflow: tuple[str, str, str, str]) -> WorkflowGraph: ...
+
+    def node_data(self, ref: ExecutionRef, node_id: str) -> NodeData: ...
+
+    def execution_outputs(self, ref: ExecutionRef) -> Literals: ...
+
+    def rerun(self, request: RerunRequest) -> ExecutionRef: ...
 
 
 class ObjectReader(Protocol):
