@@ -282,11 +282,7 @@ def array_shape(
 
 def task_template(t: SandboxTask) -> tasks_pb2.TaskTemplate:
     """The task template flytekit would have registered for `t`."""
-    outputs = interface_pb2.VariableMap()
-    if t.has_outputs:
-        outputs.variables["o0"].CopyFrom(
-            interface_pb2.Variable(type=types_pb2.LiteralType(simple=types_pb2.STRING))
-        )
+    outputs = _variables(t.outputs or (("o0",) if t.has_outputs else ()))
     metadata = tasks_pb2.TaskMetadata(
         runtime=tasks_pb2.RuntimeMetadata(
             type=tasks_pb2.RuntimeMetadata.FLYTE_SDK, version=t.runtime_version, flavor="python"
@@ -296,11 +292,13 @@ def task_template(t: SandboxTask) -> tasks_pb2.TaskTemplate:
     )
     if t.interruptible is not None:
         metadata.interruptible = t.interruptible
+    if t.retries is not None:
+        metadata.retries.retries = t.retries
     tpl = tasks_pb2.TaskTemplate(
         id=task_identifier(t),
         type=t.task_type,
         task_type_version=t.task_type_version,
-        interface=interface_pb2.TypedInterface(outputs=outputs),
+        interface=interface_pb2.TypedInterface(inputs=_variables(t.inputs), outputs=outputs),
         metadata=metadata,
         # flytekit serializes both single-node and PyTorchJob tasks with a container
         container=tasks_pb2.Container(
@@ -314,6 +312,16 @@ def task_template(t: SandboxTask) -> tasks_pb2.TaskTemplate:
     if t.worker_replicas is not None:
         tpl.custom.CopyFrom(_elastic_job(t.worker_replicas))
     return tpl
+
+
+def _variables(names: tuple[str, ...]) -> interface_pb2.VariableMap:
+    """`str` variables, as flytekit declares a `str` input or output."""
+    out = interface_pb2.VariableMap()
+    for name in names:
+        out.variables[name].CopyFrom(
+            interface_pb2.Variable(type=types_pb2.LiteralType(simple=types_pb2.STRING))
+        )
+    return out
 
 
 def _resources(t: SandboxTask) -> tasks_pb2.Resources:

@@ -23,7 +23,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent import futures
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -36,6 +35,7 @@ from flyteidl.admin import (
     project_pb2,
     task_execution_pb2,
     task_pb2,
+    workflow_pb2,
 )
 from flyteidl.core import (
     compiler_pb2,
@@ -47,6 +47,7 @@ from google.protobuf import message as pb_message
 from grpc import StatusCode as Status
 
 from forensics.model import UTC, ExecutionRef
+from forensics.sandbox.admin_faults import PAGE_TOKEN_FAULTS, AdminFaults
 from forensics.sandbox.admin_protos import (
     go_proto,
     launch_plan_proto,
@@ -66,6 +67,7 @@ from forensics.sandbox.admin_query import (
     parse_filters,
     sorted_rows,
 )
+from forensics.sandbox.admin_runs import Outcome, Run, Runner, Step, recovery_steps, texts
 from forensics.sandbox.admin_state import (
     EXEC_COLUMNS,
     NODE_COLUMNS,
@@ -74,49 +76,20 @@ from forensics.sandbox.admin_state import (
     ExecRow,
     NodeRow,
 )
-from forensics.sandbox.admin_workflows import compiled_rows
+from forensics.sandbox.admin_workflows import (
+    compiled_graph,
+    compiled_rows,
+    single_task_closure,
+    single_task_node_id,
+    single_task_workflow_id,
+)
+from forensics.sandbox.blobs import Blobs, MemoryBlobs
 from forensics.sandbox.scenario import (
     SandboxExecution,
     SandboxLaunchPlan,
     SandboxTask,
     Scenario,
 )
-
-PAGE_TOKEN_FAULTS = ("early", "bogus", "repeat")
-
-
-@dataclass
-class AdminFaults:
-    """Faults the sandbox Admin injects; safe to change while the server runs.
-
-    `failures[method]` is a queue of status codes: each call of `method` pops one and fails
-    with it. `lose_relaunch_response` relaunches for real, then answers UNAVAILABLE (that many
-    times). `page_token` breaks the next-page token of `page_token_methods`: `early` drops it
-    on a full page, `bogus` returns a non-numeric token, `repeat` returns the request's token.
-    `unregistered_tasks` are unknown to GetTask (dynamic tasks need not be registered).
-    `max_inline_bytes` mimics Admin's remote-data limit: larger inputs are only linked.
-    `drop_cancelled`: a call whose client went away during its latency is not performed (as a
-    Go flyteadmin's cancelled request context aborts its transaction); by default it is.
-    """
-
-    latency: float = 0.0
-    latency_by_method: dict[str, float] = field(default_factory=dict)
-    failures: dict[str, list[grpc.StatusCode]] = field(default_factory=dict)
-    lose_relaunch_response: int = 0
-    page_token: str | None = None
-    page_token_methods: frozenset[str] = frozenset({"ListExecutions"})
-    unregistered_tasks: set[tuple[str, str, str, str]] = field(default_factory=set)
-    max_inline_bytes: int | None = None
-    drop_cancelled: bool = False
-    # Fail every list call whose `filters` contains the key (e.g. "mode" for relaunch look-ups).
-    failing_filters: dict[str, grpc.StatusCode] = field(default_factory=dict)
-
-    def fail_next(
-        self, method: str, times: int = 1, code: grpc.StatusCode = Status.UNAVAILABLE
-    ) -> None:
-        """Make the next `times` calls of `method` fail with `code`."""
-        self.failures.setdefault(method, []).extend([code] * times)
-
 
 # -- protocol ---------------------------------------------------------------------------------
 
@@ -136,6 +109,8 @@ def _rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
         if code is not None:
             context.abort(code, f"injected fault: {code.name}")
         try:
+            with self.state.lock:
+                server._runner.advance()  # propeller moves on between requests
             return fn(self, request, context)
         except Abort as a:
             context.abort(a.code, a.details)
@@ -159,6 +134,21 @@ def _not_found(kind: str, ident: pb_message.Message) -> NoReturn:
     raise Abort(
         Status.NOT_FOUND, f"missing entity of type {kind} with identifier {go_proto(ident)}"
     )
+
+
+def _lp_key(i: identifier_pb2.Identifier) -> tuple[str, str, str, str]:
+    return (i.project, i.domain, i.name, i.version)
+
+
+def _check_task_inputs(task: SandboxTask, inputs: literals_pb2.LiteralMap) -> None:
+    """flyteadmin `validation/execution_validator.go` CheckAndFetchInputsForExecution against
+    the task's interface (the skeleton launch plan's expected inputs; none has a default)."""
+    for name in inputs.literals:
+        if name not in task.inputs:
+            raise Abort(Status.INVALID_ARGUMENT, f"invalid input {name}")
+    for name in task.inputs:
+        if name not in inputs.literals:
+            raise Abort(Status.INVALID_ARGUMENT, f"expected_inputs {name} missing")
 
 
 class _Servicer(admin_pb2_grpc.AdminServiceServicer):
@@ -201,7 +191,7 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
             limit = self.server.faults.max_inline_bytes
             if limit is None or rec.inputs.ByteSize() <= limit:
                 resp.full_inputs.CopyFrom(rec.inputs)
-            resp.full_outputs.CopyFrom(literals_pb2.LiteralMap())
+            resp.full_outputs.CopyFrom(rec.outputs)
             return resp
 
     @_rpc
@@ -314,6 +304,7 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
                 inputs=common_pb2.UrlBlob(url=node.proto.input_uri, bytes=node.inputs.ByteSize()),
                 full_inputs=node.inputs,
             )
+            self._node_outputs(node, resp)
             if node.proto.metadata.is_dynamic:
                 wf = request.id.execution_id
                 rec = self.state.executions[(wf.project, wf.domain, wf.name)]
@@ -334,6 +325,21 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
                 )
                 dyn.compiled_workflow.CopyFrom(compiled_rows(rec.nodes, request.id.node_id, dyn.id))
             return resp
+
+    def _node_outputs(
+        self, node: NodeRow, resp: node_execution_pb2.NodeExecutionGetDataResponse
+    ) -> None:
+        """flyteadmin v1.16.8 `util/data.go` GetOutputs: the outputs.pb at the closure's
+        output_uri, inline; a missing one is a warning and an empty LiteralMap."""
+        uri = node.proto.closure.output_uri
+        if not uri:
+            return
+        body = self.server.blobs.read(uri)
+        outputs = literals_pb2.LiteralMap()
+        if body is not None:
+            outputs.ParseFromString(body)
+        resp.outputs.CopyFrom(common_pb2.UrlBlob(url=uri, bytes=len(body or b"")))
+        resp.full_outputs.CopyFrom(outputs)
 
     # task executions and tasks
     @_rpc
@@ -384,14 +390,18 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
                     return t
             _not_found("task execution", request.id)
 
+    def _task(self, i: identifier_pb2.Identifier) -> SandboxTask:
+        key = (i.project, i.domain, i.name, i.version)
+        t = self.state.tasks.get(key)
+        if t is None or key in self.server.faults.unregistered_tasks:
+            _not_found("TASK", i)
+        return t
+
     @_rpc
     def GetTask(self, request: common_pb2.ObjectGetRequest, context: Any) -> Any:
         i = request.id
-        key = (i.project, i.domain, i.name, i.version)
         with self.state.lock:
-            t = self.state.tasks.get(key)
-            if t is None or key in self.server.faults.unregistered_tasks:
-                _not_found("TASK", i)
+            t = self._task(i)
             closure = task_pb2.TaskClosure(
                 compiled_task=compiler_pb2.CompiledTask(template=task_template(t))
             )
@@ -461,6 +471,8 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
     def CreateExecution(self, request: execution_pb2.ExecutionCreateRequest, context: Any) -> Any:
         _require(request.project, "project")
         _require(request.domain, "domain")
+        if request.spec.launch_plan.resource_type == identifier_pb2.TASK:
+            return self._create_single_task(request)
         with self.state.lock:
             self._launch_plan(request.spec.launch_plan)
             name = self._new_name(
@@ -470,6 +482,34 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
             spec.CopyFrom(request.spec)
             spec.metadata.principal = "sandbox"  # Admin sets the principal itself
             new = self.state.insert(spec, request.project, request.domain, name, request.inputs)
+        if self.server._take_lost_relaunch():
+            raise Abort(Status.UNAVAILABLE, "injected fault: execution created, response lost")
+        return execution_pb2.ExecutionCreateResponse(id=new.id)
+
+    def _create_single_task(self, request: execution_pb2.ExecutionCreateRequest) -> Any:
+        """flyteadmin v1.16.8 `execution_manager.go` launchSingleTaskExecution: the task must be
+        registered; the inputs are checked against its interface; the execution runs the
+        skeleton workflow `.flytegen.<task>` whose one node is named after the task; the
+        request's metadata (its mode included) is kept, only the principal set."""
+        ident = request.spec.launch_plan
+        inputs = request.inputs if request.inputs.literals else request.spec.inputs
+        with self.state.lock:
+            task = self._task(ident)
+            _check_task_inputs(task, inputs)
+            name = self._new_name(request.project, request.domain, request.name, ident)
+            spec = execution_pb2.ExecutionSpec()
+            spec.CopyFrom(request.spec)
+            spec.metadata.principal = "sandbox"
+            new = self.state.insert(spec, request.project, request.domain, name, inputs)
+            new.closure.workflow_id.CopyFrom(single_task_workflow_id(task))
+            node_id = single_task_node_id(task.name)
+            step = Step(node_id, task, bindings={v: ("", v) for v in task.inputs})
+            values = texts(inputs)
+            self.server._runner.add(
+                Run(
+                    (request.project, request.domain, name), time.monotonic(), [step], inputs=values
+                )
+            )
         if self.server._take_lost_relaunch():
             raise Abort(Status.UNAVAILABLE, "injected fault: execution created, response lost")
         return execution_pb2.ExecutionCreateResponse(id=new.id)
@@ -509,8 +549,24 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
     def GetWorkflow(self, request: common_pb2.ObjectGetRequest, context: Any) -> Any:
         i = request.id
         with self.state.lock:
+            if i.name.startswith(".flytegen."):
+                task = self._task(
+                    identifier_pb2.Identifier(
+                        resource_type=identifier_pb2.TASK,
+                        project=i.project,
+                        domain=i.domain,
+                        name=i.name.removeprefix(".flytegen."),
+                        version=i.version,
+                    )
+                )
+                closure = workflow_pb2.WorkflowClosure(compiled_workflow=single_task_closure(task))
+                return workflow_pb2.Workflow(id=single_task_workflow_id(task), closure=closure)
             lp = self._launch_plan(i)
             wf = workflow_proto(lp)
+            if lp.graph:
+                compiled = compiled_graph(wf.id, lp.graph, lp.inputs)
+                wf.closure.compiled_workflow.CopyFrom(compiled)
+                return wf
             shape = self.state.shapes.get((i.project, i.domain, i.name, i.version))
             if shape is not None:  # the nodes its executions ran, nested ones included
                 declared = wf.closure.compiled_workflow.primary.template.nodes
@@ -531,7 +587,18 @@ class _Servicer(admin_pb2_grpc.AdminServiceServicer):
 
     @_rpc
     def RecoverExecution(self, request: execution_pb2.ExecutionRecoverRequest, context: Any) -> Any:
-        return self._launch_from(request, "RECOVERED", False)
+        """flyteadmin v1.16.8 RecoverExecution: no phase check, the original's spec and inputs,
+        mode RECOVERED, `reference_execution` the original; propeller then copies every node
+        that SUCCEEDED (`admin_runs`)."""
+        resp = self._launch_from(request, "RECOVERED", False)
+        with self.state.lock:
+            original = self._execution(request.id)
+            lp = self.state.launch_plans.get(_lp_key(original.execution.spec.launch_plan))
+            steps = recovery_steps(original, lp.graph if lp is not None else [])
+            key = (resp.id.project, resp.id.domain, resp.id.name)
+            run = Run(key, time.monotonic(), steps, inputs=texts(original.inputs))
+            self.server._runner.add(run)
+        return resp
 
 
 class AdminServer:
@@ -548,9 +615,13 @@ class AdminServer:
         *,
         namespace_template: str = "{project}-{domain}",
         workers: int = 8,
+        blobs: Blobs | None = None,
     ) -> None:
         self.faults = faults or AdminFaults()
         self._state = AdminState(scenario, namespace_template)
+        # flyteadmin's and propeller's data store: the sandbox S3 in a stack, else a dict.
+        self.blobs: Blobs = blobs if blobs is not None else MemoryBlobs(scenario)
+        self._runner = Runner(self._state, self.blobs, self._outcome)
         self._calls: list[tuple[str, Any]] = []
         self._calls_lock = threading.Lock()
         self._workers = workers
@@ -602,6 +673,31 @@ class AdminServer:
             for t in tasks:
                 self._state.tasks[task_key(t)] = t
             self._state._seed(ex)
+
+    # the runs of created executions (single-task and recovered): `admin_runs`
+    @property
+    def run_seconds(self) -> float | None:
+        """Seconds from creation after which a created execution finishes (at the next
+        request); 0 (the default): at the first request; None: only on `finish_runs()`."""
+        return self._runner.run_seconds
+
+    @run_seconds.setter
+    def run_seconds(self, value: float | None) -> None:
+        with self._state.lock:
+            self._runner.run_seconds = value
+
+    def advance(self) -> None:
+        """What any request does first: start queued runs, finish those that are due."""
+        with self._state.lock:
+            self._runner.advance()
+
+    def finish_runs(self) -> None:
+        """Finish every created execution now (however `run_seconds` is set)."""
+        with self._state.lock:
+            self._runner.advance(finish_all=True)
+
+    def _outcome(self) -> Outcome:
+        return Outcome(set(self.faults.failing_tasks), set(self.faults.silent_tasks))
 
     # observation
     @property

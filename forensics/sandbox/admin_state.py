@@ -60,6 +60,8 @@ class ExecRow:
     execution: execution_pb2.Execution
     inputs: literals_pb2.LiteralMap
     nodes: list[NodeRow] = field(default_factory=list)
+    # The workflow's outputs (GetExecutionData `full_outputs`): a finished single-task run's.
+    outputs: literals_pb2.LiteralMap = field(default_factory=literals_pb2.LiteralMap)
 
 
 @dataclass
@@ -82,7 +84,13 @@ EXEC_COLUMNS: dict[str, Column] = {
     # ExecutionState: 0 ACTIVE, 1 ARCHIVED (flyteadmin `models.Execution.State`)
     "state": Column("int", lambda r: r.execution.closure.state_change_details.state),
     "user": Column("str", lambda r: r.execution.spec.metadata.principal),
-    "launch_entity": Column("str", lambda r: "launch_plan"),
+    # flyteadmin: the lower-cased resource type of what was launched (`launch_plan`, `task`)
+    "launch_entity": Column(
+        "str",
+        lambda r: identifier_pb2.ResourceType.Name(
+            r.execution.spec.launch_plan.resource_type
+        ).lower(),
+    ),
     "execution_created_at": Column("time", lambda r: proto_time(r.execution.closure, "created_at")),
     "execution_updated_at": Column("time", lambda r: proto_time(r.execution.closure, "updated_at")),
     "created_at": Column("time", lambda r: proto_time(r.execution.closure, "created_at")),
@@ -243,14 +251,15 @@ class AdminState:
         start_node = node_proto(ex, "start-node", "SUCCEEDED", ex.created_at, ex.created_at)
         rec.nodes.append(NodeRow(self.next_row(), start_node, None))
         for node in ex.nodes:
-            rec.nodes.append(self._node(ex, node))
+            rec.nodes.append(self.node_row(ex, node))
         if ex.phase == "SUCCEEDED":
             end = node_proto(ex, "end-node", "SUCCEEDED", ex.updated_at, ex.updated_at)
             rec.nodes.append(NodeRow(self.next_row(), end, None))
         self.executions[(ex.project, ex.domain, ex.name)] = rec
         self.version += 1
 
-    def _node(self, ex: SandboxExecution, node: SandboxNode) -> NodeRow:
+    def node_row(self, ex: SandboxExecution, node: SandboxNode) -> NodeRow:
+        """A node execution of `ex` and its task executions, as propeller's events leave them."""
         starts = [a.started_at for a in node.attempts]
         ends = [a.ended_at for a in node.attempts if a.ended_at is not None]
         start = min(starts) if starts else ex.created_at

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
+from forensics.sandbox.blobs import attempt_files, split_uri
 from forensics.sandbox.s3_listing import ListingIndex
 from forensics.sandbox.scenario import SandboxExecution, Scenario
 
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OUTPUTS_FILE = "outputs.pb"
-ERROR_FILE = "error.pb"
 # Requests served at once (each holds a thread through its injected latency); idle keep-alive
 # connections wait in cheroot's selector, not in a thread.
 _SERVER_THREADS = 32
@@ -246,12 +245,6 @@ def _naive_utc(t: datetime) -> datetime:
     return t.astimezone(timezone.utc).replace(tzinfo=None)
 
 
-def _split(uri: str) -> tuple[str, str]:
-    rest = uri.removeprefix("s3://")
-    bucket, _, key = rest.partition("/")
-    return bucket, key
-
-
 class S3Server:
     """moto's S3 on a free loopback port, seeded from `scenario`, faults in front of it.
 
@@ -361,7 +354,7 @@ class S3Server:
         """
         backend = _moto_s3_backend()
         scenario = self.scenario
-        files = list(_attempt_files(scenario))
+        files = list(attempt_files(scenario))
         buckets = set(scenario.buckets)
         buckets.update(o.bucket for o in scenario.objects)
         buckets.update(bucket for bucket, _, _, _ in files)
@@ -375,80 +368,36 @@ class S3Server:
                 stored.last_modified = _naive_utc(modified)
         self.listings.changed()
 
+    # The sandbox Admin's data store (`blobs.Blobs`): what flyteadmin and propeller read and write.
+    def read(self, uri: str) -> bytes | None:
+        """The object at `s3://bucket/key`, or None when it does not exist."""
+        bucket, key = split_uri(uri)
+        backend = _moto_s3_backend()
+        if bucket not in backend.buckets:
+            return None
+        stored = backend.get_object(bucket, key)  # None when absent
+        return None if stored is None else bytes(stored.value)
+
+    def write(self, uri: str, body: bytes) -> None:
+        """Create or replace the object at `s3://bucket/key` (its bucket too, if absent)."""
+        bucket, key = split_uri(uri)
+        backend = _moto_s3_backend()
+        if bucket not in backend.buckets:
+            backend.create_bucket(bucket, region_name="us-east-1")
+        backend.put_object(bucket, key, body)
+        self.listings.changed()
+
     def add_execution(self, execution: SandboxExecution) -> None:
         """The files propeller writes for an execution added while the sandbox runs (node
         inputs.pb, each attempt's outputs.pb / error.pb), as `seed` writes them for the rest."""
         backend = _moto_s3_backend()
-        for bucket, key, body, modified in _attempt_files(Scenario(executions=[execution])):
+        for bucket, key, body, modified in attempt_files(Scenario(executions=[execution])):
             if bucket not in backend.buckets:
                 backend.create_bucket(bucket, region_name="us-east-1")
             stored = backend.put_object(bucket, key, body)
             if modified is not None:
                 stored.last_modified = _naive_utc(modified)
         self.listings.changed()
-
-
-def _attempt_files(scenario: Scenario) -> Iterable[tuple[str, str, bytes, datetime | None]]:
-    """(bucket, key, body, last_modified) of each node's inputs.pb and each attempt's
-    outputs.pb / error.pb."""
-    for execution in scenario.executions:
-        for node in execution.nodes:
-            if node.expired:
-                continue  # a lifecycle rule removed the whole node folder
-            if node.attempts:
-                # propeller writes the node's inputs before it runs (flytepropeller v1.16.8
-                # `nodes/executor.go` preExecute: WriteProtobuf(GetInputsFile(dataDir))).
-                bucket, key = _split(f"{execution.node_data_dir(node.node_id)}/inputs.pb")
-                first = min(a.started_at for a in node.attempts)
-                yield bucket, key, _outputs_pb(), first
-            for sub in node.subtasks:
-                if sub.write_outputs:
-                    bucket, prefix = _split(scenario.subtask_output_dir(execution, node, sub))
-                    ended = max((a.ended_at for a in node.attempts if a.ended_at), default=None)
-                    yield bucket, prefix + OUTPUTS_FILE, _outputs_pb(), ended
-            for attempt in node.attempts:
-                if attempt.inline_outputs and attempt.phase == "SUCCEEDED":
-                    # flyteadmin's offloaded copy of the event's outputs (whatever the pod wrote).
-                    uri = execution.offloaded_uri(node.node_id, attempt, "offloaded_outputs")
-                    bucket, key = _split(uri)
-                    yield bucket, key, _outputs_pb(), attempt.ended_at
-                if not (attempt.write_outputs or attempt.write_error):
-                    continue
-                bucket, prefix = _split(scenario.output_dir(execution, node, attempt.attempt))
-                when = attempt.ended_at
-                if attempt.write_outputs:
-                    yield bucket, prefix + OUTPUTS_FILE, _outputs_pb(), when
-                if attempt.write_error:
-                    yield (
-                        bucket,
-                        prefix + ERROR_FILE,
-                        _error_pb(attempt.phase, attempt.reason, when),
-                        when,
-                    )
-
-
-def _outputs_pb() -> bytes:
-    # What flytekit writes for a task that returns nothing: an empty LiteralMap (zero bytes).
-    from flyteidl.core.literals_pb2 import LiteralMap
-
-    return LiteralMap().SerializeToString()
-
-
-def _error_pb(phase: str, reason: str, when: datetime | None) -> bytes:
-    """An ErrorDocument as flytekit's entrypoint writes it (flytekit `bin/entrypoint.py`)."""
-    from flyteidl.core.errors_pb2 import ContainerError, ErrorDocument
-    from flyteidl.core.execution_pb2 import ExecutionError
-
-    recoverable = phase != "FAILED"
-    error = ContainerError(
-        code="USER:Recoverable" if recoverable else "USER:RuntimeError",
-        message=reason or "task failed",
-        kind=ContainerError.RECOVERABLE if recoverable else ContainerError.NON_RECOVERABLE,
-        origin=ExecutionError.USER,
-    )
-    if when is not None:
-        error.timestamp.FromDatetime(when.astimezone(timezone.utc))
-    return ErrorDocument(error=error).SerializeToString()
 
 
 def _moto_s3_backend() -> Any:

@@ -30,7 +30,12 @@ class SandboxTask:
     version: str
     task_type: str = "python-task"  # "pytorch" for multi-node elastic
     task_type_version: int = 1  # 1: single-node Elastic (and map tasks); 0: plain python task
-    has_outputs: bool = False  # whether the interface declares outputs
+    has_outputs: bool = False  # whether the interface declares outputs (one, `o0`)
+    # The interface's variables by name (all `str` in the sandbox); `outputs` overrides
+    # `has_outputs`' single `o0` when given.
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    retries: int | None = None  # metadata.retries.retries (None: unset)
     image: str = "ghcr.io/exa-labs/train:2026.09.01"  # the container image
     runtime_version: str = "1.16.31"  # metadata.runtime.version: flytekit that serialized it
     cacheable: bool = False  # metadata.discoverable
@@ -58,6 +63,8 @@ class SandboxAttempt:
     pods: list[str]  # first is the generated name / primary pod
     task: SandboxTask
     write_outputs: bool = False  # seed <output_dir>/outputs.pb in S3
+    # What that outputs.pb holds (string literals); empty: what a task returning nothing writes.
+    outputs: dict[str, str] = field(default_factory=dict)
     write_error: bool = False  # seed <output_dir>/error.pb in S3
     reason: str = ""
     # propeller's inline raw-output policy: the outputs travel in the event and flyteadmin
@@ -169,6 +176,25 @@ class SandboxObject:
 
 
 @dataclass
+class SandboxWorkflowNode:
+    """One node of a registered workflow's graph, as flytekit declares it and the compiler keeps
+    it (`core.Node`): its task, its input bindings and its explicit upstream nodes.
+
+    `bindings` maps an input of the task to `(node id, output)`: `("start-node", name)` is a
+    workflow input. `upstream` holds the nodes it waits for without a data binding (`>>`).
+    `kind` is `task`, `branch` (a conditional whose one case runs `task`) or `subworkflow`
+    (`children` are the sub-workflow's nodes).
+    """
+
+    node_id: str
+    task: SandboxTask | None = None
+    bindings: dict[str, tuple[str, str]] = field(default_factory=dict)
+    upstream: list[str] = field(default_factory=list)
+    kind: str = "task"
+    children: list[SandboxWorkflowNode] = field(default_factory=list)
+
+
+@dataclass
 class SandboxLaunchPlan:
     """A registered launch plan version and its workflow (same name and version).
 
@@ -186,6 +212,11 @@ class SandboxLaunchPlan:
     launch_plan_nodes: list[str] = field(default_factory=list)
     concurrency_max: int | None = None
     created_at: datetime | None = None
+    # The workflow's declared graph (its inputs are `inputs`, all `str`): when given, GetWorkflow
+    # compiles it with bindings and connections as flytepropeller's compiler does, instead of
+    # deriving the nodes from the executions.
+    graph: list[SandboxWorkflowNode] = field(default_factory=list)
+    inputs: tuple[str, ...] = ()
 
 
 @dataclass

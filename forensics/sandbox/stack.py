@@ -126,7 +126,7 @@ def sandbox(
         s3_url = s3.start()
         stack.callback(s3.stop)
 
-        admin = AdminServer(scenario, faults.admin)
+        admin = AdminServer(scenario, faults.admin, blobs=s3)  # Admin reads and writes S3
         admin_address = admin.start()
         stack.callback(admin.stop)
 
