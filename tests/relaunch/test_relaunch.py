@@ -54,7 +54,7 @@ def mutations(box) -> int:
 
 
 @pytest.mark.integration
-def test_relaunch_of_the_reference_incident_happens_once_with_overwrite_cache(
+def test_relaunch_of_the_reference_incident_happens_once_without_needless_overwrite_cache(
     box, capsys, tmp_path
 ):
     code, out, _ = relaunch(capsys, str(INCIDENT), "--yes", "-o", "json")
@@ -63,13 +63,14 @@ def test_relaunch_of_the_reference_incident_happens_once_with_overwrite_cache(
     assert result["status"] == "relaunched"
     assert result["relaunched_as"] == {**INCIDENT.as_dict(), "name": relaunch_name(INCIDENT)}
     (request,) = box.admin.calls_of("RelaunchExecution")
-    assert request.overwrite_cache is True and request.name == relaunch_name(INCIDENT)
+    # nothing cacheable at or after the lost node: overwrite_cache would only recompute
+    assert request.overwrite_cache is False and request.name == relaunch_name(INCIDENT)
     assert request.id.name == INCIDENT.name
     assert box.admin.relaunches_of(INCIDENT) == [ExecutionRef(**result["relaunched_as"])]
     (line,) = audit_lines(tmp_path)
     assert line["action"] == "relaunched" and line["original"] == INCIDENT.as_dict()
     assert line["new_execution"] == result["relaunched_as"]
-    assert line["request"]["overwrite_cache"] is True and line["user"] and line["host"]
+    assert line["request"]["overwrite_cache"] is False and line["user"] and line["host"]
     assert "empty" in result["reason"]  # what the relaunch will find: an empty checkpoint
 
     # Run again: no second execution, the first relaunch reported.
@@ -139,7 +140,7 @@ def test_dry_run_prints_the_exact_request_and_mutates_nothing(box, capsys, tmp_p
     assert out[0]["request"] == {
         "id": INCIDENT.as_dict(),
         "name": relaunch_name(INCIDENT),
-        "overwrite_cache": True,
+        "overwrite_cache": False,
     }
     assert audit_lines(tmp_path)[0]["action"] == "dry-run"
 
