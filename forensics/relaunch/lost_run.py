@@ -122,9 +122,11 @@ def advance(
             plan=details,
         )
     if dry_run:
-        return RelaunchOutcome(
-            ref, "dry-run", None, "would re-run " + _where(chain.steps), request, plan=details
-        )
+        start = [s for s in chain.steps if s.state == "to-start"]
+        rest = [s for s in chain.steps if s.state != "to-start"]
+        what = ", ".join(f"{s.node_id} as {s.execution.name}" for s in start) or "nothing now"
+        reason = f"would start {what}" + (f"; then: {_where(rest)}" if rest else "")
+        return RelaunchOutcome(ref, "dry-run", None, reason, request, plan=details)
     steps, started, after_retry = list(chain.steps), False, False
     for i, step in enumerate(steps):
         if step.state != "to-start" or step.request is None:

@@ -120,6 +120,7 @@ class LostChain:
     steps: tuple[NodeStep, ...]
     kept: tuple[NodeCost, ...]  # finished nodes not re-run
     rerun: tuple[NodeCost, ...]  # what the re-run nodes took the first time
+    cache: str = ""  # which re-runs send overwrite_cache, and why
 
     @property
     def failed(self) -> NodeStep | None:
@@ -192,6 +193,12 @@ def refusal_for(
             reasons.append(f"lost node {a.array_node or node} is {UNSUPPORTED['array']}")
         elif graph.node(node) is None:
             reasons.append(f"lost node {node} is not a top-level node of {graph.workflow[2]}")
+        elif _ran_other_task(graph, a):
+            reasons.append(
+                f"lost node {node} ran task {a.task_id and a.task_id[2]}, not the task its "
+                "workflow names (launched dynamically): which task to re-run cannot be read "
+                "from the graph"
+            )
         else:
             nodes.append(node)
     nodes = list(dict.fromkeys(nodes))
@@ -214,6 +221,11 @@ def refusal_for(
                     "promises: a re-run's outputs cannot be put in their place"
                 )
     return nodes, list(dict.fromkeys(reasons))
+
+
+def _ran_other_task(graph: WorkflowGraph, a: AttemptRecord) -> bool:
+    n = graph.node(a.ref.node_id)
+    return n is not None and None not in (n.task, a.task_id) and n.task != a.task_id
 
 
 def chain_of(graph: WorkflowGraph, lost: Sequence[str]) -> list[str]:
@@ -272,10 +284,22 @@ def plan_chain(
                     detail="waits for the re-run of " + ", ".join(u.node_id for u in waiting),
                 )
             else:
-                step = _startable(admin, ref, n, step, steps)
+                step = _startable(admin, ref, n, step, steps, _cacheable(graph, n.task))
         steps[node_id] = step
     kept, rerun = _costs(admin, graph, members, attempts)
-    return LostChain(tuple(steps[n] for n in order), kept, rerun)
+    hot = [n for n in order if _cacheable(graph, steps[n].task)]
+    cache = (
+        f"the re-runs of cacheable node(s) {', '.join(hot)} send overwrite_cache (a result "
+        "cached after the loss must not be served again)"
+        if hot
+        else "no node re-run is cacheable"
+    ) + "; the finished nodes before the loss are not re-run at all"
+    return LostChain(tuple(steps[n] for n in order), kept, rerun, cache)
+
+
+def _cacheable(graph: WorkflowGraph, task: TaskId | None) -> bool:
+    facts = graph.tasks.get(task) if task is not None else None
+    return bool(facts and facts.cacheable)
 
 
 def _state(
@@ -318,8 +342,10 @@ def _startable(
     n: GraphNode,
     step: NodeStep,
     done: dict[str, NodeStep],
+    overwrite: bool,
 ) -> NodeStep:
-    """The request that starts `n` now: its recorded inputs, a re-run's outputs substituted."""
+    """The request that starts `n` now: its recorded inputs, a re-run's outputs substituted;
+    `overwrite`: its task is cacheable, and a result cached after the loss must not be served."""
     assert n.task is not None
     recorded = admin.node_data(ref, n.node_id).inputs
     payload, texts = dict(recorded.payload), dict(recorded.texts)
@@ -355,7 +381,11 @@ def _startable(
         },
         "inputs": texts,
     }
-    request = RerunRequest(ref, n.node_id, n.task, step.execution.name, inputs, data)
+    if overwrite:
+        data["spec"]["overwrite_cache"] = True  # type: ignore[index]
+    request = RerunRequest(
+        ref, n.node_id, n.task, step.execution.name, inputs, data, overwrite_cache=overwrite
+    )
     detail = "from its recorded inputs" + (f" ({', '.join(swapped)})" if swapped else "")
     return replace(
         step, state="to-start", detail=detail, substituted=tuple(swapped), request=request

@@ -146,6 +146,7 @@ class Relauncher:
             if opts.only_lost:
                 lost, why_not, failure = plan_lost(self.admin, self.recheck, ex, check)
                 refusal = "; ".join(r for r in (refusal, why_not) if r) or None
+                cache = lost.cache if lost is not None else ""  # no whole relaunch is sent
             else:
                 request, create, failure = self._request(target, opts)
                 if failure is not None:

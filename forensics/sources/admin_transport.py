@@ -689,6 +689,7 @@ class AdminTransport:
                 mode=execution_pb2.ExecutionMetadata.MANUAL, reference_execution=_wf_id(ref)
             ),
             labels=common_pb2.Labels(values=rerun_labels(ref, request.node)),
+            overwrite_cache=request.overwrite_cache,
         )
         req = execution_pb2.ExecutionCreateRequest(
             project=ref.project, domain=ref.domain, name=request.name, spec=spec, inputs=inputs

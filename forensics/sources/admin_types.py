@@ -258,6 +258,7 @@ class RerunRequest:
     name: str
     inputs: Literals
     data: dict[str, object] = field(compare=False)
+    overwrite_cache: bool = False  # the task is cacheable: recompute, never serve the cache
 
 
 def rerun_labels(original: ExecutionRef, node: str) -> dict[str, str]:

@@ -221,3 +221,27 @@ def test_the_operator_choice_of_overwrite_cache_wins(tmp_path):
 
 def test_the_pipeline_name_is_a_flyte_name():
     assert NAME.islower() and len(NAME) == 20
+
+
+def test_a_lost_attempt_of_another_task_than_the_graph_names_is_refused(tmp_path):
+    # a dynamic launch: the node's task in the graph is not what the attempt ran
+    sources, ref = setup()
+    row = sources.admin._by_ref[ref]
+    row.attempts[1] = replace(row.attempts[1], task_id=EVAL)
+    plan = relauncher(sources, tmp_path).plan(ref, LOST)
+    assert (
+        plan.refusal and "ran task pipeline.eval, not the task its workflow names" in plan.refusal
+    )
+
+
+def test_a_cacheable_node_after_the_loss_is_rerun_with_overwrite_cache(tmp_path):
+    sources, ref = setup(eval_cacheable=True)
+    r = relauncher(sources, tmp_path)
+    plan = r.plan(ref, LOST)
+    assert plan.cache.startswith("the re-runs of cacheable node(s) n2 send overwrite_cache")
+    r.execute(plan, dry_run=False)
+    sources.admin.finish(rerun_of(ref, "n1"))
+    r.execute(r.plan(ref, LOST), dry_run=False)
+    train, ev = sources.admin.reruns
+    assert (train.overwrite_cache, ev.overwrite_cache) == (False, True)
+    assert ev.data["spec"]["overwrite_cache"] is True
