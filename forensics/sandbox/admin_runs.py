@@ -136,11 +136,25 @@ class Runner:
         start = node_proto(ex, START_NODE, "SUCCEEDED", now, now)
         rec.nodes.append(NodeRow(self.state.next_row(), start, None))
         run.started = True
+        first = run.steps[0] if run.steps else None
+        if first is not None and first.recover is None and first.task is not None:
+            # Its first task node starts: inputs.pb written (preExecute), one attempt RUNNING.
+            inputs, missing = self._resolve(first, {START_NODE: run.inputs, "": run.inputs})
+            if missing:
+                return
+            data_dir = ex.node_data_dir(first.node_id)
+            self.blobs.write(f"{data_dir}/{INPUTS_FILE}", _literal_map(inputs).SerializeToString())
+            attempt = SandboxAttempt(
+                0, "RUNNING", now, None, _pods(ex.name, first.node_id, first.task), first.task
+            )
+            node = SandboxNode(first.node_id, "RUNNING", [attempt], inputs=inputs)
+            rec.nodes.append(self.state.node_row(ex, node))
 
     def _finish(self, run: Run) -> None:
         rec = self.state.executions[run.key]
         ex = self._sandbox_execution(rec)
         outcome = self.outcome()
+        rec.nodes = [n for n in rec.nodes if n.proto.id.node_id == START_NODE]  # RUNNING ones go
         outputs: dict[str, dict[str, str]] = {START_NODE: dict(run.inputs), "": dict(run.inputs)}
         failed = False
         last: dict[str, str] = {}

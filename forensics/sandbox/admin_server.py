@@ -109,8 +109,9 @@ def _rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
         if code is not None:
             context.abort(code, f"injected fault: {code.name}")
         try:
-            with self.state.lock:
-                server._runner.advance()  # propeller moves on between requests
+            if server._runner.runs:  # propeller moves on between requests
+                with self.state.lock:
+                    server._runner.advance()
             return fn(self, request, context)
         except Abort as a:
             context.abort(a.code, a.details)

@@ -146,7 +146,9 @@ def _graph_node(
     out = core_workflow_pb2.Node(
         id=node.node_id,
         metadata=core_workflow_pb2.NodeMetadata(name=node.node_id),
-        inputs=[_binding(v, n, o) for v, (n, o) in sorted(node.bindings.items())],
+        # the compiler rewrites a promise's node to the node it found, "" to start-node
+        # (flytepropeller `compiler/validators/bindings.go`, `validators/node.go` validateNodeID)
+        inputs=[_binding(v, n or START_NODE, o) for v, (n, o) in sorted(node.bindings.items())],
         upstream_node_ids=upstream,
     )
     task_node = (
@@ -281,7 +283,7 @@ def single_task_closure(task: SandboxTask) -> compiler_pb2.CompiledWorkflowClosu
     """`CreateOrGetWorkflowModel`'s skeleton, compiled: one node running `task`, every input
     bound to the workflow's input of the same name (`generateBindings(inputs, "")`)."""
     node_id = single_task_node_id(task.name)
-    # `noInputNodeID` is "": the compiler reads an empty promise node as start-node.
+    # `noInputNodeID` is "": the compiler reads it as start-node.
     node = SandboxWorkflowNode(node_id, task, bindings={name: ("", name) for name in task.inputs})
     outputs = task.outputs or (("o0",) if task.has_outputs else ())
     return compiled_graph(

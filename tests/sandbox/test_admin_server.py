@@ -7,7 +7,6 @@ against whatever the client happens to expect.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import grpc
@@ -35,7 +34,7 @@ from support.admin_scenarios import (
 )
 
 from forensics.model import UTC, ExecutionRef
-from forensics.sandbox.admin_server import AdminFaults, AdminServer
+from forensics.sandbox.admin_server import AdminFaults
 from forensics.sandbox.scenario import (
     SandboxAttempt,
     SandboxNode,
@@ -50,23 +49,6 @@ pytestmark = pytest.mark.integration
 
 def _wf(name: str) -> identifier_pb2.WorkflowExecutionIdentifier:
     return identifier_pb2.WorkflowExecutionIdentifier(project=PROJECT, domain=DOMAIN, name=name)
-
-
-@pytest.fixture
-def serve() -> Iterator:
-    """Start servers for a test; `serve(scenario, faults)` -> (server, stub)."""
-    started: list[tuple[AdminServer, grpc.Channel]] = []
-
-    def start(scenario: Scenario, faults: AdminFaults | None = None):
-        server = AdminServer(scenario, faults)
-        channel = grpc.insecure_channel(server.start())
-        started.append((server, channel))
-        return server, AdminServiceStub(channel)
-
-    yield start
-    for server, channel in started:
-        channel.close()
-        server.stop()
 
 
 def _list(

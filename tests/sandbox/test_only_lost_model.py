@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flyteidl.core import literals_pb2
 
-from forensics.sandbox.admin_protos import NodePhase, WfPhase, literal_map
+from forensics.sandbox.admin_protos import NodePhase, TaskPhase, WfPhase, literal_map
 from forensics.sandbox.admin_runs import Outcome, Run, Runner, Step, recovery_steps, texts
 from forensics.sandbox.admin_state import AdminState
 from forensics.sandbox.admin_workflows import (
@@ -48,10 +48,9 @@ def test_the_skeleton_binds_every_task_input_to_the_workflow_input() -> None:
     assert [n.id for n in template.nodes] == ["start-node", "stagedtrain", "end-node"]
     node = template.nodes[1]
     assert {b.var: (b.binding.promise.node_id, b.binding.promise.var) for b in node.inputs} == {
-        "dataset": ("", "dataset"),
-        "checkpoint_dir": ("", "checkpoint_dir"),
+        "dataset": ("start-node", "dataset"),  # flyteadmin binds to "", compiled: start-node
+        "checkpoint_dir": ("start-node", "checkpoint_dir"),
     }
-    # the compiler reads the empty promise node as start-node
     assert list(closure.primary.connections.upstream["stagedtrain"].ids) == ["start-node"]
 
 
@@ -256,3 +255,23 @@ def test_the_scenario_records_every_nodes_inputs_and_the_lost_attempts_missing_o
             assert texts(stored) == node.inputs
             outputs = blobs.read(f"{ex.node_data_dir(node.node_id)}/0/outputs.pb")
             assert (outputs is None) == (node.attempts[0].task is TRAIN_TASK)
+
+
+def test_a_started_run_shows_its_node_and_attempt_running() -> None:
+    state, runner, blobs, _ = _runner()
+    runner.run_seconds = None
+    inputs = {"dataset": "d", "checkpoint_dir": "c"}
+    key = _create(state, "running", inputs)
+    step = Step("stagedtrain", TRAIN_TASK, bindings={v: ("", v) for v in TRAIN_TASK.inputs})
+    runner.add(Run(key, 0.0, [step], inputs=inputs))
+    runner.advance()
+    assert _phases(state, key) == {"start-node": "SUCCEEDED", "stagedtrain": "RUNNING"}
+    node = state.executions[key].nodes[-1]
+    assert [TaskPhase.Name(t.closure.phase) for t in node.tasks] == ["RUNNING"]
+    assert blobs.read(node.proto.input_uri) is not None  # written before the node runs
+    runner.advance(finish_all=True)
+    assert _phases(state, key) == {
+        "start-node": "SUCCEEDED",
+        "stagedtrain": "SUCCEEDED",
+        "end-node": "SUCCEEDED",
+    }

@@ -1,6 +1,6 @@
 """What a correct scan of the sandbox's scenarios concludes: the tests' expected answers.
 
-The scenarios (forensics/sandbox/incident.py, disruptions.py) say what happened; this module says
+The scenarios (forensics/sandbox/incident.py, disruptions.py, only_lost.py) say what happened; this module says
 what the tool must make of it, so the emulator holds no answer the tests check against.
 """
 
@@ -20,6 +20,7 @@ from forensics.sandbox.disruptions import (
     SPOT_JOB,
 )
 from forensics.sandbox.incident import EVENT_ONLY
+from forensics.sandbox.only_lost import BRANCH_CHILD, BRANCHY, PIPELINE, TRAIN
 
 # reference_scenario() scanned over [WINDOW_START, WINDOW_END): (project, domain, execution,
 # node, attempt) -> verdict, one per neighbour that is a finding (incident.py numbers them).
@@ -62,4 +63,10 @@ DISRUPTION_EXPECTED = {
     (*ADMIN_ONLY, "n0", 0): ("affected", "TaintManagerEviction", "exit-0-after-signal"),
     (*PROM_ONLY, "n0", 0): ("affected", "PreemptionByScheduler", "exit-0-after-signal"),
     (*AT_THE_EDGE, "n0", 0): ("affected", "Disrupted", "elastic-ignore-outputs"),
+}
+
+# only_lost_scenario() scanned over its [WINDOW_START, WINDOW_END): the two training nodes, no gap.
+ONLY_LOST_FINDINGS = {
+    (PIPELINE.project, PIPELINE.domain, PIPELINE.name, TRAIN, 0): "affected",
+    (BRANCHY.project, BRANCHY.domain, BRANCHY.name, BRANCH_CHILD, 0): "affected",
 }
