@@ -152,7 +152,7 @@ def advance(
                 request,
                 plan=details,
             )
-    again = "; run the command again (or `watch`) to advance the chain"
+    again = "; run the command again to advance the chain"
     if started:
         status, reason = "relaunched", "re-ran " + _where(steps) + again
     elif all(s.state == "succeeded" for s in steps):
