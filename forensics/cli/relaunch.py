@@ -50,23 +50,23 @@ Examples:
   elastic-audit relaunch gs1:production:azvg5f9v9974m78fvlf7 --only-lost --yes
 
 {EXECUTION_FORMS}
-Each relaunch uses RelaunchExecution (never RecoverExecution) — or, with
---to-version, CreateExecution of the launch plan at that version with the original's inputs,
-mode RELAUNCH and a reference to it — under a name derived from the original, so running this
-twice never creates a second execution. The plan says, per execution: the verdict, its phase,
-its parent, whether the task it re-runs still carries the bug, and the cacheable nodes
-overwrite_cache recomputes. Refused unless --force: not affected or suspected, still running or
-queued, a child execution (--parent relaunches the top one). A relaunch that itself ended
-silently green is reported and relaunched in turn. overwrite_cache is sent only when a lost
-node or a node after it is cacheable; otherwise cached finished nodes are reused.
---only-lost re-runs each lost node as a single-task CreateExecution of the same task version
-with its recorded inputs, then each node after it once its re-run predecessors succeeded, one
-name per node; running it again advances the chain. Branch, sub-workflow, launch-plan, gate
-and map nodes and dynamic parents are refused with the whole-relaunch command. A RECOVERED
-execution of it is said (RecoverExecution copied the false success) and never the repair.
+Each relaunch uses RelaunchExecution (never RecoverExecution) — or, with --to-version,
+CreateExecution of the launch plan at that version with the original's inputs, mode RELAUNCH and
+a reference to it — under a name derived from the original, so running this twice never creates
+a second execution. The plan says, per execution: the verdict, its phase, its parent, whether
+the task it re-runs still carries the bug, and the cacheable nodes overwrite_cache recomputes
+(sent only when a lost node or a node after it is cacheable; otherwise cached finished nodes are
+reused). Refused unless --force: not affected or suspected, still running or queued, a child
+execution (--parent relaunches the top one). A relaunch that itself ended silently green is
+reported and relaunched in turn. --only-lost re-runs each lost node as a single-task
+CreateExecution of the same task version with its recorded inputs, then each node after it once
+its re-run predecessors succeeded, one name per node; running it again advances the chain.
+Branch, sub-workflow, launch-plan, gate and map nodes and dynamic parents are refused with the
+whole-relaunch command. A RECOVERED execution of it is said (RecoverExecution copied the false
+success) and never the repair.
 Exit codes: 0 all relaunched / already relaunched / dry-run, 1 any refused, 3 Flyte Admin failed
-(or an --only-lost re-run failed) for any, 2 usage error: an execution Admin does not know, an audit log that cannot be written,
-no terminal to confirm on and no --yes.
+(or an --only-lost re-run failed) for any, 2 usage error: an execution Admin does not know, an
+audit log that cannot be written, no terminal to confirm on and no --yes.
 """
 
 
