@@ -10,6 +10,7 @@ from forensics.formats import OutputFormat, Renderers
 from forensics.formats.blocks import render_fitted
 from forensics.formats.table import Column
 from forensics.relaunch import RelaunchOutcome, RelaunchPlan
+from forensics.relaunch.only_lost import LostChain
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,20 @@ def plan_lines(plan: RelaunchPlan) -> list[str]:
         plan.failure
         or (f"already relaunched as {plan.existing}" if plan.existing else None)
         or plan.refusal
-        or ("will re-run only what was lost" if plan.lost is not None else "will relaunch")
+        or (_chain_state(plan.lost) if plan.lost is not None else "will relaunch")
     )
     return [f"{plan.execution}: {state}", *(f"  {line}" for line in plan.lines())]
+
+
+def _chain_state(chain: LostChain) -> str:
+    """Where an --only-lost chain stands, in a few words."""
+    if chain.failed is not None:
+        return f"only-lost chain stopped at node {chain.failed.node_id}"
+    if chain.to_start:
+        return "will re-run only what was lost: " + ", ".join(s.node_id for s in chain.to_start)
+    if chain.done:
+        return "only-lost re-runs all succeeded"
+    return "only-lost chain in progress"
 
 
 def request_lines(plans: Sequence[RelaunchPlan], outcomes: Sequence[RelaunchOutcome]) -> list[str]:

@@ -245,3 +245,20 @@ def test_a_cacheable_node_after_the_loss_is_rerun_with_overwrite_cache(tmp_path)
     train, ev = sources.admin.reruns
     assert (train.overwrite_cache, ev.overwrite_cache) == (False, True)
     assert ev.data["spec"]["overwrite_cache"] is True
+
+
+def test_the_plan_on_stderr_says_what_starts_what_it_keeps_and_where_the_chain_stopped(tmp_path):
+    from forensics.formats.relaunch import plan_lines
+
+    sources, ref = setup()
+    r = relauncher(sources, tmp_path)
+    plan = r.plan(ref, LOST)
+    lines = plan_lines(plan)
+    assert lines[0] == f"{ref}: will re-run only what was lost: n1"
+    assert any("re-runs n1 (lost, pipeline.train v1): to-start" in x for x in lines)
+    assert any(
+        x.strip().startswith("does not re-run the finished: n0 (pipeline.prep") for x in lines
+    )
+    r.execute(plan, dry_run=False)
+    sources.admin.finish(rerun_of(ref, "n1"), "FAILED")
+    assert plan_lines(r.plan(ref, LOST))[0] == f"{ref}: only-lost chain stopped at node n1"
