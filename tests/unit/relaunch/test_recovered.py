@@ -51,15 +51,7 @@ def test_the_scan_names_the_copy_and_never_fills_relaunched_as_with_it(tmp_path)
     sources, bad, copy = world()
     lookups = Lookups(sources)
     found = sweep.relaunches_in(lookups, bad.project, bad.domain, sweep_since(sources, bad))
-    f = Finding(
-        attempt=sources.admin._by_ref[bad].attempts[0].ref,
-        verdict="affected",
-        execution_phase="SUCCEEDED",
-        signal=None,
-        succeeded_at=None,
-        outputs_written=False,
-        checkpoint=Checkpoint("s3://ck/", "empty"),
-    )
+    f = finding(sources, bad)
     (out,) = sweep.with_relaunches([f], [found])
     assert out.relaunched_as is None and out.recovered_as == (copy,)
     doc = out.as_dict()
@@ -69,13 +61,9 @@ def test_the_scan_names_the_copy_and_never_fills_relaunched_as_with_it(tmp_path)
     assert "recovered_as" not in clean.as_dict() and clean.as_dict()["notes"] == []
 
 
-def sweep_since(sources, bad: ExecutionRef):
-    return sources.admin.get_execution(bad).created_at
-
-
-def test_report_json_reads_recovered_as_back():
-    sources, bad, copy = world()
-    f = Finding(
+def finding(sources, bad: ExecutionRef) -> Finding:
+    """The affected finding of `bad`'s attempt, as the scan builds it before the listings."""
+    return Finding(
         attempt=sources.admin._by_ref[bad].attempts[0].ref,
         verdict="affected",
         execution_phase="SUCCEEDED",
@@ -83,6 +71,14 @@ def test_report_json_reads_recovered_as_back():
         succeeded_at=None,
         outputs_written=False,
         checkpoint=Checkpoint("s3://ck/", "empty"),
-        recovered_as=(copy,),
     )
+
+
+def sweep_since(sources, bad: ExecutionRef):
+    return sources.admin.get_execution(bad).created_at
+
+
+def test_report_json_reads_recovered_as_back():
+    sources, bad, copy = world()
+    f = replace(finding(sources, bad), recovered_as=(copy,))
     assert finding_from_json(json.loads(json.dumps(f.as_dict()))).recovered_as == (copy,)
