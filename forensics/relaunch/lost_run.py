@@ -100,6 +100,24 @@ def cache_choice(
     )
 
 
+def reruns_started(admin: RelaunchAdmin, check: Recheck) -> list[str]:
+    """The --only-lost re-runs of the lost nodes that exist already (a whole relaunch beside
+    them would run the lost node a second time), as `node as name (phase)`."""
+    from forensics.errors import NotFoundError
+    from forensics.relaunch.only_lost import rerun_name
+
+    ref = check.execution.ref
+    found = []
+    for node in dict.fromkeys(a.ref.node_id for a in check.lost if a.parent_node is None):
+        new = ExecutionRef(ref.project, ref.domain, rerun_name(ref, node))
+        try:
+            rec = admin.get_execution(new)
+        except NotFoundError:
+            continue
+        found.append(f"{node} as {new.name} ({rec.phase})")
+    return found
+
+
 def advance(
     admin: RelaunchAdmin, plan: RelaunchPlan, details: dict[str, object], *, dry_run: bool
 ) -> RelaunchOutcome:

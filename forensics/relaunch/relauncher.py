@@ -19,7 +19,7 @@ from forensics.relaunch import (
     relaunch_request,
 )
 from forensics.relaunch.assess import assess_bug, describe_cache
-from forensics.relaunch.lost_run import advance, cache_choice, plan_lost
+from forensics.relaunch.lost_run import advance, cache_choice, plan_lost, reruns_started
 from forensics.relaunch.recheck import RELAUNCHABLE, Recheck, recheck_of
 
 if TYPE_CHECKING:
@@ -152,6 +152,8 @@ class Relauncher:
                 if failure is not None:
                     refusal = refusal or failure
                     failure = None
+                beside = None if opts.force else self._beside_reruns(check)
+                refusal = "; ".join(r for r in (refusal, beside) if r) or None
         return RelaunchPlan(
             ref,
             verdict,
@@ -235,6 +237,17 @@ class Relauncher:
         if not reasons:
             return None
         return "; ".join(reasons) + " — not relaunched (--force overrides)"
+
+    def _beside_reruns(self, check: Recheck) -> str | None:
+        """Why a whole relaunch must wait: --only-lost re-runs of its lost nodes exist."""
+        started = reruns_started(self.admin, check)
+        if not started:
+            return None
+        return (
+            "--only-lost re-runs it already: " + ", ".join(started) + "; a whole relaunch would "
+            "run the lost node a second time (rerun with --only-lost to follow them; --force "
+            "overrides)"
+        )
 
     def _recovered(self, ref: ExecutionRef, ex: ExecutionRecord) -> tuple[ExecutionRef, ...]:
         """The RECOVERED executions of `ref`: said in the plan, never the repair, never a

@@ -262,3 +262,14 @@ def test_the_plan_on_stderr_says_what_starts_what_it_keeps_and_where_the_chain_s
     r.execute(plan, dry_run=False)
     sources.admin.finish(rerun_of(ref, "n1"), "FAILED")
     assert plan_lines(r.plan(ref, LOST))[0] == f"{ref}: only-lost chain stopped at node n1"
+
+
+def test_a_whole_relaunch_is_refused_beside_running_only_lost_reruns(tmp_path):
+    sources, ref = setup()
+    r = relauncher(sources, tmp_path)
+    r.execute(r.plan(ref, LOST), dry_run=False)
+    plan = r.plan(ref)
+    assert plan.refusal and plan.refusal.startswith("--only-lost re-runs it already: n1 as")
+    assert r.execute(plan, dry_run=False).status == "refused"
+    assert sources.admin.calls["RelaunchExecution"] == 0
+    assert r.plan(ref, Options(force=True)).refusal is None
