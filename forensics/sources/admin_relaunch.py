@@ -1,5 +1,6 @@
-"""Flyte Admin's relaunch writes over the transport: RelaunchExecution, and CreateExecution of
-a launch plan version's request, each exactly once (docs/commands.md, relaunch).
+"""Flyte Admin's relaunch writes over the transport: RelaunchExecution, CreateExecution of a
+launch plan version's request, and a single-task CreateExecution re-running one node
+(`--only-lost`), each exactly once (docs/commands.md, relaunch).
 
 Creating executions (flyteadmin v1.16.8 `execution_manager.go`; docs/upstream.md, "Creating
 executions"): both run the launch plan's concurrency check before the row is inserted, and at
@@ -29,9 +30,9 @@ def _check_name(name: str) -> None:
 
 
 class AdminRelaunch:
-    """The two calls that create an execution. A taken name raises `AlreadyRelaunched` once
-    GetExecution confirms the execution holding it is a relaunch of `ref`; anything else that
-    holds it raises a SourceError carrying Admin's message."""
+    """The calls that create an execution. A taken name raises `AlreadyRelaunched` once
+    GetExecution confirms the execution holding it is a relaunch (or re-run) of `ref`; anything
+    else that holds it raises a SourceError carrying Admin's message."""
 
     _transport: AdminTransport
 

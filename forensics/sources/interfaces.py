@@ -163,8 +163,9 @@ class AdminReader(Protocol):
 
 class RelaunchAdmin(AdminReader, Protocol):
     """Flyte Admin as the relauncher uses it: the reads above, the facts its refusals rest on,
-    and the two calls that create an execution (each exactly once: a taken name raises
-    `AlreadyRelaunched` when the execution holding it is a relaunch of `ref`)."""
+    and the calls that create an execution — a relaunch, a relaunch at another version, a
+    single-task re-run of one node — each exactly once: a taken name raises `AlreadyRelaunched`
+    when the execution holding it is that relaunch (or re-run) of `ref`."""
 
     def task_facts(self, task_id: tuple[str, str, str, str]) -> TaskFacts: ...
 
