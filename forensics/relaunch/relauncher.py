@@ -43,6 +43,18 @@ class _Chain:
     existing_state: str = ""
 
 
+def _with_why(why: str, described: str) -> str:
+    """The cache line when the graph chose: why, then the cacheable nodes the template lists
+    (when it could be read; else `why` names them)."""
+    if described.startswith("--no-overwrite-cache: "):
+        return (
+            f"{why.split(': the finished')[0]}; {described.removeprefix('--no-overwrite-cache: ')}"
+        )
+    if described.startswith("unknown"):
+        return why
+    return f"{why}; {described}"
+
+
 class Relauncher:
     """Re-checks, plans and performs relaunches through Flyte Admin, auditing each action."""
 
@@ -142,7 +154,7 @@ class Relauncher:
             opts = replace(opts, overwrite_cache=overwrite)
             bug, cache = self._assess(check, top, opts)
             if why:
-                cache = f"{why}; {cache.removeprefix('--no-overwrite-cache: ')}"
+                cache = _with_why(why, cache)
             if opts.only_lost:
                 lost, why_not, failure = plan_lost(self.admin, self.recheck, ex, check)
                 refusal = "; ".join(r for r in (refusal, why_not) if r) or None
