@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from flyteidl.core import execution_pb2 as core_execution_pb2
 from flyteidl.core import literals_pb2
 
 from forensics.evidence.flyte_names import generated_name
@@ -156,7 +157,7 @@ class Runner:
         outcome = self.outcome()
         rec.nodes = [n for n in rec.nodes if n.proto.id.node_id == START_NODE]  # RUNNING ones go
         outputs: dict[str, dict[str, str]] = {START_NODE: dict(run.inputs), "": dict(run.inputs)}
-        failed = False
+        failed: str | None = None  # the failed node
         last: dict[str, str] = {}
         for step in run.steps:
             if failed:
@@ -168,10 +169,19 @@ class Runner:
             inputs, missing = self._resolve(step, outputs)
             phase, last = self._run_task(ex, rec, step, inputs, missing, outcome)
             outputs[step.node_id] = last
-            failed = phase != "SUCCEEDED"
+            failed = step.node_id if phase != "SUCCEEDED" else None
         now = datetime.now(UTC)
         closure = rec.execution.closure
         closure.phase = WfPhase.Value("FAILED" if failed else "SUCCEEDED")
+        if failed:
+            # the failed node's error, as propeller reports the workflow's failure
+            closure.error.CopyFrom(
+                core_execution_pb2.ExecutionError(
+                    code="USER:RuntimeError",
+                    message=f"[{failed}]: {FAILED_REASON}",
+                    kind=core_execution_pb2.ExecutionError.USER,
+                )
+            )
         set_time(closure, "updated_at", now)
         set_duration(closure, closure.started_at.ToDatetime(tzinfo=UTC), now)
         if not failed:

@@ -285,6 +285,8 @@ class AdminState:
         if node.phase == "SUCCEEDED" and node.attempts:
             last = node.attempts[-1].attempt
             proto.closure.output_uri = f"{ex.node_data_dir(node.node_id)}/{last}/outputs.pb"
+        elif node.phase == "RECOVERED":  # copied by propeller's attemptRecovery: no attempt
+            proto.closure.output_uri = f"{ex.node_data_dir(node.node_id)}/0/outputs.pb"
         if node.child_execution is not None:
             # A launch-plan node: Admin links the child execution; it has no task executions.
             # (flyteidl spells this one field `executionId` in admin/node_execution.proto.)

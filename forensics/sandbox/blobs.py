@@ -105,7 +105,7 @@ def error_pb(phase: str, reason: str, when: datetime | None) -> bytes:
 
 
 class MemoryBlobs:
-    """A dict of objects, seeded (on first use) with the scenario's files."""
+    """A dict of objects, seeded (on first use) with the scenario's objects and files."""
 
     def __init__(self, scenario: Scenario) -> None:
         self._scenario: Scenario | None = scenario
@@ -114,6 +114,8 @@ class MemoryBlobs:
 
     def _seeded(self) -> dict[str, bytes]:
         if self._scenario is not None:
+            for o in self._scenario.objects:
+                self._objects[f"s3://{o.bucket}/{o.key}"] = o.body
             for bucket, key, body, _ in attempt_files(self._scenario):
                 self._objects.setdefault(f"s3://{bucket}/{key}", body)
             self._scenario = None

@@ -22,6 +22,11 @@ PIPELINE (`gs1:production:k8m2n6b0v4c8x2z6l0j4`, launch plan `wf.staged` v1, inp
 BRANCHY (`gs1:production:r3t7y1u5i9o3p7a1s5d9`, launch plan `wf.branchy` v1): the same n0 -> n1 ->
 n2, but n1 is a conditional whose case runs `staged.train`; the lost attempt is the branch's child
 node execution `n1-0-n1-n0`.
+
+RECOVERED_COPY (`gs1:production:w6e0r4t8y2u6i0o4p8a2`, only with `only_lost_scenario(recovered=
+True)`): what a recovery of PIPELINE left, as the sandbox's own RecoverExecution makes it — mode
+RECOVERED, `reference_execution` PIPELINE, n0..n2 RECOVERED with no task execution, each node's
+inputs copied and its outputs.pb written from Admin's outputs: n1's an empty map.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from forensics.model import UTC, ExecutionRef
+from forensics.sandbox.blobs import inputs_pb, outputs_pb, split_uri
 from forensics.sandbox.incident import MODELS_BUCKET, ScenarioBuilder
 from forensics.sandbox.k8s_events import routine_events
 from forensics.sandbox.scenario import (
@@ -37,6 +43,7 @@ from forensics.sandbox.scenario import (
     SandboxExecution,
     SandboxLaunchPlan,
     SandboxNode,
+    SandboxObject,
     SandboxTask,
     SandboxWorkflowNode,
     Scenario,
@@ -53,6 +60,7 @@ CORPUS = "s3://exa-data/corpus/2026-10/"
 # Node ids of the declared graph (the same in both executions' workflows).
 PREP, TRAIN, EVAL = "n0", "n1", "n2"
 BRANCH_CHILD = "n1-0-n1-n0"  # BRANCHY's lost node execution: <parent>-<retry>-<spec id>
+RECOVERED_COPY = ExecutionRef(PROJECT, DOMAIN, "w6e0r4t8y2u6i0o4p8a2")
 
 PREP_TASK = SandboxTask(
     PROJECT, DOMAIN, "staged.prep", "v1", "python-task", 0, image=IMAGE,
@@ -158,8 +166,29 @@ def _pipeline(b: ScenarioBuilder, ref: ExecutionRef, start: datetime, branch: bo
     b.checkpoint_objects(ckpt, [prep_end + timedelta(hours=h) for h in (2, 4, 6)])
 
 
-def only_lost_scenario() -> Scenario:
-    """PIPELINE and BRANCHY (module docstring), their logs, checkpoints and launch plans."""
+def _recovered_copy(b: ScenarioBuilder, original: SandboxExecution, at: datetime) -> None:
+    """RECOVERED_COPY: every node of `original` copied (attemptRecovery), its files written."""
+    ref = RECOVERED_COPY
+    copy = SandboxExecution(
+        ref.project, ref.domain, ref.name, "SUCCEEDED", at, at + timedelta(seconds=20),
+        launch_plan=original.launch_plan, inputs=dict(original.inputs), mode="RECOVERED",
+        reference_execution=(original.project, original.domain, original.name),
+    )  # fmt: skip
+    for node in original.nodes:
+        copy.nodes.append(SandboxNode(node.node_id, "RECOVERED", inputs=dict(node.inputs)))
+        written = next((a.outputs for a in node.attempts if a.write_outputs), {})
+        for name, body in (
+            ("inputs.pb", inputs_pb(node.inputs)),
+            ("0/outputs.pb", outputs_pb(written)),  # GetOutputs: missing -> empty
+        ):
+            bucket, key = split_uri(f"{copy.node_data_dir(node.node_id)}/{name}")
+            b.scenario.objects.append(SandboxObject(bucket, key, body, at + timedelta(seconds=5)))
+    b.add(copy)
+
+
+def only_lost_scenario(recovered: bool = False) -> Scenario:
+    """PIPELINE and BRANCHY (module docstring), their logs, checkpoints and launch plans; with
+    `recovered`, RECOVERED_COPY too (a recovery of PIPELINE made the day after)."""
     b = ScenarioBuilder()
     b.scenario.buckets.add("exa-data")
     b.scenario.tasks += list(TASKS)
@@ -172,6 +201,8 @@ def only_lost_scenario() -> Scenario:
             )
         )  # fmt: skip
     _pipeline(b, PIPELINE, _t(5, 1, 0), branch=False)
+    if recovered:
+        _recovered_copy(b, b.scenario.executions[-1], _t(6, 9, 0))
     _pipeline(b, BRANCHY, _t(5, 12, 0), branch=True)
     b.routine_logs(WINDOW_START - timedelta(days=1), WINDOW_END + timedelta(days=1))
     b.scenario.log_lines += routine_events(

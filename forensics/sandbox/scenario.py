@@ -31,11 +31,6 @@ class SandboxTask:
     task_type: str = "python-task"  # "pytorch" for multi-node elastic
     task_type_version: int = 1  # 1: single-node Elastic (and map tasks); 0: plain python task
     has_outputs: bool = False  # whether the interface declares outputs (one, `o0`)
-    # The interface's variables by name (all `str` in the sandbox); `outputs` overrides
-    # `has_outputs`' single `o0` when given.
-    inputs: tuple[str, ...] = ()
-    outputs: tuple[str, ...] = ()
-    retries: int | None = None  # metadata.retries.retries (None: unset)
     image: str = "ghcr.io/exa-labs/train:2026.09.01"  # the container image
     runtime_version: str = "1.16.31"  # metadata.runtime.version: flytekit that serialized it
     cacheable: bool = False  # metadata.discoverable
@@ -50,6 +45,11 @@ class SandboxTask:
     # A pod-template task: kfpytorch's Elastic mounts shared memory through one by default, and
     # flytekit then writes `k8s_pod` (the primary container, its resources) and no `container`.
     pod_template: bool = False
+    # The interface's variables by name (all `str` in the sandbox); `outputs` overrides
+    # `has_outputs`' single `o0` when given.
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    retries: int | None = None  # metadata.retries.retries (None: unset)
 
 
 @dataclass
@@ -63,8 +63,6 @@ class SandboxAttempt:
     pods: list[str]  # first is the generated name / primary pod
     task: SandboxTask
     write_outputs: bool = False  # seed <output_dir>/outputs.pb in S3
-    # What that outputs.pb holds (string literals); empty: what a task returning nothing writes.
-    outputs: dict[str, str] = field(default_factory=dict)
     write_error: bool = False  # seed <output_dir>/error.pb in S3
     reason: str = ""
     # propeller's inline raw-output policy: the outputs travel in the event and flyteadmin
@@ -77,6 +75,9 @@ class SandboxAttempt:
     # then records no started_at and no duration, and `updated_at` is the terminal event's
     # report time (`transformers/task_execution.go`); `ended_at` is that report time.
     never_running: bool = False
+    # What its outputs.pb holds (`write_outputs`), string literals; empty: what a task returning
+    # nothing writes.
+    outputs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flyteidl.core import literals_pb2
 
-from forensics.sandbox.admin_protos import NodePhase, TaskPhase, WfPhase, literal_map
+from forensics.sandbox.admin_protos import Mode, NodePhase, TaskPhase, WfPhase, literal_map
 from forensics.sandbox.admin_runs import Outcome, Run, Runner, Step, recovery_steps, texts
 from forensics.sandbox.admin_state import AdminState
 from forensics.sandbox.admin_workflows import (
@@ -22,6 +22,7 @@ from forensics.sandbox.only_lost import (
     EVAL_TASK,
     PIPELINE,
     PREP,
+    RECOVERED_COPY,
     TRAIN,
     TRAIN_TASK,
     checkpoint_dir,
@@ -161,8 +162,10 @@ def test_a_failing_task_fails_the_run_and_stops_it() -> None:
     ]
     runner.add(Run(key, 0.0, steps))
     runner.advance()
-    assert WfPhase.Name(state.executions[key].execution.closure.phase) == "FAILED"
-    assert _phases(state, key) == {"start-node": "SUCCEEDED", TRAIN: "FAILED"}
+    closure = state.executions[key].execution.closure
+    assert WfPhase.Name(closure.phase) == "FAILED"
+    assert closure.error.message.startswith(f"[{TRAIN}]: ")
+    assert _phases(state, key) == {"start-node": "SUCCEEDED", TRAIN: "FAILED"}  # eval never ran
     node = state.executions[key].nodes[-1]
     data_dir = node.proto.input_uri.removesuffix("/inputs.pb")
     assert blobs.read(f"{data_dir}/0/error.pb") is not None
@@ -275,3 +278,29 @@ def test_a_started_run_shows_its_node_and_attempt_running() -> None:
         "stagedtrain": "SUCCEEDED",
         "end-node": "SUCCEEDED",
     }
+
+
+def test_the_seeded_recovered_copy_is_what_the_sandboxs_recovery_makes() -> None:
+    scenario = only_lost_scenario(recovered=True)
+    state, runner, blobs, _ = _runner(scenario)
+    seeded = state.executions[(RECOVERED_COPY.project, RECOVERED_COPY.domain, RECOVERED_COPY.name)]
+    meta = seeded.execution.spec.metadata
+    assert Mode.Name(meta.mode) == "RECOVERED" and meta.reference_execution.name == PIPELINE.name
+    original = state.executions[(PIPELINE.project, PIPELINE.domain, PIPELINE.name)]
+    key = _create(state, "recovered-now", texts(original.inputs))
+    runner.add(Run(key, 0.0, recovery_steps(original, graph()), inputs=texts(original.inputs)))
+    runner.advance()
+
+    def shape(rec) -> dict[str, tuple[str, bytes | None, dict[str, str], int]]:
+        return {
+            n.proto.id.node_id: (
+                NodePhase.Name(n.proto.closure.phase),
+                blobs.read(n.proto.closure.output_uri) if n.proto.closure.output_uri else None,
+                texts(n.inputs),
+                len(n.tasks),
+            )
+            for n in rec.nodes
+        }
+
+    assert shape(seeded) == shape(state.executions[key])
+    assert shape(seeded)[TRAIN][:2] == ("RECOVERED", b"")

@@ -7,6 +7,8 @@ Requests go through flyteidl's plain stub, so what is checked is the server, not
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 import grpc
@@ -263,3 +265,33 @@ def test_the_stack_writes_a_reruns_files_to_s3_and_the_scan_finds_both_lost_node
     assert found == ONLY_LOST_FINDINGS
     assert report["gaps"] == []
     assert code == 1  # findings
+
+
+def test_racing_creates_of_one_name_make_one_execution(serve) -> None:
+    server, stub = serve(ol.only_lost_scenario())
+    request = _task_request(ol.TRAIN_TASK, "train-raced", _train_inputs())
+
+    def create(_: int) -> str:
+        try:
+            stub.CreateExecution(request)
+            return "created"
+        except grpc.RpcError as e:
+            return e.code().name
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = sorted(pool.map(create, range(8)))
+    assert answers == ["ALREADY_EXISTS"] * 7 + ["created"]
+    assert len(server.calls_of("CreateExecution")) == 8
+    assert [r for r in server.executions if r.name == "train-raced"] == [
+        ExecutionRef(P, D, "train-raced")
+    ]
+
+
+def test_a_run_finishes_at_the_first_request_after_run_seconds(serve) -> None:
+    server, stub = serve(ol.only_lost_scenario())
+    server.run_seconds = 0.3
+    stub.CreateExecution(_task_request(ol.EVAL_TASK, "eval-timed", _train_inputs()))
+    get = execution_pb2.WorkflowExecutionGetRequest(id=_wf("eval-timed"))
+    assert stub.GetExecution(get).closure.phase == RUNNING
+    time.sleep(0.35)
+    assert stub.GetExecution(get).closure.phase == SUCCEEDED
