@@ -6,9 +6,7 @@ refused with the whole-relaunch command; a RECOVERED copy reported as a laundere
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -17,6 +15,7 @@ from flyteidl.admin import execution_pb2
 from flyteidl.core import identifier_pb2
 from flyteidl.service import admin_pb2_grpc
 from support.cli import run, use_sandbox
+from support.operators import at_once
 from support.scan import CONFIG
 
 from forensics.model import ExecutionRef
@@ -129,15 +128,7 @@ def test_two_commands_at_once_start_train_once(box, tmp_path):
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     cmd = [sys.executable, "-m", "forensics", "relaunch", str(PIPELINE), "--only-lost", "--yes"]
     cmd += ["-o", "json", "--config", str(tmp_path / "elastic-audit.toml")]
-
-    def operator(_: int) -> subprocess.CompletedProcess:
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-
-    with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(operator, range(2)))
-    assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
-    statuses = sorted(json.loads(r.stdout)[0]["status"] for r in results)
-    assert statuses == ["already-relaunched", "relaunched"]
+    assert at_once(cmd, env) == ["already-relaunched", "relaunched"]
     assert box.admin.relaunches_of(PIPELINE) == [TRAIN_RERUN]
 
 

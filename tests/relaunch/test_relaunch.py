@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from support.cli import run, use_sandbox
+from support.operators import at_once
 from support.scan import CONFIG, WINDOW
 
 from forensics.model import ExecutionRef
@@ -119,15 +118,7 @@ def test_two_operators_at_once_create_one_execution(box, tmp_path):
         "--config",
         str(tmp_path / "elastic-audit.toml"),
     ]
-
-    def operator(_: int) -> subprocess.CompletedProcess:
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-
-    with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(operator, range(2)))
-    assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
-    statuses = sorted(json.loads(r.stdout)[0]["status"] for r in results)
-    assert statuses == ["already-relaunched", "relaunched"]
+    assert at_once(cmd, env) == ["already-relaunched", "relaunched"]
     assert len(box.admin.relaunches_of(INCIDENT)) == 1
     assert len(audit_lines(tmp_path)) == 2
 
