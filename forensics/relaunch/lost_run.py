@@ -44,7 +44,8 @@ def plan_lost(
         if reasons:
             why = "--only-lost cannot replay it faithfully: " + "; ".join(reasons)
             return None, why + whole, None
-        return plan_chain(admin, recheck, ref, graph, nodes, attempts), None, None
+        ck = check.found.uri if check.found is not None else None
+        return plan_chain(admin, recheck, ref, graph, nodes, attempts, ck), None, None
     except SourceError as e:
         return None, None, f"--only-lost: {e}; nothing re-run"
 

@@ -259,8 +259,10 @@ def plan_chain(
     graph: WorkflowGraph,
     lost: Sequence[str],
     attempts: Sequence[AttemptRecord],
+    checkpoint: str | None = None,
 ) -> LostChain:
-    """Where each node of the chain stands, and the request of each node that can start now.
+    """Where each node of the chain stands, and the request of each node that can start now;
+    `checkpoint` the lost attempt's checkpoint location (whether a re-run sees it is said).
     Raises SourceError when Admin cannot say (nothing is started on a guess)."""
     order = chain_of(graph, lost)
     members = set(order)
@@ -285,6 +287,10 @@ def plan_chain(
                 )
             else:
                 step = _startable(admin, ref, n, step, steps, _cacheable(graph, n.task))
+                if step.role == "lost" and step.request is not None and checkpoint:
+                    step = replace(
+                        step, detail=f"{step.detail}; {_sees(step.request.inputs, checkpoint)}"
+                    )
         steps[node_id] = step
     kept, rerun = _costs(admin, graph, members, attempts)
     hot = [n for n in order if _cacheable(graph, steps[n].task)]
@@ -295,6 +301,15 @@ def plan_chain(
         else "no node re-run is cacheable"
     ) + "; the finished nodes before the loss are not re-run at all"
     return LostChain(tuple(steps[n] for n in order), kept, rerun, cache)
+
+
+def _sees(inputs: Literals, checkpoint: str) -> str:
+    """Whether a re-run from `inputs` finds the lost attempt's checkpoint: only through an input
+    naming its location (Flyte's own per-attempt checkpoint is not passed to a new execution)."""
+    names = [k for k, v in inputs.texts.items() if v.rstrip("/") == checkpoint.rstrip("/")]
+    if names:
+        return f"input {names[0]} points at the checkpoint {checkpoint}: training resumes from it"
+    return f"no input names the checkpoint {checkpoint}: the re-run does not see it"
 
 
 def _cacheable(graph: WorkflowGraph, task: TaskId | None) -> bool:

@@ -85,6 +85,10 @@ def test_train_is_rerun_alone_from_its_recorded_inputs_then_eval_each_once(box, 
     }
     nodes = {n["node"]: n for n in out["plan"]["only_lost"]["nodes"]}
     assert set(nodes) == {"n1", "n2"} and nodes["n2"]["state"] == "waiting"
+    assert (
+        f"input checkpoint_dir points at the checkpoint {checkpoint_dir(PIPELINE)}"
+        in (nodes["n1"]["detail"])
+    )
     assert [n["node"] for n in out["plan"]["only_lost"]["not_rerun"]] == ["n0"]
 
     # again while train runs: nothing new

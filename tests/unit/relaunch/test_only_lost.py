@@ -273,3 +273,17 @@ def test_a_whole_relaunch_is_refused_beside_running_only_lost_reruns(tmp_path):
     assert r.execute(plan, dry_run=False).status == "refused"
     assert sources.admin.calls["RelaunchExecution"] == 0
     assert r.plan(ref, Options(force=True)).refusal is None
+
+
+def test_the_plan_says_whether_the_rerun_sees_the_lost_attempts_checkpoint(tmp_path):
+    sources, ref = setup()
+    row = sources.admin._by_ref[ref]
+    row.attempts[1] = replace(row.attempts[1], checkpoint_uri="s3://ckpt/pipeline/")
+    sources.store.put("s3://ckpt/pipeline/step-100.pt")
+    detail = relauncher(sources, tmp_path).plan(ref, LOST).lost.steps[0].detail
+    assert "input checkpoint_dir points at the checkpoint s3://ckpt/pipeline/" in detail
+    # a checkpoint no input names (Flyte's own per-attempt one) is not seen by a new execution
+    row.attempts[1] = replace(row.attempts[1], checkpoint_uri="s3://meta/flytecheckpoints/")
+    sources.store.put("s3://meta/flytecheckpoints/x")
+    detail = relauncher(sources, tmp_path).plan(ref, LOST).lost.steps[0].detail
+    assert "no input names the checkpoint s3://meta/flytecheckpoints/" in detail
