@@ -470,6 +470,9 @@ class Finding:
     # Guard runs only (docs/report.md `new`): True when no earlier run reported it; None: not
     # a guard run, and the key is not in the JSON.
     new: bool | None = None
+    # RECOVERED executions of this one (docs/report.md `recovered_as`): copies of the false
+    # success, never the repair; the key is in the JSON only when there is one.
+    recovered_as: tuple[ExecutionRef, ...] = ()
 
     def as_dict(self) -> dict[str, object]:
         sig = signal_dict(self.signal) if self.signal is not None else None
@@ -493,7 +496,21 @@ class Finding:
         }
         if self.new is not None:
             doc["new"] = self.new
+        if self.recovered_as:
+            doc["recovered_as"] = [r.as_dict() for r in self.recovered_as]
         return doc
+
+
+# What a RECOVERED execution of an affected original is (docs/verdicts.md, "Never recover").
+RECOVERED_NOTE = (
+    "RecoverExecution copied the false success (the lost node's outputs became an empty "
+    "outputs.pb, and the nodes after it ran on nothing); it is not a repair"
+)
+
+
+def recovered_note(ref: ExecutionRef) -> str:
+    """The note a finding (and a relaunch plan) carries for one RECOVERED copy."""
+    return f"recovered as {ref}: {RECOVERED_NOTE}"
 
 
 def signal_dict(hit: SignalHit) -> dict[str, object]:

@@ -181,4 +181,5 @@ def finding_from_json(f: Mapping[str, Any]) -> Finding:
         disruption=_disruption(f["disruption"]) if f.get("disruption") else None,
         cause=f.get("cause"),
         new=f.get("new"),
+        recovered_as=tuple(_execution(r) for r in f.get("recovered_as") or ()),
     )

@@ -16,6 +16,7 @@ from forensics.evidence.envelopes import unwrap_runtime
 from forensics.evidence.flyte_names import namespace_for
 from forensics.evidence.logs import SIGNAL_LINE_REGEX, parse_propeller_line
 from forensics.model import (
+    RECOVERED_NOTE,
     UTC,
     AttemptRecord,
     Checkpoint,
@@ -28,6 +29,7 @@ from forensics.model import (
     ShardRead,
     SignalHit,
     Window,
+    recovered_note,
     rfc3339,
 )
 from forensics.scan.coverage import LOGS_ABSENT
@@ -165,8 +167,45 @@ def build_timeline(
     tl.events += _disruption_events(exam)
     for e in exam.attempts:
         _judge(tl, e, now)
+    tl.events += _recovery_events(sources, tl, now)
     tl.events.sort(key=lambda e: (e.at, e.source))
     return tl
+
+
+def _recovery_events(sources: Sources, tl: Timeline, now: datetime) -> list[Event]:
+    """RECOVERED copies (docs/verdicts.md, "Never recover"): this execution is one of an
+    affected original, or an affected one was recovered. Said, never counted as the repair;
+    an unanswered read leaves them unsaid (the verdicts do not rest on them)."""
+    ex = tl.execution
+    at = ex.created_at or now
+    if ex.mode == "RECOVERED" and ex.reference_execution is not None:
+        original = ex.reference_execution
+        try:
+            lying = [e for e in examine(sources, original, now=now).attempts if _found(e)]
+        except SourceError:
+            return []
+        if not lying:
+            return []
+        nodes = ", ".join(dict.fromkeys(e.attempt.ref.node_id for e in lying))
+        return [
+            Event(
+                at,
+                "admin",
+                f"a RECOVERED copy of {original}, whose node(s) {nodes} died silently green: "
+                f"{RECOVERED_NOTE} (relaunch {original})",
+            )
+        ]
+    if tl.verdict not in ("affected", "suspected") or ex.created_at is None:
+        return []
+    try:
+        copies = sources.admin.reruns_of(ex.ref.project, ex.ref.domain, ex.created_at)
+    except SourceError:
+        return []
+    return [Event(at, "admin", recovered_note(r)) for r in copies.recoveries.get(ex.ref, ())]
+
+
+def _found(e: Examined) -> bool:
+    return e.decision is not None and e.decision.is_finding
 
 
 def _admin_events(ex: ExecutionRecord, attempts: list[AttemptRecord]) -> list[Event]:

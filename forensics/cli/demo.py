@@ -315,3 +315,11 @@ def _announce(env: dict[str, str], env_file: str | None) -> None:
         "variables point at files that go when the sandbox stops. Ctrl-C to stop.",
         err=True,
     )
+    typer.echo(ONLY_LOST_HINT, err=True)
+
+
+# What `relaunch --only-lost` would re-run of the reference incident (docs/commands.md).
+ONLY_LOST_HINT = (
+    "Try: elastic-audit relaunch gs1:production:azvg5f9v9974m78fvlf7 --only-lost --dry-run "
+    "(re-runs only the lost node, from its recorded inputs)"
+)

@@ -51,18 +51,26 @@ Examples:
 
   elastic-audit relaunch gs1:production:azvg5f9v9974m78fvlf7 --parent --dry-run
 
+  elastic-audit relaunch gs1:production:azvg5f9v9974m78fvlf7 --only-lost --yes
+
 {EXECUTION_FORMS}
-Each relaunch uses RelaunchExecution with overwrite_cache (never RecoverExecution) — or, with
---to-version, CreateExecution of the launch plan at that version with the original's inputs,
-mode RELAUNCH and a reference to it — under a name derived from the original, so running this
-twice never creates a second execution. The plan says, per execution: the verdict, its phase,
-its parent, whether the task it re-runs still carries the bug, and the cacheable nodes
-overwrite_cache recomputes. Refused unless --force: not affected or suspected, still running or
-queued, a child execution (--parent relaunches the top one). A relaunch that itself ended
-silently green is reported and relaunched in turn.
+Each relaunch uses RelaunchExecution (never RecoverExecution) — or, with --to-version,
+CreateExecution of the launch plan at that version with the original's inputs, mode RELAUNCH and
+a reference to it — under a name derived from the original, so running this twice never creates
+a second execution. The plan says, per execution: the verdict, its phase, its parent, whether
+the task it re-runs still carries the bug, and the cacheable nodes overwrite_cache recomputes
+(sent only when a lost node or a node after it is cacheable; otherwise cached finished nodes are
+reused). Refused unless --force: not affected or suspected, still running or queued, a child
+execution (--parent relaunches the top one). A relaunch that itself ended silently green is
+reported and relaunched in turn. --only-lost re-runs each lost node as a single-task
+CreateExecution of the same task version with its recorded inputs, then each node after it once
+its re-run predecessors succeeded, one name per node; running it again advances the chain.
+Branch, sub-workflow, launch-plan, gate and map nodes and dynamic parents are refused with the
+whole-relaunch command. A RECOVERED execution of it is said (RecoverExecution copied the false
+success) and never the repair.
 Exit codes: 0 all relaunched / already relaunched / dry-run, 1 any refused, 3 Flyte Admin failed
-for any, 2 usage error: an execution Admin does not know, an audit log that cannot be written,
-no terminal to confirm on and no --yes.
+(or an --only-lost re-run failed) for any, 2 usage error: an execution Admin does not know, an
+audit log that cannot be written, no terminal to confirm on and no --yes.
 """
 
 
@@ -116,6 +124,16 @@ def relaunch(
         "Relaunch on the same launch plan at VERSION (the fixed one), with the original's "
         "inputs, labels, annotations, security context and raw output prefix.",
     ),
+    only_lost: bool = flag_option(
+        "--only-lost",
+        help="Re-run only the lost node(s), each as one task from its recorded inputs, then "
+        "the nodes after them; never the finished nodes before. Run again to advance.",
+    ),
+    overwrite_cache: bool = flag_option(
+        "--overwrite-cache",
+        help="Recompute every cacheable node (default: only when a lost node or one after "
+        "it is cacheable).",
+    ),
     no_overwrite_cache: bool = flag_option(
         "--no-overwrite-cache",
         help="Reuse cached node results instead of recomputing every cacheable node.",
@@ -149,6 +167,7 @@ def relaunch(
 
     if to_version is not None and not to_version.strip():
         raise UsageError("--to-version: give the launch plan version to relaunch on")
+    _check_combination(only_lost, to_version, parent, overwrite_cache, no_overwrite_cache)
     refs = _targets(executions or [], from_report, project, domain)
     interactive = sys.stdin.isatty() and sys.stderr.isatty()
     if not (yes or dry_run or interactive):
@@ -169,7 +188,8 @@ def relaunch(
             force=force,
             parent=parent,
             to_version=to_version,
-            overwrite_cache=not no_overwrite_cache,
+            overwrite_cache=False if no_overwrite_cache else (True if overwrite_cache else None),
+            only_lost=only_lost,
         )
         plans = [relauncher.plan(r, options) for r in refs]
         _refuse_unknown(plans)
@@ -200,6 +220,27 @@ def _targets(
     if not refs:
         raise UsageError("nothing to relaunch: name executions or give --from-report FILE")
     return refs
+
+
+def _check_combination(
+    only_lost: bool, to_version: str | None, parent: bool, overwrite: bool, no_overwrite: bool
+) -> None:
+    """Options that contradict each other are a usage error before anything is read."""
+    if overwrite and no_overwrite:
+        raise UsageError("--overwrite-cache and --no-overwrite-cache contradict each other")
+    if not only_lost:
+        return
+    # A re-run is the same task version with its recorded inputs, at the top level only.
+    for given, flag in (
+        (to_version is not None, "--to-version"),
+        (parent, "--parent"),
+        (overwrite or no_overwrite, "--overwrite-cache / --no-overwrite-cache"),
+    ):
+        if given:
+            raise UsageError(
+                f"--only-lost cannot be combined with {flag}: it re-runs the same task version "
+                "from its recorded inputs (a whole relaunch takes it)"
+            )
 
 
 def _relauncher(clients: Sources, audit: AuditLog) -> Relauncher:
@@ -236,7 +277,13 @@ def _refuse_unknown(plans: list[RelaunchPlan]) -> None:
 
 def _confirm_plans(plans: list[RelaunchPlan]) -> None:
     """Ask before relaunching anything; a no (or no answer) exits 1 with nothing done."""
-    todo = [p for p in plans if not (p.failure or p.refusal) and p.existing is None]
+    todo = [
+        p
+        for p in plans
+        if not (p.failure or p.refusal)
+        and p.existing is None
+        and (p.lost is None or (p.lost.to_start and p.lost.failed is None))
+    ]
     if todo and not _confirm(f"Relaunch {len(todo)} execution(s)?"):
         typer.echo("elastic-audit: nothing relaunched", err=True)
         raise typer.Exit(1)

@@ -10,6 +10,7 @@ from forensics.formats import OutputFormat, Renderers
 from forensics.formats.blocks import render_fitted
 from forensics.formats.table import Column
 from forensics.relaunch import RelaunchOutcome, RelaunchPlan
+from forensics.relaunch.only_lost import LostChain
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,33 @@ def plan_lines(plan: RelaunchPlan) -> list[str]:
         plan.failure
         or (f"already relaunched as {plan.existing}" if plan.existing else None)
         or plan.refusal
-        or "will relaunch"
+        or (_chain_state(plan.lost) if plan.lost is not None else "will relaunch")
     )
     return [f"{plan.execution}: {state}", *(f"  {line}" for line in plan.lines())]
+
+
+def _chain_state(chain: LostChain) -> str:
+    """Where an --only-lost chain stands, in a few words."""
+    if chain.failed is not None:
+        return f"only-lost chain stopped at node {chain.failed.node_id}"
+    if chain.to_start:
+        return "will re-run only what was lost: " + ", ".join(s.node_id for s in chain.to_start)
+    if chain.done:
+        return "only-lost re-runs all succeeded"
+    return "only-lost chain in progress"
 
 
 def request_lines(plans: Sequence[RelaunchPlan], outcomes: Sequence[RelaunchOutcome]) -> list[str]:
     """A dry run's exact requests, one line each: the RPC and its JSON body."""
     lines = []
     for p, o in zip(plans, outcomes, strict=True):
-        if o.status == "dry-run":
+        if o.status == "dry-run" and p.lost is not None:
+            lines += [
+                "CreateExecution " + json.dumps(s.request.data, sort_keys=True)
+                for s in p.lost.to_start
+                if s.request is not None
+            ]
+        elif o.status == "dry-run":
             rpc = "CreateExecution" if p.create is not None else "RelaunchExecution"
             lines.append(f"{rpc} " + json.dumps(o.request, sort_keys=True))
     return lines

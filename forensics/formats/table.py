@@ -173,6 +173,8 @@ def _rows(report: Report) -> list[tuple[str, ...]]:
         ck = _checkpoint(f.checkpoint)
         if f.relaunched_as:
             ck += f"; relaunched as {f.relaunched_as.name}"
+        for r in f.recovered_as:  # a copy of the false success (docs/verdicts.md)
+            ck += f"; recovered as {r.name}: a copy of the false success, not a repair"
         node = f"{f.attempt.node_id}/{f.attempt.attempt}"
         rows.append((f.verdict, str(f.attempt.execution), node, sig, ok, ck))
     return rows

@@ -27,7 +27,7 @@ from typing import Any
 from forensics import TOOL
 from forensics.errors import UsageError
 from forensics.identifiers import parse_execution
-from forensics.model import UTC, Checkpoint, ExecutionRef, ParentNode, rfc3339
+from forensics.model import UTC, Checkpoint, ExecutionRef, ParentNode, recovered_note, rfc3339
 from forensics.params import Param, ParamError
 from forensics.report_json import report_from_json
 
@@ -65,6 +65,8 @@ class RelaunchPlan:
     request: dict[str, object] | None = None  # the exact request, as data
     create: Any = None  # the CreateExecution request (--to-version), sent as built
     found: Checkpoint | None = None  # the checkpoint the re-check found, as data
+    lost: Any = None  # --only-lost: the chain of re-runs (`only_lost.LostChain`)
+    recovered: tuple[ExecutionRef, ...] = ()  # RECOVERED copies of it: never the repair
 
     def details(self) -> dict[str, object]:
         """The plan as data (-o json, the audit log): the prose a person reads (`bug`, `cache`,
@@ -90,7 +92,17 @@ class RelaunchPlan:
             "checkpoint_objects": ck.objects if ck else None,
             "checkpoint_latest": rfc3339(ck.latest) if ck else None,
             "checkpoint_written_after_signal": ck.written_after_signal if ck else None,
-        }
+        } | self._additions()
+
+    def _additions(self) -> dict[str, object]:
+        """Fields present only when they say something (--only-lost, a RECOVERED copy), so a
+        plan without them reads as it always did."""
+        out: dict[str, object] = {}
+        if self.lost is not None:
+            out["only_lost"] = self.lost.as_dict()
+        if self.recovered:
+            out["recovered_as"] = [r.as_dict() for r in self.recovered]
+        return out
 
     def lines(self) -> list[str]:
         """The plan for a person: one line per fact (confirmation prompt, --dry-run)."""
@@ -108,6 +120,9 @@ class RelaunchPlan:
             out.append(f"bug: {self.bug}")
         if self.cache:
             out.append(f"cache: {self.cache}")
+        out += [recovered_note(r) for r in self.recovered]
+        if self.lost is not None:
+            out += self.lost.lines()
         return out
 
 
@@ -349,4 +364,6 @@ class Options:
     force: bool = False
     parent: bool = False
     to_version: str | None = None
-    overwrite_cache: bool = True
+    # None: decided from the graph (only when a lost node or one after it is cacheable)
+    overwrite_cache: bool | None = None
+    only_lost: bool = False

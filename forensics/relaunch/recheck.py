@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from forensics.detect import Decision, Verdict
-from forensics.model import ExecutionRecord, rfc3339
+from forensics.model import AttemptRecord, ExecutionRecord, rfc3339
 
 if TYPE_CHECKING:
     from forensics.model import Checkpoint
@@ -22,6 +22,7 @@ class Recheck:
     execution: ExecutionRecord
     tasks: tuple[tuple[str, str, str, str], ...] = ()  # tasks of the attempts found lying
     found: Checkpoint | None = None  # the checkpoint as data (the plan's machine-readable fields)
+    lost: tuple[AttemptRecord, ...] = ()  # the attempts proven affected or suspected
 
 
 def describe_checkpoint(ck: Checkpoint | None) -> str:
@@ -55,7 +56,12 @@ def recheck_of(exam: Examination) -> Recheck:
         tasks = tuple(dict.fromkeys(e.attempt.task_id for e in proven if e.attempt.task_id))
         first = proven[0]
         return Recheck(
-            str(_verdict(first)), describe_checkpoint(first.checkpoint), ex, tasks, first.checkpoint
+            str(_verdict(first)),
+            describe_checkpoint(first.checkpoint),
+            ex,
+            tasks,
+            first.checkpoint,
+            tuple(e.attempt for e in proven),
         )
     pending = [e for e in exam.attempts if _verdict(e) is Verdict.PENDING]
     if pending:

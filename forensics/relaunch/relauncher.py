@@ -4,7 +4,7 @@ exact request, then exactly one RelaunchExecution (or CreateExecution), each act
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from forensics.relaunch import (
     relaunch_request,
 )
 from forensics.relaunch.assess import assess_bug, describe_cache
+from forensics.relaunch.lost_run import advance, cache_choice, plan_lost, reruns_started
 from forensics.relaunch.recheck import RELAUNCHABLE, Recheck, recheck_of
 
 if TYPE_CHECKING:
@@ -40,6 +41,18 @@ class _Chain:
     existing: ExecutionRef | None
     links: list[str] = field(default_factory=list)
     existing_state: str = ""
+
+
+def _with_why(why: str, described: str) -> str:
+    """The cache line when the graph chose: why, then the cacheable nodes the template lists
+    (when it could be read; else `why` names them)."""
+    if described.startswith("--no-overwrite-cache: "):
+        return (
+            f"{why.split(': the finished')[0]}; {described.removeprefix('--no-overwrite-cache: ')}"
+        )
+    if described.startswith("unknown"):
+        return why
+    return f"{why}; {described}"
 
 
 class Relauncher:
@@ -134,11 +147,25 @@ class Relauncher:
         verdict, checkpoint = check.verdict, check.checkpoint
         refusal = self._refusal(ex, top, target, ref, verdict, opts) if existing is None else None
         bug, cache, request, create = "", "", None, None
+        overwrite = True if opts.overwrite_cache is None else opts.overwrite_cache
+        lost = failure = None
         if existing is None:
+            overwrite, why = cache_choice(self.admin, check, top, opts.overwrite_cache)
+            opts = replace(opts, overwrite_cache=overwrite)
             bug, cache = self._assess(check, top, opts)
-            request, create, failure = self._request(target, opts)
-            if failure is not None:
-                refusal = refusal or failure
+            if why:
+                cache = _with_why(why, cache)
+            if opts.only_lost:
+                lost, why_not, failure = plan_lost(self.admin, self.recheck, ex, check)
+                refusal = "; ".join(r for r in (refusal, why_not) if r) or None
+                cache = lost.cache if lost is not None else ""  # no whole relaunch is sent
+            else:
+                request, create, failure = self._request(target, opts)
+                if failure is not None:
+                    refusal = refusal or failure
+                    failure = None
+                beside = None if opts.force else self._beside_reruns(check)
+                refusal = "; ".join(r for r in (refusal, beside) if r) or None
         return RelaunchPlan(
             ref,
             verdict,
@@ -155,10 +182,13 @@ class Relauncher:
             # the RelaunchExecution that would be sent; with --to-version only a request that
             # could be built (a refused or already relaunched one has none to show)
             request=request
-            if opts.to_version
-            else relaunch_request(target, overwrite_cache=opts.overwrite_cache),
+            if opts.to_version or opts.only_lost
+            else relaunch_request(target, overwrite_cache=overwrite),
             create=create,
             found=check.found,
+            failure=failure,
+            lost=lost,
+            recovered=self._recovered(ref, ex),
         )
 
     def _follow(self, ref: ExecutionRef, c: _Chain) -> _Chain | RelaunchPlan:
@@ -219,6 +249,28 @@ class Relauncher:
         if not reasons:
             return None
         return "; ".join(reasons) + " — not relaunched (--force overrides)"
+
+    def _beside_reruns(self, check: Recheck) -> str | None:
+        """Why a whole relaunch must wait: --only-lost re-runs of its lost nodes exist."""
+        started = reruns_started(self.admin, check)
+        if not started:
+            return None
+        return (
+            "--only-lost re-runs it already: " + ", ".join(started) + "; a whole relaunch would "
+            "run the lost node a second time (rerun with --only-lost to follow them; --force "
+            "overrides)"
+        )
+
+    def _recovered(self, ref: ExecutionRef, ex: ExecutionRecord) -> tuple[ExecutionRef, ...]:
+        """The RECOVERED executions of `ref`: said in the plan, never the repair, never a
+        reason to refuse (an unanswered listing only leaves them unsaid)."""
+        if ex.created_at is None:
+            return ()
+        try:
+            found = self.admin.reruns_of(ref.project, ref.domain, ex.created_at)
+        except SourceError:
+            return ()
+        return found.recoveries.get(ref, ())
 
     def _top(self, ex: ExecutionRecord) -> tuple[ExecutionRef, ExecutionRecord]:
         """The execution at the top of a chain of parents (children of children included)."""
@@ -323,6 +375,8 @@ class Relauncher:
                 )
             elif plan.refusal:
                 out = RelaunchOutcome(ref, "refused", None, plan.refusal, request, plan=details)
+            elif plan.lost is not None:
+                out = advance(self.admin, plan, details, dry_run=dry_run)
             elif dry_run:
                 out = RelaunchOutcome(
                     ref,

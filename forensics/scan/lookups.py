@@ -27,7 +27,7 @@ from forensics.model import (
     SignalHit,
 )
 from forensics.sources import Sources
-from forensics.sources.admin_types import SkippedNode, SweptAttempts, TaskResources
+from forensics.sources.admin_types import Reruns, SkippedNode, SweptAttempts, TaskResources
 from forensics.sources.interfaces import AdminReader
 
 
@@ -68,12 +68,10 @@ class Lookups:
         with self.slots:
             return self.sources.admin.node_attempts(ref, nodes)
 
-    def relaunches(
-        self, project: str, domain: str, since: datetime
-    ) -> dict[ExecutionRef, ExecutionRef]:
-        """The RELAUNCH executions in one project and domain since `since` (original -> it)."""
+    def relaunches(self, project: str, domain: str, since: datetime) -> Reruns:
+        """The RELAUNCH and RECOVERED executions in one project and domain since `since`."""
         with self.slots:
-            return self.sources.admin.relaunches_of(project, domain, since)
+            return self.sources.admin.reruns_of(project, domain, since)
 
     def task_resources(self, task_id: tuple[str, str, str, str]) -> TaskResources:
         """A task's resource requests (its registered template)."""

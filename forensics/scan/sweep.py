@@ -8,11 +8,19 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from forensics.errors import SourceError
-from forensics.model import ExecutionRecord, ExecutionRef, Finding, Gap, Window
+from forensics.model import (
+    ExecutionRecord,
+    ExecutionRef,
+    Finding,
+    Gap,
+    Window,
+    recovered_note,
+)
 from forensics.scan.lookups import Lookups
 from forensics.scan.resolve import Projects
 from forensics.scan.scope import ScanScope
 from forensics.sources.admin_filters import attempts_may_end_during
+from forensics.sources.admin_types import Reruns
 
 Listing = tuple[str, str, str]  # project, domain, ListExecutions filters
 
@@ -76,10 +84,8 @@ def relaunch_listings(
     return [(project, domain, since) for (project, domain), since in sorted(scopes.items())]
 
 
-def relaunches_in(
-    lookups: Lookups, project: str, domain: str, since: datetime
-) -> dict[ExecutionRef, ExecutionRef] | Gap:
-    """The existing relaunches in one project and domain (original -> relaunch), or the gap."""
+def relaunches_in(lookups: Lookups, project: str, domain: str, since: datetime) -> Reruns | Gap:
+    """The existing relaunches and recoveries in one project and domain, or the gap."""
     try:
         return lookups.relaunches(project, domain, since)
     except SourceError as e:
@@ -94,11 +100,21 @@ def relaunches_in(
         )
 
 
-def with_relaunches(
-    findings: Sequence[Finding], found: Sequence[Mapping[ExecutionRef, ExecutionRef]]
-) -> list[Finding]:
-    """The findings with `relaunched_as` filled from the listings' answers."""
+def with_relaunches(findings: Sequence[Finding], found: Sequence[Reruns]) -> list[Finding]:
+    """The findings with `relaunched_as` filled from the listings' answers, and each RECOVERED
+    copy named (`recovered_as`, and a note): it copied the false success, it is no relaunch."""
     relaunches: dict[ExecutionRef, ExecutionRef] = {}
+    recoveries: dict[ExecutionRef, tuple[ExecutionRef, ...]] = {}
     for answer in found:
-        relaunches.update(answer)
-    return [replace(f, relaunched_as=relaunches.get(f.attempt.execution)) for f in findings]
+        relaunches.update(answer.relaunches)
+        recoveries.update(answer.recoveries)
+    out = []
+    for f in findings:
+        ex = f.attempt.execution
+        f = replace(f, relaunched_as=relaunches.get(ex))
+        copies = recoveries.get(ex, ())
+        if copies:
+            notes = tuple(recovered_note(r) for r in copies)
+            f = replace(f, recovered_as=copies, evidence=(*f.evidence, *notes))
+        out.append(f)
+    return out

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,15 +21,17 @@ from forensics.model import AttemptRecord, AttemptRef, ExecutionRecord, Executio
 from forensics.sources.admin_closures import NodePlan
 from forensics.sources.admin_filters import (
     DEFAULT_EXECUTION_SORT,
+    EXECUTION_MODES,
+    admin_filter,
     any_state,
     created_since,
     join_filters,
-    mode_is,
 )
 from forensics.sources.admin_types import (
     TERMINAL_TASK_PHASES,
     DynamicWorkflow,
     NodeRecord,
+    Reruns,
     SkippedNode,
     SweptAttempts,
     TaskFacts,
@@ -41,7 +43,7 @@ from forensics.sources.admin_types import (
 
 if TYPE_CHECKING:
     from forensics.sources.admin_transport import AdminTransport
-    from forensics.sources.admin_types import TaskResources
+    from forensics.sources.admin_types import Literals, NodeData, TaskResources, WorkflowGraph
 
 log = logging.getLogger("forensics.sources.admin")
 
@@ -388,22 +390,56 @@ class AdminReads:
         """Versions of a launch plan, newest first (ListLaunchPlans sorted by created_at)."""
         return list(dict.fromkeys(self._transport.launch_plan_versions(project, domain, name)))
 
+    def workflow_graph(self, workflow: TaskId) -> WorkflowGraph:
+        """GetWorkflow: a workflow version's top-level nodes, their order and input bindings."""
+        return self._transport.workflow_graph(workflow)
+
+    def node_data(self, ref: ExecutionRef, node_id: str) -> NodeData:
+        """GetNodeExecutionData: one node's recorded inputs and outputs."""
+        return self._transport.node_data(ref, node_id)
+
+    def execution_outputs(self, ref: ExecutionRef) -> Literals:
+        """GetExecutionData: an execution's outputs (a single-task execution's: its task's)."""
+        return self._transport.execution_outputs(ref)
+
+    def reruns_of(self, project: str, domain: str, since: datetime) -> Reruns:
+        """The RELAUNCH and RECOVERED executions created at or after `since`, in one listing
+        (`rerun_filters`, `reruns_from`)."""
+        return reruns_from(self.list_executions(project, domain, filters=rerun_filters(since)))
+
     def relaunches_of(
         self, project: str, domain: str, since: datetime
     ) -> dict[ExecutionRef, ExecutionRef]:
-        """Existing relaunches created at or after `since`: original -> its first relaunch.
+        """Existing relaunches created at or after `since`: original -> its first relaunch."""
+        return self.reruns_of(project, domain, since).relaunches
 
-        `mode` is a filterable executions column holding the enum number (RELAUNCH = 3); the
-        mode and reference are checked again here so a server ignoring the filter cannot mislead.
-        """
-        out: dict[ExecutionRef, ExecutionRef] = {}
-        # An archived relaunch is still a relaunch (flyteadmin lists only active executions
-        # unless the filters name `state`, `execution_manager.go` addStateFilter).
-        filters = [mode_is("RELAUNCH"), created_since(since), any_state()]
-        for rec in self.list_executions(project, domain, filters=filters):
-            if rec.mode == "RELAUNCH" and rec.reference_execution is not None:
-                out.setdefault(rec.reference_execution, rec.ref)
-        return out
+
+RERUN_MODES = ("RELAUNCH", "RECOVERED")
+
+
+def rerun_filters(since: datetime) -> list[str]:
+    """The filters of the one listing of relaunches and recoveries since `since`: `mode` is a
+    filterable executions column holding the enum number (RELAUNCH = 3, RECOVERED = 5); an
+    archived relaunch is still a relaunch (flyteadmin lists only active executions unless the
+    filters name `state`, `execution_manager.go` addStateFilter)."""
+    modes = admin_filter("value_in", "mode", [EXECUTION_MODES[m] for m in RERUN_MODES])
+    return [modes, created_since(since), any_state()]
+
+
+def reruns_from(records: Iterable[ExecutionRecord]) -> Reruns:
+    """Original -> first relaunch, and original -> recoveries, from a listing's records; the
+    mode and reference are checked again so a server ignoring the filter cannot mislead."""
+    relaunches: dict[ExecutionRef, ExecutionRef] = {}
+    recoveries: dict[ExecutionRef, tuple[ExecutionRef, ...]] = {}
+    for rec in records:
+        original = rec.reference_execution
+        if original is None:
+            continue
+        if rec.mode == "RELAUNCH":
+            relaunches.setdefault(original, rec.ref)
+        elif rec.mode == "RECOVERED":
+            recoveries[original] = (*recoveries.get(original, ()), rec.ref)
+    return Reruns(relaunches, recoveries)
 
 
 def subtask_records(

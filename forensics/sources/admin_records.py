@@ -33,7 +33,10 @@ from forensics.model import (
 from forensics.sources.admin_closures import plan_of
 from forensics.sources.admin_types import (
     TERMINAL_TASK_PHASES,
+    Binding,
     DynamicWorkflow,
+    GraphNode,
+    Literals,
     NodeRecord,
     Subtask,
     TaskFacts,
@@ -41,6 +44,7 @@ from forensics.sources.admin_types import (
     TaskRun,
     TaskTemplate,
     WorkflowFacts,
+    WorkflowGraph,
     shared,
 )
 from forensics.sources.task_resources import primary_container
@@ -444,3 +448,79 @@ def may_have_tasks(node: node_execution_pb2.NodeExecution) -> bool:
     if meta.is_parent_node and not (meta.is_dynamic or meta.is_array):
         return False
     return node.closure.phase != core_execution_pb2.NodeExecution.SKIPPED
+
+
+# -- a workflow's graph and recorded literals (`relaunch --only-lost`) -------------------------
+# What a compiled closure holds (flyteidl `core/compiler.proto`, `core/workflow.proto`;
+# docs/upstream.md, "Re-running only what was lost"): `primary.template.nodes` are the top-level
+# nodes, each with its `inputs` bindings (a `promise` names the node and output it reads;
+# `start-node` is the workflow's inputs) and one target; `primary.connections.upstream` lists,
+# per node, the nodes it runs after (data and `>>` order alike; propeller schedules from it).
+
+_KINDS = {
+    "task_node": "task",
+    "branch_node": "branch",
+    "gate_node": "gate",
+    "array_node": "array",
+}
+
+
+def _kind(node: Any) -> str:
+    target = node.WhichOneof("target")
+    if target == "workflow_node":
+        wn = node.workflow_node
+        return "launch-plan" if wn.HasField("launchplan_ref") else "sub-workflow"
+    return _KINDS.get(target or "", "other")
+
+
+def _binding(b: Any) -> Binding:
+    data = b.binding
+    which = data.WhichOneof("value")
+    if which == "promise":
+        return Binding(b.var, data.promise.node_id, data.promise.var, True)
+    if which == "scalar":
+        return Binding(b.var, None, None, True)
+    return Binding(b.var, None, None, False)  # collection / map / union: may hold promises
+
+
+def graph_of(workflow: TaskId, compiled: Any) -> WorkflowGraph:
+    """The top-level nodes of a `CompiledWorkflowClosure`'s primary workflow."""
+    template = compiled.primary.template
+    upstream = compiled.primary.connections.upstream
+    nodes = []
+    for n in template.nodes:
+        if n.id in ("start-node", "end-node"):
+            continue
+        ups = list(upstream[n.id].ids) if n.id in upstream else list(n.upstream_node_ids)
+        task = (
+            _graph_ident(n.task_node.reference_id)
+            if n.WhichOneof("target") == "task_node"
+            else None
+        )
+        nodes.append(
+            GraphNode(
+                n.id,
+                _kind(n),
+                task,
+                tuple(u for u in ups if u != "start-node"),
+                tuple(_binding(b) for b in n.inputs),
+            )
+        )
+    tasks = {}
+    for ct in compiled.tasks:
+        facts = task_facts_of(ct.template)
+        tasks[facts.id] = facts
+    return WorkflowGraph(workflow, tuple(nodes), tasks)
+
+
+def literals_of(literal_map: Any) -> Literals:
+    """A `core.LiteralMap`: each value serialized and as text (`?` where it has none)."""
+    payload, texts = {}, {}
+    for name, lit in literal_map.literals.items():
+        payload[name] = lit.SerializeToString()
+        texts[name] = literal_text(lit) or "?"
+    return Literals(payload, texts)
+
+
+def _graph_ident(i: Any) -> TaskId:
+    return (i.project, i.domain, i.name, i.version)

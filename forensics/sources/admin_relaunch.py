@@ -1,5 +1,6 @@
-"""Flyte Admin's relaunch writes over the transport: RelaunchExecution, and CreateExecution of
-a launch plan version's request, each exactly once (docs/commands.md, relaunch).
+"""Flyte Admin's relaunch writes over the transport: RelaunchExecution, CreateExecution of a
+launch plan version's request, and a single-task CreateExecution re-running one node
+(`--only-lost`), each exactly once (docs/commands.md, relaunch).
 
 Creating executions (flyteadmin v1.16.8 `execution_manager.go`; docs/upstream.md, "Creating
 executions"): both run the launch plan's concurrency check before the row is inserted, and at
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING
 from forensics.errors import AlreadyRelaunched, FailureKind, NotFoundError, SourceError, UsageError
 from forensics.identifiers import EXECUTION_NAME_MAX, is_execution_name
 from forensics.model import ExecutionRef
-from forensics.sources.admin_types import Created, VersionRequest, one_line
+from forensics.sources.admin_types import Created, RerunRequest, VersionRequest, one_line
 
 if TYPE_CHECKING:
     from forensics.sources.admin_transport import AdminTransport
@@ -29,9 +30,9 @@ def _check_name(name: str) -> None:
 
 
 class AdminRelaunch:
-    """The two calls that create an execution. A taken name raises `AlreadyRelaunched` once
-    GetExecution confirms the execution holding it is a relaunch of `ref`; anything else that
-    holds it raises a SourceError carrying Admin's message."""
+    """The calls that create an execution. A taken name raises `AlreadyRelaunched` once
+    GetExecution confirms the execution holding it is a relaunch (or re-run) of `ref`; anything
+    else that holds it raises a SourceError carrying Admin's message."""
 
     _transport: AdminTransport
 
@@ -70,6 +71,31 @@ class AdminRelaunch:
         """CreateExecution of a `version_request`, exactly once as `relaunch` is."""
         created = self._transport.create_execution(ref, request)
         return self._created("CreateExecution", ref, request.name, created)
+
+    def rerun(self, request: RerunRequest) -> ExecutionRef:
+        """A single-task CreateExecution re-running one node of `request.original`, exactly
+        once: a taken name raises `AlreadyRelaunched` when the execution holding it re-runs that
+        task for that original (docs/commands.md, "relaunch --only-lost")."""
+        _check_name(request.name)
+        created = self._transport.create_rerun(request)
+        if created.ref is not None:
+            return created.ref
+        ref = request.original
+        existing = ExecutionRef(ref.project, ref.domain, request.name)
+        said = f"CreateExecution: ALREADY_EXISTS: {one_line(created.taken or '')}"
+        try:
+            record = self._transport.execution(existing)
+        except NotFoundError:
+            raise SourceError("admin", said, target=str(ref), kind=FailureKind.REJECTED) from None
+        if record.reference_execution != ref or record.launch_plan != request.task:
+            raise SourceError(
+                "admin",
+                f"{said} (the name {request.name} is taken by {existing}, which is not a re-run "
+                f"of {ref} node {request.node})",
+                target=str(ref),
+                kind=FailureKind.REJECTED,
+            )
+        raise AlreadyRelaunched(existing, original=ref, after_retry=created.sent > 1)
 
     def _created(self, rpc: str, ref: ExecutionRef, name: str, created: Created) -> ExecutionRef:
         if created.ref is not None:

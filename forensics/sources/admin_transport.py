@@ -49,7 +49,9 @@ from forensics.sources.admin_records import (
     dynamic_workflow,
     execution_record,
     execution_ref,
+    graph_of,
     input_texts,
+    literals_of,
     node_record,
     task_facts_of,
     task_run,
@@ -59,14 +61,19 @@ from forensics.sources.admin_records import (
 from forensics.sources.admin_types import (
     Created,
     DynamicWorkflow,
+    Literals,
+    NodeData,
     NodeRecord,
+    RerunRequest,
     TaskFacts,
     TaskId,
     TaskRun,
     TaskTemplate,
     VersionRequest,
     WorkflowFacts,
+    WorkflowGraph,
     one_line,
+    rerun_labels,
 )
 from forensics.sources.task_resources import TaskResources, resources_of
 
@@ -622,4 +629,69 @@ class AdminTransport:
     def create_execution(self, ref: ExecutionRef, request: VersionRequest) -> Created:
         """CreateExecution of a `version_request`."""
         req = execution_pb2.ExecutionCreateRequest.FromString(request.payload)
+        return self._create("CreateExecution", ref, lambda: self._rpc.create_execution(req))
+
+    # -- re-running only what was lost ---------------------------------------------------------
+    def workflow_graph(self, wf: TaskId) -> WorkflowGraph:
+        """GetWorkflow: the workflow version's top-level nodes, their order and bindings."""
+        closure = self._get_by_id("GetWorkflow", identifier_pb2.WORKFLOW, wf).closure
+        return graph_of(wf, closure.compiled_workflow)
+
+    def node_data(self, ref: ExecutionRef, node_id: str) -> NodeData:
+        """GetNodeExecutionData: the node's recorded inputs and outputs (None: none recorded).
+        A SourceError when Admin withholds either (above its inline size limit)."""
+        target = f"{ref}/{node_id}"
+        req = node_execution_pb2.NodeExecutionGetDataRequest(id=_node_id(ref, node_id))
+        data = self._call(
+            "GetNodeExecutionData", target, lambda: self._rpc.get_node_execution_data(req)
+        )
+        input_texts("GetNodeExecutionData", target, data)  # raises when the inputs are withheld
+        outputs = None
+        if data.full_outputs.literals:
+            outputs = literals_of(data.full_outputs)
+        elif data.outputs.bytes > 0:
+            raise SourceError(
+                "admin",
+                f"GetNodeExecutionData: outputs ({data.outputs.bytes} bytes) are larger than "
+                "Admin returns inline",
+                target=target,
+            )
+        return NodeData(literals_of(data.full_inputs), outputs)
+
+    def execution_outputs(self, ref: ExecutionRef) -> Literals:
+        """GetExecutionData `full_outputs` (a single-task execution's are its node's)."""
+        req = execution_pb2.WorkflowExecutionGetDataRequest(id=_wf_id(ref))
+        data = self._call("GetExecutionData", str(ref), lambda: self._rpc.get_execution_data(req))
+        if not data.full_outputs.literals and data.outputs.bytes > 0:
+            raise SourceError(
+                "admin",
+                f"GetExecutionData: outputs ({data.outputs.bytes} bytes) are larger than Admin "
+                "returns inline",
+                target=str(ref),
+            )
+        return literals_of(data.full_outputs)
+
+    def create_rerun(self, request: RerunRequest) -> Created:
+        """CreateExecution whose launch plan is the TASK identifier (flyteadmin
+        `launchSingleTaskExecution`), mode MANUAL — never RECOVERED, which flyteadmin turns into
+        a recovery — with `reference_execution` naming the original and the inputs given."""
+        from flyteidl.core import literals_pb2
+
+        ref = request.original
+        inputs = literals_pb2.LiteralMap(
+            literals={
+                k: literals_pb2.Literal.FromString(v) for k, v in request.inputs.payload.items()
+            }
+        )
+        spec = execution_pb2.ExecutionSpec(
+            launch_plan=_ident(identifier_pb2.TASK, request.task),
+            metadata=execution_pb2.ExecutionMetadata(
+                mode=execution_pb2.ExecutionMetadata.MANUAL, reference_execution=_wf_id(ref)
+            ),
+            labels=common_pb2.Labels(values=rerun_labels(ref, request.node)),
+            overwrite_cache=request.overwrite_cache,
+        )
+        req = execution_pb2.ExecutionCreateRequest(
+            project=ref.project, domain=ref.domain, name=request.name, spec=spec, inputs=inputs
+        )
         return self._create("CreateExecution", ref, lambda: self._rpc.create_execution(req))

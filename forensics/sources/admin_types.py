@@ -196,3 +196,81 @@ def _total(pods: tuple[PodResources, ...], what: str) -> float | None:
     if any(v is None for v in values):
         return None
     return float(sum(v * p.count for v, p in zip(values, pods, strict=True)))
+
+
+# -- re-running only what was lost (docs/commands.md, "relaunch --only-lost") -----------------
+
+
+class Binding(NamedTuple):
+    """One input binding of a workflow node: where its value `var` comes from."""
+
+    var: str
+    node: str | None  # the promise's node (`start-node`: a workflow input); None: a static value
+    output: str | None  # the promised output's name
+    plain: bool  # a scalar or one promise; False: a collection or map holding promises
+
+
+class GraphNode(NamedTuple):
+    """One node of a workflow's primary template, as its compiled closure holds it."""
+
+    node_id: str
+    kind: str  # task / branch / sub-workflow / launch-plan / gate / array / other
+    task: TaskId | None  # the task of a task node
+    upstream: tuple[str, ...]  # the nodes it runs after (`connections.upstream`)
+    bindings: tuple[Binding, ...]
+
+
+class WorkflowGraph(NamedTuple):
+    """A workflow version's top-level nodes (in the closure's order) and its tasks' facts."""
+
+    workflow: TaskId
+    nodes: tuple[GraphNode, ...]
+    tasks: dict[TaskId, TaskFacts]
+
+    def node(self, node_id: str) -> GraphNode | None:
+        return next((n for n in self.nodes if n.node_id == node_id), None)
+
+
+@dataclass(frozen=True)
+class Literals:
+    """A literal map as Admin recorded it: each value serialized (`payload`, read only by the
+    transport) and as text (`texts`, shown in plans and the audit log)."""
+
+    payload: dict[str, bytes] = field(repr=False, compare=False)
+    texts: dict[str, str]
+
+
+class NodeData(NamedTuple):
+    """GetNodeExecutionData of one node: its recorded inputs and outputs (None: not recorded)."""
+
+    inputs: Literals
+    outputs: Literals | None
+
+
+@dataclass(frozen=True)
+class RerunRequest:
+    """A single-task CreateExecution (flyteadmin `launchSingleTaskExecution`): `task` run under
+    `name` with `inputs`, a re-run of node `node` of `original`. `data` is the request as JSON."""
+
+    original: ExecutionRef
+    node: str
+    task: TaskId
+    name: str
+    inputs: Literals
+    data: dict[str, object] = field(compare=False)
+    overwrite_cache: bool = False  # the task is cacheable: recompute, never serve the cache
+
+
+def rerun_labels(original: ExecutionRef, node: str) -> dict[str, str]:
+    """The labels a re-run carries: which execution and node it re-runs (Kubernetes label
+    values: at most 63 characters of `[A-Za-z0-9_.-]`, which execution names and node ids are)."""
+    return {"elastic-audit-rerun-of": original.name, "elastic-audit-rerun-node": node[:63]}
+
+
+class Reruns(NamedTuple):
+    """One listing of the RELAUNCH and RECOVERED executions of a project and domain: original
+    -> its first relaunch, and original -> its recoveries (copies of its false success, never a
+    repair: docs/verdicts.md, "Never recover")."""
+
+    relaunches: dict[ExecutionRef, ExecutionRef]
+    recoveries: dict[ExecutionRef, tuple[ExecutionRef, ...]]

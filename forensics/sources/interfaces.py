@@ -35,12 +35,17 @@ from forensics.model import (
 
 if TYPE_CHECKING:  # the record types only
     from forensics.sources.admin_types import (
+        Literals,
+        NodeData,
+        RerunRequest,
+        Reruns,
         SkippedNode,
         SweptAttempts,
         TaskFacts,
         TaskResources,
         VersionRequest,
         WorkflowFacts,
+        WorkflowGraph,
     )
 
 
@@ -148,13 +153,19 @@ class AdminReader(Protocol):
         """Existing relaunches created at or after `since`: original -> its first relaunch."""
         ...
 
+    def reruns_of(self, project: str, domain: str, since: datetime) -> Reruns:
+        """`relaunches_of` and the RECOVERED executions (original -> its recoveries), in the
+        same one listing."""
+        ...
+
     def close(self) -> None: ...
 
 
 class RelaunchAdmin(AdminReader, Protocol):
     """Flyte Admin as the relauncher uses it: the reads above, the facts its refusals rest on,
-    and the two calls that create an execution (each exactly once: a taken name raises
-    `AlreadyRelaunched` when the execution holding it is a relaunch of `ref`)."""
+    and the calls that create an execution — a relaunch, a relaunch at another version, a
+    single-task re-run of one node — each exactly once: a taken name raises `AlreadyRelaunched`
+    when the execution holding it is that relaunch (or re-run) of `ref`."""
 
     def task_facts(self, task_id: tuple[str, str, str, str]) -> TaskFacts: ...
 
@@ -171,6 +182,15 @@ class RelaunchAdmin(AdminReader, Protocol):
     ) -> ExecutionRef: ...
 
     def create_relaunch(self, ref: ExecutionRef, request: VersionRequest) -> ExecutionRef: ...
+
+    # `relaunch --only-lost` (docs/commands.md): the graph, the recorded data, one task re-run.
+    def workflow_graph(self, workflow: tuple[str, str, str, str]) -> WorkflowGraph: ...
+
+    def node_data(self, ref: ExecutionRef, node_id: str) -> NodeData: ...
+
+    def execution_outputs(self, ref: ExecutionRef) -> Literals: ...
+
+    def rerun(self, request: RerunRequest) -> ExecutionRef: ...
 
 
 class ObjectReader(Protocol):

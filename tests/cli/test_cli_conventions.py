@@ -341,7 +341,7 @@ def test_relaunch_results_link_the_new_execution_and_the_plan_is_data(box, work,
             str(tmp_path / "a.jsonl"), env=env, cwd=work)  # fmt: skip
     plan = json.loads(d.stdout)[0]["plan"]
     assert plan["bug_status"] in ("yes", "likely", "unknown")
-    assert plan["overwrite_cache"] is True
+    assert plan["overwrite_cache"] is False  # nothing cacheable at or after the lost node
     assert plan["checkpoint_state"] == "empty" and plan["checkpoint_objects"] == 0
     assert plan["checkpoint_uri"].startswith("s3://exa-models/checkpoints/")
     t = cli("relaunch", already, "--yes", "-o", "table", "--audit-log", str(tmp_path / "a.jsonl"),

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from support.cli import run, use_sandbox
+from support.operators import at_once
 from support.scan import CONFIG, WINDOW
 
 from forensics.model import ExecutionRef
@@ -54,7 +53,7 @@ def mutations(box) -> int:
 
 
 @pytest.mark.integration
-def test_relaunch_of_the_reference_incident_happens_once_with_overwrite_cache(
+def test_relaunch_of_the_reference_incident_happens_once_without_needless_overwrite_cache(
     box, capsys, tmp_path
 ):
     code, out, _ = relaunch(capsys, str(INCIDENT), "--yes", "-o", "json")
@@ -63,13 +62,14 @@ def test_relaunch_of_the_reference_incident_happens_once_with_overwrite_cache(
     assert result["status"] == "relaunched"
     assert result["relaunched_as"] == {**INCIDENT.as_dict(), "name": relaunch_name(INCIDENT)}
     (request,) = box.admin.calls_of("RelaunchExecution")
-    assert request.overwrite_cache is True and request.name == relaunch_name(INCIDENT)
+    # nothing cacheable at or after the lost node: overwrite_cache would only recompute
+    assert request.overwrite_cache is False and request.name == relaunch_name(INCIDENT)
     assert request.id.name == INCIDENT.name
     assert box.admin.relaunches_of(INCIDENT) == [ExecutionRef(**result["relaunched_as"])]
     (line,) = audit_lines(tmp_path)
     assert line["action"] == "relaunched" and line["original"] == INCIDENT.as_dict()
     assert line["new_execution"] == result["relaunched_as"]
-    assert line["request"]["overwrite_cache"] is True and line["user"] and line["host"]
+    assert line["request"]["overwrite_cache"] is False and line["user"] and line["host"]
     assert "empty" in result["reason"]  # what the relaunch will find: an empty checkpoint
 
     # Run again: no second execution, the first relaunch reported.
@@ -118,15 +118,7 @@ def test_two_operators_at_once_create_one_execution(box, tmp_path):
         "--config",
         str(tmp_path / "elastic-audit.toml"),
     ]
-
-    def operator(_: int) -> subprocess.CompletedProcess:
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-
-    with ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(operator, range(2)))
-    assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
-    statuses = sorted(json.loads(r.stdout)[0]["status"] for r in results)
-    assert statuses == ["already-relaunched", "relaunched"]
+    assert at_once(cmd, env) == ["already-relaunched", "relaunched"]
     assert len(box.admin.relaunches_of(INCIDENT)) == 1
     assert len(audit_lines(tmp_path)) == 2
 
@@ -139,7 +131,7 @@ def test_dry_run_prints_the_exact_request_and_mutates_nothing(box, capsys, tmp_p
     assert out[0]["request"] == {
         "id": INCIDENT.as_dict(),
         "name": relaunch_name(INCIDENT),
-        "overwrite_cache": True,
+        "overwrite_cache": False,
     }
     assert audit_lines(tmp_path)[0]["action"] == "dry-run"
 

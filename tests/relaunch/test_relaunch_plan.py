@@ -233,23 +233,27 @@ def test_with_s3_unreachable_a_second_relaunch_reports_the_first(box, capsys):
     assert out["relaunched_as"] == first["relaunched_as"]
 
 
-# 8. What overwrite_cache costs, and the opt-out.
+# 8. What overwrite_cache costs: sent only when a cacheable node follows the loss; the choices.
 def test_the_plan_names_the_cacheable_nodes_overwrite_cache_recomputes(box, capsys):
     fresh = _ref(FRESH)
     code, (out,), _ = relaunch(capsys, str(fresh), "--dry-run")
-    assert code == 0 and out["request"]["overwrite_cache"] is True
-    assert "recomputes 1 cacheable node(s)" in out["plan"]["cache"]
+    # prep (n0) is cacheable but finished before the lost node: reused, not recomputed
+    assert code == 0 and out["request"]["overwrite_cache"] is False
+    assert out["plan"]["cache"].startswith("no overwrite_cache, because neither the lost node")
     assert "n0 (distill.prep, cache version 1.0)" in out["plan"]["cache"]
     # the same code would run again; the plan names the newer launch plan version to use
     assert out["plan"]["bug"].startswith("YES")
     assert "wf.distill has newer versions (v2): --to-version v2" in out["plan"]["bug"]
+    code, (out,), _ = relaunch(capsys, str(fresh), "--dry-run", "--overwrite-cache")
+    assert out["request"]["overwrite_cache"] is True
+    assert "recomputes 1 cacheable node(s)" in out["plan"]["cache"]
     code, (out,), _ = relaunch(capsys, str(fresh), "--dry-run", "--no-overwrite-cache")
     assert out["request"]["overwrite_cache"] is False
     assert "reuse their cached results: n0 (distill.prep" in out["plan"]["cache"]
-    code, (out,), _ = relaunch(capsys, str(fresh), "--no-overwrite-cache", "--yes")
+    code, (out,), _ = relaunch(capsys, str(fresh), "--overwrite-cache", "--yes")
     assert code == 0 and out["status"] == "relaunched"
     (request,) = box.admin.calls_of("RelaunchExecution")
-    assert request.overwrite_cache is False
+    assert request.overwrite_cache is True
 
 
 def test_dry_run_table_prints_the_plan_for_a_running_child(box, capsys):
@@ -259,6 +263,6 @@ def test_dry_run_table_prints_the_plan_for_a_running_child(box, capsys):
         "phase: RUNNING",
         f"parent: {_ref(PIPELINE)} node n0",
         "bug: YES - re-runs distill.train version v1",
-        "cache: overwrite_cache recomputes 1 cacheable node(s)",
+        "cache: no overwrite_cache, because neither the lost node(s) nor any node after them",
     ):
         assert fragment in err

@@ -42,12 +42,19 @@ from forensics.sandbox.loki_logql import parse_log_query, parse_selector_only
 from forensics.sources import Sources
 from forensics.sources.admin_filters import (
     EXECUTION_MODES,
-    any_state,
-    created_since,
     join_filters,
-    mode_is,
 )
-from forensics.sources.admin_types import NodeRecord, SkippedNode, SweptAttempts
+from forensics.sources.admin_reads import rerun_filters, reruns_from
+from forensics.sources.admin_types import (
+    Literals,
+    NodeData,
+    NodeRecord,
+    RerunRequest,
+    Reruns,
+    SkippedNode,
+    SweptAttempts,
+    WorkflowGraph,
+)
 from forensics.sources.expiry import judge_outputs
 from forensics.sources.loki_answers import INDEX_STATS, LABELS, QUERY_RANGE
 from forensics.sources.loki_limits import reading_length
@@ -197,6 +204,11 @@ class FakeAdmin:
         self.calls: Counter[str] = Counter()
         self._lock = threading.Lock()
         self.page_size = 100
+        self.graphs: dict[tuple[str, str, str, str], WorkflowGraph] = {}  # workflow -> graph
+        self.node_io: dict[tuple[ExecutionRef, str], NodeData] = {}  # (execution, node) -> data
+        self.outputs: dict[ExecutionRef, Literals] = {}  # execution -> its outputs
+        self.reruns: list[RerunRequest] = []  # single-task executions created, in order
+        self.lose_response = False  # the next CreateExecution's answer is lost
 
     # seeding
     def add(
@@ -359,15 +371,68 @@ class FakeAdmin:
             dict.fromkeys(lp[3] for lp in reversed(lps) if lp[:3] == (project, domain, name))
         )
 
+    def reruns_of(self, project: str, domain: str, since: datetime) -> Reruns:
+        return reruns_from(self.list_executions(project, domain, filters=rerun_filters(since)))
+
     def relaunches_of(
         self, project: str, domain: str, since: datetime
     ) -> dict[ExecutionRef, ExecutionRef]:
-        out: dict[ExecutionRef, ExecutionRef] = {}
-        filters = [mode_is("RELAUNCH"), created_since(since), any_state()]
-        for rec in self.list_executions(project, domain, filters=filters):
-            if rec.reference_execution is not None:
-                out.setdefault(rec.reference_execution, rec.ref)
-        return out
+        return self.reruns_of(project, domain, since).relaunches
+
+    # `relaunch --only-lost`: the graph, the recorded data, single-task executions
+    def workflow_graph(self, workflow: tuple[str, str, str, str]) -> WorkflowGraph:
+        self._call("GetWorkflow", ":".join(workflow))
+        if workflow not in self.graphs:
+            raise NotFoundError("admin", "GetWorkflow: NOT_FOUND", target=":".join(workflow))
+        return self.graphs[workflow]
+
+    def node_data(self, ref: ExecutionRef, node_id: str) -> NodeData:
+        self._call("GetNodeExecutionData", f"{ref}/{node_id}")
+        if (ref, node_id) not in self.node_io:
+            raise NotFoundError("admin", "GetNodeExecutionData: NOT_FOUND", target=str(ref))
+        return self.node_io[(ref, node_id)]
+
+    def execution_outputs(self, ref: ExecutionRef) -> Literals:
+        self._row("GetExecutionData", ref)
+        return self.outputs.get(ref, Literals({}, {}))
+
+    def rerun(self, request: RerunRequest) -> ExecutionRef:
+        """A single-task CreateExecution: a new execution (mode MANUAL, the original as its
+        reference, the task as its launch plan) QUEUED until `finish`. `lose_response` makes the
+        next one be created and its answer lost, as the real client's retry then reports."""
+        ref = request.original
+        self._call("CreateExecution", str(ref))
+        new = ExecutionRef(ref.project, ref.domain, request.name)
+        with self._lock:
+            existing = self._by_ref.get(new)
+            lost, self.lose_response = self.lose_response, False
+        if existing is not None:
+            rec = existing.record
+            if rec.reference_execution == ref and rec.launch_plan == request.task:
+                raise AlreadyRelaunched(new, original=ref, after_retry=False)
+            raise SourceError("admin", "CreateExecution: ALREADY_EXISTS", target=str(ref))
+        now = datetime.now(UTC)
+        record = ExecutionRecord(
+            new, "QUEUED", now, now, "MANUAL", ref, launch_plan=request.task, workflow=None
+        )
+        with self._lock:
+            if new in self._by_ref:  # another thread created it between the check and here
+                raise AlreadyRelaunched(new, original=ref, after_retry=False)
+            self.reruns.append(request)
+        self.add(record)
+        if lost:
+            self._call("CreateExecution", str(ref))  # the retry, answered ALREADY_EXISTS
+            raise AlreadyRelaunched(new, original=ref, after_retry=True)
+        return new
+
+    def finish(
+        self, ref: ExecutionRef, phase: str = "SUCCEEDED", outputs: dict[str, str] | None = None
+    ) -> None:
+        """The execution ends in `phase` with `outputs` (name -> text, served as literals)."""
+        row = self._by_ref[ref]
+        row.record = replace(row.record, phase=phase)
+        if outputs is not None:
+            self.outputs[ref] = literals(outputs)
 
     # the one write
     def relaunch(
@@ -399,6 +464,11 @@ class FakeAdmin:
 
     def create_relaunch(self, ref: ExecutionRef, request: Any) -> ExecutionRef:
         raise SourceError("admin", "CreateExecution: not served by the fake", target=str(ref))
+
+
+def literals(values: dict[str, str]) -> Literals:
+    """Literals as Admin would serve them: each value's bytes stand for its serialized form."""
+    return Literals({k: v.encode() for k, v in values.items()}, dict(values))
 
 
 def _by_node(attempts: list[AttemptRecord]) -> list[tuple[str, list[AttemptRecord]]]:

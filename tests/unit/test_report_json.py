@@ -86,6 +86,7 @@ FINDINGS = (
             "s3://ck/a1/", "present", 4, _at(0.5), None, "input:ckpt", written_after_signal=True
         ),
         relaunched_as=ExecutionRef("gs1", "production", "r1"),
+        recovered_as=(ExecutionRef("gs1", "production", "rc1"),),
         links={"flyte": "https://flyte/console/a1", "loki": "https://grafana/explore"},
         evidence=("signal late", "outputs unknown"),
         cost=COST,
