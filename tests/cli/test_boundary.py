@@ -44,6 +44,14 @@ ALLOWED: list[tuple[str, str, str]] = [
     ("forensics/relaunch/relauncher.py", "has newer versions (", _RESULT),  # --to-version NEWEST
     ("forensics/relaunch/relauncher.py", "--to-version {opts.to_version}", _RESULT),
     ("forensics/relaunch/assess.py", "--no-overwrite-cache", _RESULT),
+    # relaunch --only-lost's plan lines: why a chain is refused, what already runs (a result)
+    ("forensics/relaunch/lost_run.py", '"--only-lost: the re-check names no lost node"', _RESULT),
+    ("forensics/relaunch/lost_run.py", '"--only-lost: Admin names no workflow for it"', _RESULT),
+    ("forensics/relaunch/lost_run.py", '"--only-lost cannot replay it faithfully: "', _RESULT),
+    ("forensics/relaunch/lost_run.py", 'f"--only-lost: {e}; nothing re-run"', _RESULT),
+    ("forensics/relaunch/relauncher.py", '"--only-lost re-runs it already: "', _RESULT),
+    ("forensics/relaunch/relauncher.py", '"--no-overwrite-cache: "', _RESULT),
+    ("forensics/relaunch/relauncher.py", "'--no-overwrite-cache: '", _RESULT),
     (
         "forensics/config.py",
         "--loki-url",
