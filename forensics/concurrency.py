@@ -92,6 +92,31 @@ class Pools:
             self._errors.append(error)  # before the stop: `results` raises it, not a Stopped
             self.stop.set()
 
+    def crawl(
+        self,
+        pool: str,
+        seeds: Iterable[Any],
+        work: Callable[[Any, Callable[[Any], None]], T | None],
+        workers: int,
+    ) -> list[T]:
+        """Work through `seeds` and every item their work adds, with `workers` jobs of `pool`
+        taking the next item from one FIFO queue, and return what the work returned (None
+        left out, in no particular order). A join: `work(item, add)` may `add` items until the
+        last one is done. One job per worker, not one per item: a queue's get is all an item
+        costs to hand on."""
+        crawl = _Crawl(self.stop, work, max(1, workers))
+        for seed in seeds:
+            crawl.add(seed)
+        if not crawl.pending:
+            return []
+        jobs: list[Future[list[T]]] = []
+        try:
+            for _ in range(crawl.workers):
+                jobs.append(self.submit(pool, crawl.job))
+        except Stopped:  # a job failed already: `results` raises its error
+            pass
+        return [r for rs in self.results(jobs) for r in rs]
+
     def results(self, futures: Sequence[Future[T]]) -> list[T]:
         """Wait for every future (Ctrl-C stays deliverable) and return their results in order;
         the first error of any job raises here."""
@@ -124,6 +149,52 @@ class Pools:
 
     def __exit__(self, error: type[BaseException] | None, *exc: object) -> None:
         self.close(idle=error is None)
+
+
+class _Crawl:
+    """The queue of one `Pools.crawl` and what its jobs run."""
+
+    def __init__(
+        self, stop: threading.Event, work: Callable[[Any, Callable[[Any], None]], Any], workers: int
+    ) -> None:
+        self.stop = stop
+        self.work = work
+        self.workers = workers
+        self.pending = 0  # items added and not done yet
+        self._todo: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._end = object()
+
+    def add(self, item: Any) -> None:
+        with self._lock:
+            self.pending += 1
+        self._todo.put(item)
+
+    def job(self) -> list[Any]:
+        """Do items until the last one is done (then every job gets the end)."""
+        out = []
+        while True:
+            item = self._next()
+            if item is self._end:
+                return out
+            result = self.work(item, self.add)
+            del item  # an idle worker keeps nothing of the item it did
+            if result is not None:
+                out.append(result)
+            with self._lock:
+                self.pending -= 1
+                last = self.pending == 0
+            if last:
+                for _ in range(self.workers):
+                    self._todo.put(self._end)
+
+    def _next(self) -> Any:
+        while not self.stop.is_set():
+            try:
+                return self._todo.get(timeout=0.2)
+            except queue.Empty:
+                continue
+        raise Stopped()
 
 
 Emit = Callable[[Any], bool]

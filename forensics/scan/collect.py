@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import NamedTuple
 
-from forensics.concurrency import Pools, Stopped
+from forensics.concurrency import Pools
 from forensics.detect import (
     Cleared,
     assert_never,
@@ -114,6 +114,16 @@ class _Swept:
     direct: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """One of the sweep's listings (`sweep.listings`) and its pages, read one at a time."""
+
+    project: str
+    domain: str
+    filters: str
+    pages: Iterator[list[ExecutionRecord]]
+
+
 class _Signals(NamedTuple):
     hits: dict[PodKey, SignalHit]  # the earliest hit per (namespace, pod)
     unparsed: int
@@ -168,7 +178,6 @@ class _Collect:
         self.pools = Pools({})  # made once the projects are known (`_run`)
         self._lock = threading.Lock()
         self._listed: set[ExecutionRef] = set()
-        self._sweeps: list[Future[_Swept | Gap]] = []
         self._batch: list[AttemptRecord] = []  # outputs.pb checks not yet sent
         self._checks: list[Future[list[tuple[AttemptRef, ObjectCheck]]]] = []
         self._refused: set[str] = set()  # buckets whose listing failed (logged once each)
@@ -195,7 +204,7 @@ class _Collect:
         step("projects")
         todo = sweep.listings(projects, self.scope, w, self.settings.flyte.clock_skew)
         workers = self.settings.workers
-        sizes = {"loki": 2, "list": sweep.listers(todo, workers), "admin": workers, "s3": workers}
+        sizes = {"loki": 2, "admin": workers, "s3": workers}
         self.pools = Pools(sizes)
         self.coverage.selector = task_selector(
             self.settings, self.scope, projects.scope_domains(self.scope)
@@ -247,17 +256,14 @@ class _Collect:
         if disruption_sources_on(self.settings):
             events = pools.submit("loki", self._read_disruptions)
         self.progress.start("sweep", "Sweeping Admin executions", None)
-        listings = [pools.submit("list", self._list, *listing) for listing in todo]
-        gaps += [g for g in pools.results(listings) if g is not None]
-        step("sweep")
         swept: list[_Swept] = []
-        for s in pools.results(self._sweeps):  # every listing ended: no sweep is added now
+        seeds = [_Listing(*listing, self.lookups.execution_pages(*listing)) for listing in todo]
+        for s in pools.crawl("admin", seeds, self._sweep_work, self.settings.workers):
             if isinstance(s, Gap):
                 gaps.append(s)
             else:
                 swept.append(s)
-        self._sweeps = []
-        step("sweep's last executions")
+        step("sweep")
         (read,) = pools.results([signals])
         reads = pools.results([events])[0] if events is not None else []
         step("signals")
@@ -295,27 +301,33 @@ class _Collect:
         pd = self.projects.project_domain(ns)
         return pd is not None and self.scope.covers(*pd)
 
-    def _list(self, project: str, domain: str, filters: str) -> Gap | None:
-        """One listing: each execution not listed yet is swept in the Admin pool."""
-        executions = self.lookups.executions(project, domain, filters)
-        error = sweep.list_executions(executions, self._listed_one)
-        if error is None:
+    def _sweep_work(
+        self, item: _Listing | ExecutionRecord, add: Callable[[object], None]
+    ) -> object:
+        """One item of the sweep's work (`Pools.crawl`): a listing's next page, whose
+        executions not listed yet are added after the page that follows (a failed page is the
+        listing's gap), or one execution swept. One Admin call at a time per worker: the admin
+        pool alone bounds the calls in flight."""
+        if isinstance(item, ExecutionRecord):
+            return self._sweep(item)
+        try:
+            page = next(item.pages, None)
+        except SourceError as e:
+            w = self.window
+            why = f"{item.project}/{item.domain}: {e.cause}"
+            return Gap("admin", w.start, w.end, why, failure=e.kind)
+        if page is None:
             return None
-        w = self.window
-        return Gap(
-            "admin", w.start, w.end, f"{project}/{domain}: {error.cause}", failure=error.kind
-        )
-
-    def _listed_one(self, ex: ExecutionRecord) -> None:
-        """Sweep each listed execution once: the listings are disjoint when read, but an
-        execution may move from one to the other while they are (a running one that ends)."""
-        if self.pools.stop.is_set():
-            raise Stopped()
-        with self._lock:
-            if ex.ref in self._listed:
-                return
-            self._listed.add(ex.ref)
-            self._sweeps.append(self.pools.submit("admin", self._sweep, ex))
+        add(item)  # the next page, read while this one's executions are swept
+        for ex in page:
+            # Sweep each listed execution once: the listings are disjoint when read, but an
+            # execution may move from one to the other while they are (a running one that ends).
+            with self._lock:
+                new = ex.ref not in self._listed
+                self._listed.add(ex.ref)
+            if new:
+                add(ex)
+        return None
 
     def _sweep(self, ex: ExecutionRecord) -> _Swept | Gap:
         """The execution's attempts of the nodes that can run an elastic task; its outputs.pb

@@ -7,10 +7,10 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
 
 from forensics.checkpoints import (
+    CheckpointLocation,
     checkpoint_from,
     checkpoint_location,
     needs_execution_inputs,
@@ -28,14 +28,14 @@ from forensics.model import (
 )
 from forensics.sources import Sources
 from forensics.sources.admin_types import Reruns, SkippedNode, SweptAttempts, TaskResources
-from forensics.sources.interfaces import AdminReader
 
 
 class Lookups:
     """Cached reads through `sources`: an execution, its attempts and inputs are read once.
 
     Thread-safe; `slots` bounds the Admin calls in flight, whichever thread makes them, to
-    `settings.workers` (the scan's pools take a slot per call too).
+    `settings.workers` (the scan's pools take a slot per call too), except the sweep's
+    (`execution_pages`, `sweep`): the scan's admin pool bounds those.
     """
 
     def __init__(self, sources: Sources) -> None:
@@ -48,10 +48,12 @@ class Lookups:
         self._ref_locks: dict[ExecutionRef, threading.Lock] = defaultdict(threading.Lock)
 
     # -- the sweep's reads, each made once by a scan (not cached) ------------------------------
-    def executions(self, project: str, domain: str, filters: str) -> Iterator[ExecutionRecord]:
-        """One listing's executions, each page read holding an Admin slot (not each execution
-        handed on: the sweep's own calls wait for the slots)."""
-        return executions_under(self.sources.admin, self.slots, project, domain, filters)
+    def execution_pages(
+        self, project: str, domain: str, filters: str
+    ) -> Iterator[list[ExecutionRecord]]:
+        """One listing's pages, one ListExecutions each, for a caller that bounds the Admin
+        calls in flight itself (the sweep: one call at a time per worker of the admin pool)."""
+        return self.sources.admin.list_execution_pages(project, domain, filters=filters)
 
     def live(self, project: str, domain: str, filters: str) -> Iterator[ExecutionRecord]:
         """One listing's executions, for a caller that holds an Admin slot already (`resolve`)."""
@@ -59,9 +61,9 @@ class Lookups:
 
     def sweep(self, ex: ExecutionRecord) -> SweptAttempts:
         """The attempts of the execution's nodes that can run an elastic task, and the task
-        nodes passed over."""
-        with self.slots:
-            return self.sources.admin.sweep_attempts(ex)
+        nodes passed over; its calls are made one at a time, and the caller bounds how many
+        sweeps run at once (the scan's admin pool), not `slots`."""
+        return self.sources.admin.sweep_attempts(ex)
 
     def passed_over(self, ref: ExecutionRef, nodes: Sequence[SkippedNode]) -> list[AttemptRecord]:
         """The attempts of nodes the sweep passed over (one ListTaskExecutions each)."""
@@ -131,6 +133,16 @@ class Lookups:
         self, ex: ExecutionRecord, att: AttemptRecord, signal: SignalHit | None
     ) -> Checkpoint:
         """Locate the attempt's checkpoint and list it (never `empty` for an error)."""
+        located = self.checkpoint_location(ex, att)
+        if isinstance(located, Checkpoint):
+            return located
+        return self.checkpoint_listed(located, signal)
+
+    def checkpoint_location(
+        self, ex: ExecutionRecord, att: AttemptRecord
+    ) -> CheckpointLocation | Checkpoint:
+        """Where the attempt's checkpoint is (the Admin reads it takes), or the `unknown`
+        checkpoint a failed read leaves."""
         inputs = node_inputs = None
         ck = self.sources.settings.checkpoints
         if needs_inputs(ck):
@@ -158,23 +170,9 @@ class Lookups:
             except SourceError as e:
                 return Checkpoint(None, "unknown", reason=f"node execution: {e.cause}")
             loc = checkpoint_location(ck, att, ex, inputs, node_inputs=node_inputs)
+        return loc
+
+    def checkpoint_listed(self, loc: CheckpointLocation, signal: SignalHit | None) -> Checkpoint:
+        """The checkpoint at `loc`, listed (one S3 listing; none without a location)."""
         listing = self.sources.store.list_prefix(loc.uri) if loc.uri is not None else None
         return checkpoint_from(loc, listing, signal)
-
-
-def executions_under(
-    admin: AdminReader,
-    slots: AbstractContextManager[object],
-    project: str,
-    domain: str,
-    filters: str,
-) -> Iterator[ExecutionRecord]:
-    """One listing's executions, each page read holding one of the scan's Admin `slots` (not
-    each execution handed on: the sweep's own calls wait for the slots)."""
-    pages = admin.list_execution_pages(project, domain, filters=filters)
-    while True:
-        with slots:  # the page's one call is sent inside `next`
-            page = next(pages, None)
-        if page is None:
-            return
-        yield from page

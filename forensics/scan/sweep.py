@@ -3,7 +3,7 @@ and the relaunches that exist already of the executions found."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -45,28 +45,6 @@ def listings(
         for project, domain in pairs
         for filters in attempts_may_end_during(window.start, window.end, margin)
     ]
-
-
-def listers(todo: list[Listing], workers: int) -> int:
-    """How many listings to read at once: listing is one page per hundred executions, so a few
-    keep every worker busy sweeping (one per four workers, at most one per project and domain)."""
-    pairs = len(dict.fromkeys((p, d) for p, d, _ in todo))
-    return max(1, min(pairs, (workers + 3) // 4))
-
-
-def list_executions(
-    executions: Iterator[ExecutionRecord], on_execution: Callable[[ExecutionRecord], None]
-) -> SourceError | None:
-    """Hand every execution of one listing to `on_execution`; the error that ended the listing
-    early, or None."""
-    while True:
-        try:
-            ex = next(executions, None)
-        except SourceError as e:
-            return e
-        if ex is None:
-            return None
-        on_execution(ex)
 
 
 def relaunch_listings(

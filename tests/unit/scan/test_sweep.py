@@ -3,38 +3,59 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
+import pytest
 from support.fakes import T0, WINDOW, FakeAdmin, attempt, execution, fake_sources
 
 from forensics.config import Settings
 from forensics.detect import Decision, Verdict, build_finding
+from forensics.errors import SourceError
 from forensics.model import Checkpoint, ExecutionRef, Gap, ObjectCheck
 from forensics.scan import sweep
-from forensics.scan.lookups import Lookups, executions_under
-from forensics.scan.resolve import Projects
+from forensics.scan.collect import collect
+from forensics.scan.lookups import Lookups
 from forensics.scan.scope import ScanScope
 
 DAYS_AGO = WINDOW.start - timedelta(days=3)
 
 
-def swept(admin: FakeAdmin, scope=ScanScope()) -> tuple[list[str], list[str]]:
-    """The names listed (in order, repeats kept) and the listings' errors."""
-    slots = threading.BoundedSemaphore(4)
-    projects = Projects(Settings())
-    projects.load(admin, scope, slots)
-    names: list[str] = []
-    errors = []
-    for project, domain, filters in sweep.listings(projects, scope, WINDOW):
-        executions = executions_under(admin, slots, project, domain, filters)
-        error = sweep.list_executions(executions, lambda ex: names.append(ex.ref.name))
-        if error is not None:
-            errors.append(error)
-    return names, errors
+class SweepingAdmin(FakeAdmin):
+    """Admin recording each execution swept (in order) and the most calls it had in flight."""
+
+    def __init__(self, call_seconds: float = 0.0) -> None:
+        super().__init__()
+        self.swept: list[str] = []
+        self.call_seconds = call_seconds
+        self.in_flight = self.most_in_flight = 0
+        self._flight = threading.Lock()
+
+    def _call(self, rpc: str, target: str) -> None:
+        with self._flight:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            time.sleep(self.call_seconds)
+            super()._call(rpc, target)
+        finally:
+            with self._flight:
+                self.in_flight -= 1
+
+    def sweep_attempts(self, ex):
+        with self._flight:
+            self.swept.append(ex.ref.name)
+        return super().sweep_attempts(ex)
+
+
+def swept(admin: SweepingAdmin, scope=ScanScope(), workers: int = 4) -> tuple[list[str], list[Gap]]:
+    """The names the scan swept (in the order swept, repeats kept) and its Admin gaps."""
+    collected = collect(fake_sources(Settings(workers=workers), admin=admin), WINDOW, scope)
+    return admin.swept, [g for g in collected.gaps if g.source == "admin"]
 
 
 def test_every_execution_an_attempt_may_have_ended_in_is_listed_once():
-    admin = FakeAdmin()
+    admin = SweepingAdmin()
     admin.page_size = 2  # several pages per listing
     inside = [execution(f"in{i:018d}") for i in range(5)]
     for ex in inside:
@@ -50,13 +71,14 @@ def test_every_execution_an_attempt_may_have_ended_in_is_listed_once():
     admin.add(execution("afterxxxxxxxxxxxxxxx", created=late, updated=late))
     names, errors = swept(admin)
     assert errors == []
+    assert len(names) == len(set(names))
     assert sorted(names) == sorted(
         [ex.ref.name for ex in inside] + [running.ref.name, archived.ref.name]
     )
 
 
 def test_the_scope_limits_the_listings_to_its_projects_and_domains():
-    admin = FakeAdmin()
+    admin = SweepingAdmin()
     admin.add(execution("a" * 20, project="gs1", domain="production"))
     admin.add(execution("b" * 20, project="gs1", domain="development"))
     admin.add(execution("c" * 20, project="nlp", domain="production"))
@@ -64,28 +86,30 @@ def test_the_scope_limits_the_listings_to_its_projects_and_domains():
     assert names == ["a" * 20]
 
 
+class BrokenMidway(SweepingAdmin):
+    """Admin whose listings fail at their third page, as a connection reset does."""
+
+    def list_execution_pages(self, *args, **kw):
+        for i, page in enumerate(super().list_execution_pages(*args, **kw)):
+            if i == 2:
+                raise SourceError("admin", "ListExecutions: UNAVAILABLE: connection reset")
+            yield page
+
+
 def test_a_listing_that_fails_midway_says_why_and_keeps_what_it_read():
-    admin = FakeAdmin()
+    admin = BrokenMidway()
     admin.page_size = 1
     for i in range(3):
         admin.add(execution(f"e{i:019d}"))
-    pages = 0
-    original = admin._call
-
-    def third_page_fails(rpc, target):
-        nonlocal pages
-        if rpc == "ListExecutions":
-            pages += 1
-            if pages == 3:
-                admin.fail("ListExecutions", "UNAVAILABLE: connection reset")
-        original(rpc, target)
-
-    admin._call = third_page_fails  # type: ignore[method-assign]
-    names, errors = swept(admin)
-    assert names == ["e0000000000000000000", "e0000000000000000001"]
-    assert [e.cause for e in errors] == [
-        "ListExecutions: UNAVAILABLE: connection reset",
-        "ListExecutions: UNAVAILABLE: connection reset",
+    names, gaps = swept(admin)
+    assert sorted(names) == ["e0000000000000000000", "e0000000000000000001"]
+    # One listing had three pages (the other, of running executions, one): one gap, the window.
+    assert [(g.error, g.start, g.end) for g in gaps] == [
+        (
+            "gs1/production: ListExecutions: UNAVAILABLE: connection reset",
+            WINDOW.start,
+            WINDOW.end,
+        )
     ]
 
 
@@ -132,45 +156,27 @@ def test_relaunches_that_cannot_be_listed_are_a_gap_not_a_no():
     assert ExecutionRef("gs1", "production", "o" * 20) == ex.ref
 
 
-class CountingSlots(threading.BoundedSemaphore):
-    """The scan's slots, counting how often one is taken."""
-
-    def __init__(self, value: int) -> None:
-        super().__init__(value)
-        self.taken = 0
-
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        got = super().acquire(blocking, timeout)
-        self.taken += got
-        return got
-
-    __enter__ = acquire
-
-
-def test_a_listing_takes_a_slot_per_page_read_not_per_execution_handed_on():
-    # The slots bound Admin calls in flight; a listing that took one for every execution it
-    # handed on (most of them read from a page already in hand) kept the sweep's calls waiting.
-    admin = FakeAdmin()
-    admin.page_size = 2
-    for i in range(5):
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_sweep_keeps_workers_admin_calls_in_flight_and_never_more(workers):
+    # Listing pages and sweeps share the admin pool's workers, one Admin call at a time each:
+    # `--workers` bounds the calls in flight with no semaphore, and a page is read while the
+    # executions of the one before are swept (the pool never waits for a listing).
+    admin = SweepingAdmin(call_seconds=0.002)
+    admin.page_size = 4
+    for i in range(24):
         admin.add(execution(f"e{i:019d}"))
-    slots = CountingSlots(1)
-    held_while_read = []
-    original = admin._call
+    names, gaps = swept(admin, workers=workers)
+    assert gaps == [] and sorted(names) == sorted(f"e{i:019d}" for i in range(24))
+    assert admin.most_in_flight == workers
 
-    def call(rpc, target):
-        if rpc == "ListExecutions":
-            free = slots.acquire(blocking=False)
-            if free:
-                slots.release()
-                slots.taken -= 1  # this probe is not the listing's
-            held_while_read.append(not free)
-        return original(rpc, target)
 
-    admin._call = call
-    names = []
-    executions = executions_under(admin, slots, "gs1", "production", "")
-    error = sweep.list_executions(executions, lambda ex: names.append(ex.ref.name))
-    assert error is None and len(names) == 5
-    assert held_while_read == [True] * 3  # pages of 2, 2 and 1
-    assert slots.taken == 4  # the three pages and the end of the listing
+def test_a_bug_in_the_sweep_stops_the_scan_and_is_raised():
+    class Buggy(SweepingAdmin):
+        def sweep_attempts(self, ex):
+            raise ZeroDivisionError("a bug")
+
+    admin = Buggy()
+    for i in range(12):
+        admin.add(execution(f"e{i:019d}"))
+    with pytest.raises(ZeroDivisionError):
+        swept(admin)
