@@ -13,11 +13,12 @@ import itertools
 import logging
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 
 from forensics.concurrency import Pools
-from forensics.detect import build_finding, finding_links
-from forensics.model import Finding, Gap, Report, Window, rfc3339
+from forensics.detect import Decision, build_finding, finding_links
+from forensics.model import Checkpoint, Finding, Gap, Report, Window, rfc3339
 from forensics.progress import NULL, Progress
 from forensics.scan.build import Judged, build_report
 from forensics.scan.collect import collect
@@ -92,39 +93,35 @@ class ScanRun:
 
 
 def judge_all(sources: Sources, lookups: Lookups, evidence: Sequence[Evidence]) -> list[Judged]:
-    """Each attempt's decision; a finding gets its checkpoint located (Admin and S3 reads, in a
-    pool of `settings.workers`) and its links."""
+    """Each attempt's decision; a finding gets its checkpoint located (Admin reads, then one
+    S3 listing; each source `settings.workers` at once) as soon as it is decided, and its
+    links."""
     settings = sources.settings
-    decisions = [judge(e) for e in evidence]
-    if log.isEnabledFor(logging.INFO):  # one line per attempt: not built unless shown
-        for e, d in zip(evidence, decisions, strict=True):
-            att, signal = e.attempt, e.signal
-            log.info(
-                "%s %s/%s (%s, signal %s, outputs.pb %s): %s",
-                e.execution.ref,
-                att.ref.node_id,
-                att.ref.attempt,
-                att.phase,
-                rfc3339(signal.at) if signal else "none",
-                d.outputs.state if d.outputs else "not checked",
-                d.verdict or f"cleared: {d.cleared}",
-            )
-    found = [i for i, d in enumerate(decisions) if d.is_finding]
-    with Pools({"s3": settings.workers}) as pools:
-        checkpoints = pools.results(
-            [
-                pools.submit(
-                    "s3",
-                    lookups.checkpoint,
-                    evidence[i].execution,
-                    evidence[i].attempt,
-                    evidence[i].signal,
-                )
-                for i in found
-            ]
-        )
+    verbose = log.isEnabledFor(logging.INFO)  # one line per attempt: not built unless shown
+    decisions: list[Decision] = []
+    with Pools({"admin": settings.workers, "s3": settings.workers}) as pools:
+
+        def locate(e: Evidence) -> Checkpoint | Future[Checkpoint]:
+            where = lookups.checkpoint_location(e.execution, e.attempt)
+            if isinstance(where, Checkpoint):
+                return where
+            return pools.submit("s3", lookups.checkpoint_listed, where, e.signal)
+
+        located: dict[int, Future[Checkpoint | Future[Checkpoint]]] = {}
+        for i, e in enumerate(evidence):
+            d = judge(e)
+            decisions.append(d)
+            if verbose:
+                _log_decision(e, d)
+            if d.is_finding:
+                located[i] = pools.submit("admin", locate, e)
+        stages = pools.results(list(located.values()))
+        pools.results([s for s in stages if isinstance(s, Future)])
+    checkpoints = {
+        i: s.result() if isinstance(s, Future) else s for i, s in zip(located, stages, strict=True)
+    }
     findings: dict[int, Finding] = {}
-    for i, checkpoint in zip(found, checkpoints, strict=True):
+    for i, checkpoint in checkpoints.items():
         e = evidence[i]
         links = finding_links(settings, e.execution, e.signal)
         finding = build_finding(
@@ -143,6 +140,20 @@ def judge_all(sources: Sources, lookups: Lookups, evidence: Sequence[Evidence]) 
         Judged(e, d, findings.get(i))
         for i, (e, d) in enumerate(zip(evidence, decisions, strict=True))
     ]
+
+
+def _log_decision(e: Evidence, d: Decision) -> None:
+    att, signal = e.attempt, e.signal
+    log.info(
+        "%s %s/%s (%s, signal %s, outputs.pb %s): %s",
+        e.execution.ref,
+        att.ref.node_id,
+        att.ref.attempt,
+        att.phase,
+        rfc3339(signal.at) if signal else "none",
+        d.outputs.state if d.outputs else "not checked",
+        d.verdict or f"cleared: {d.cleared}",
+    )
 
 
 def _log_timing(steps: list[tuple[str, float, float]]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -115,9 +116,9 @@ class LateAdmin(FakeAdmin):
         self.loki = loki
         self.go = threading.Event()
 
-    def list_executions(self, *args, **kw):
+    def list_execution_pages(self, *args, **kw):
         assert self.go.wait(5)
-        yield from super().list_executions(*args, **kw)
+        yield from super().list_execution_pages(*args, **kw)
 
 
 class TellingLoki(FakeLoki):
@@ -248,3 +249,52 @@ def test_an_error_in_the_sweep_stops_the_scan_while_loki_is_still_reading():
         assert not any(t.name.startswith("loki") and t.is_alive() for t in threading.enumerate())
     finally:
         loki.release.set()
+
+
+class NodeReadsCounted(FakeAdmin):
+    def __init__(self) -> None:
+        super().__init__()
+        self.node_reads = threading.Semaphore(0)
+
+    def with_node(self, att: AttemptRecord) -> AttemptRecord:
+        """The node execution read, naming Flyte's own checkpoint prefix."""
+        out = super().with_node(att)
+        self.node_reads.release()
+        return replace(out, checkpoint_uri=f"s3://ck/{att.ref.execution.name}/")
+
+
+class ListsAfterTwoNodeReads(FakeStore):
+    """S3 whose checkpoint listings answer only once Admin read two node executions."""
+
+    def __init__(self, admin: NodeReadsCounted) -> None:
+        super().__init__()
+        self.admin = admin
+        self.waited = False
+
+    def list_prefix(self, uri: str):
+        if not self.waited:
+            self.waited = True
+            assert all(self.admin.node_reads.acquire(timeout=5) for _ in range(2))
+        return super().list_prefix(uri)
+
+
+def test_a_findings_checkpoint_admin_read_does_not_wait_for_another_findings_listing():
+    # Admin and S3 each get `--workers` at once: with one worker, the second finding's node
+    # read runs while the first finding's checkpoint is being listed (one pool for both
+    # waited here for five seconds, then failed).
+    loki, admin = FakeLoki(), NodeReadsCounted()
+    store = ListsAfterTwoNodeReads(admin)
+    affected = []
+    for name in ("azvg5f9v9974m78fvlf7", "bq7k2m9x4c8d1f6h3j5n"):
+        ex = execution(name)
+        att = replace(attempt(ex), node_read=False)  # listed directly: its node not read
+        admin.add(ex, [att])
+        signalled(loki, att)
+        wrote_outputs(store, att, outputs=False)
+        affected.append((str(att.ref), "affected"))
+    sources = fake_sources(Settings(workers=1), loki=loki, admin=admin, store=store)
+    started = time.monotonic()
+    report = ScanRun(sources, WINDOW).run()
+    assert time.monotonic() - started < 4
+    assert sorted(verdicts(report)) == affected
+    assert [f.checkpoint.state for f in report.findings] == ["empty", "empty"]
