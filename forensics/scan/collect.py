@@ -125,7 +125,9 @@ class _Listing:
 
 
 class _Signals(NamedTuple):
-    hits: dict[PodKey, SignalHit]  # the earliest hit per (namespace, pod)
+    pods: PodIndex  # the signalled pods in scope (the earliest hit each)
+    cleared: list[Cleared]  # a signalled pod of no Flyte namespace each
+    unresolved: list[Unresolved]  # a known project's namespace with an unknown domain each
     unparsed: int
     example: UnparsedLine | None
     gaps: list[Gap]
@@ -221,9 +223,7 @@ class _Collect:
         gaps += coverage_gaps(self.coverage, self.sources.loki)
         if self.coverage.any_ran():
             gaps += blind_events_gaps(reads, w)
-        unresolved: list[Unresolved] = []
-        cleared: list[Cleared] = []
-        pods = self._pod_index(signals, unresolved, cleared)
+        unresolved, cleared, pods = list(signals.unresolved), list(signals.cleared), signals.pods
         disruptions = DisruptionIndex()
         disruptions.fill(*reads)
         pods.point(self._disrupted_pods(disruptions))
@@ -290,7 +290,11 @@ class _Collect:
         self.coverage.probe(settings.workers)  # before any verdict is final
         log_unparsed(lines)
         gaps += lines.label_gaps(window)  # a label name the lines lack
-        return _Signals(hits, lines.unparsed, lines.unparsed_example, gaps)
+        # Indexed here, beside the sweep: joining them to the swept attempts waits for both.
+        unresolved: list[Unresolved] = []
+        cleared: list[Cleared] = []
+        pods = self._pod_index(hits, unresolved, cleared)
+        return _Signals(pods, cleared, unresolved, lines.unparsed, lines.unparsed_example, gaps)
 
     def _read_disruptions(self) -> list[EventsRead]:
         """Events in Loki (`[k8s_events]`) and DisruptionTarget conditions in Prometheus
@@ -415,12 +419,15 @@ class _Collect:
 
     # -- 3. the signals joined to the swept attempts ------------------------------------------------
     def _pod_index(
-        self, signals: _Signals, unresolved: list[Unresolved], cleared: list[Cleared]
+        self,
+        hits: dict[PodKey, SignalHit],
+        unresolved: list[Unresolved],
+        cleared: list[Cleared],
     ) -> PodIndex:
         """The signalled pods in scope, by project and domain; a pod of no Flyte namespace is
         cleared, a known project's with an unknown domain part is `unresolved`."""
         signalled: list[tuple[str, str, SignalHit]] = []
-        for (ns, _pod), hit in signals.hits.items():
+        for (ns, _pod), hit in hits.items():
             pd = self.projects.project_domain(ns)
             if pd is None:
                 if self._not_a_project(ns, hit, unresolved):
