@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple
 
@@ -217,9 +217,6 @@ class _Collect:
         gaps += signals.gaps
         for read in reads:
             gaps += events_gaps(read)
-        for s in swept:
-            for a in s.attempts:
-                self.coverage.ran(a.started_at, a.ended_at)
         gaps += coverage_gaps(self.coverage, self.sources.loki)
         if self.coverage.any_ran():
             gaps += blind_events_gaps(reads, w)
@@ -344,6 +341,8 @@ class _Collect:
             )
         finally:
             self.progress.advance("sweep")
+        for a in swept.attempts:  # where Loki must hold the task pods' logs
+            self.coverage.ran(a.started_at, a.ended_at)
         self._add_checks(self._candidates(swept.attempts))
         return _Swept(ex, swept.attempts, swept.skipped, swept.direct)
 
@@ -617,7 +616,8 @@ class _Collect:
         found = {ref: check for pairs in self.pools.results(futures) for ref, check in pairs}
         checks = dict(zip(map(id, own), self.pools.results(heads), strict=True))
         out = []
-        coverage = self.coverage
+        # Which attempts ran where Loki holds no task log: none, unless a shard is dark.
+        coverage = self.coverage if self.coverage.any_dark() else None
         for e in batched:
             outputs = found.get(e.attempt.ref) if needs_outputs_check(e.attempt) else None
             out.append(self._final(e, outputs, coverage))
@@ -626,11 +626,21 @@ class _Collect:
         return out
 
     @staticmethod
-    def _final(e: Evidence, outputs: ObjectCheck | None, coverage: Coverage) -> Evidence:
-        absent = coverage.absent(e.attempt.started_at, e.attempt.ended_at)
+    def _final(e: Evidence, outputs: ObjectCheck | None, coverage: Coverage | None) -> Evidence:
+        att = e.attempt
+        absent = coverage is not None and coverage.absent(att.started_at, att.ended_at)
         if outputs is None and not absent:
             return e
-        return replace(e, outputs=outputs, logs_absent=absent)
+        return Evidence(
+            e.execution,
+            att,
+            e.signal,
+            e.disruption,
+            e.node_attempts,
+            e.execution_attempts,
+            outputs,
+            absent,
+        )
 
 
 def _node_of(attempts: Sequence[AttemptRecord], att: AttemptRecord) -> list[AttemptRecord]:

@@ -100,6 +100,11 @@ class Coverage:
                 self.selector,
             )
 
+    def any_dark(self) -> bool:
+        """Whether any shard is known to hold no task log (`absent` can be true at all)."""
+        with self._lock:
+            return any(held is False for held in self._held.values())
+
     def absent(self, start: datetime | None, end: datetime | None) -> bool:
         """Whether Loki holds no task log in the shard where an attempt started or ended."""
         marks = [t for t in (start, end) if t is not None and t in self.window]
