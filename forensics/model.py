@@ -346,6 +346,11 @@ class ObjectCheck:
     failure: FailureKind | None = field(default=None, compare=False)
 
 
+# A listing page's answers, shared (a check is immutable): one per key of 20,000 otherwise.
+_PRESENT = ObjectCheck("present")
+_MISSING = ObjectCheck("missing")
+
+
 @dataclass(frozen=True, slots=True)
 class KeyPage:
     """One ListObjectsV2 page of a bucket: the keys under `prefix` after `start_after`.
@@ -370,7 +375,7 @@ class KeyPage:
 
     def check(self, key: str) -> ObjectCheck:
         """`present` or `missing` for a key the page `covers`."""
-        return ObjectCheck("present" if key in self.keys else "missing")
+        return _PRESENT if key in self.keys else _MISSING
 
 
 @dataclass(frozen=True)
