@@ -87,3 +87,41 @@ def test_after_an_error_closing_lets_the_running_jobs_end_before_the_caller_goes
         pools.results([failing])
     pools.close()
     assert ended.is_set()
+
+
+def test_a_crawl_does_every_item_its_work_adds_and_returns_what_it_returned():
+    # Each number below 200 adds its two children (a tree of 400 items); the odd ones return.
+    def work(n: int, add) -> int | None:
+        for child in (2 * n + 1, 2 * n + 2):
+            if child < 400:
+                add(child)
+        return n if n % 2 else None
+
+    with Pools({"a": 3}) as pools:
+        out = pools.crawl("a", [0], work, 3)
+    assert sorted(out) == list(range(1, 400, 2))
+
+
+def test_a_crawl_with_nothing_to_do_starts_no_job():
+    with Pools({"a": 1}) as pools:
+        assert pools.crawl("a", [], lambda item, add: item, 4) == []
+
+
+def test_an_error_in_a_crawl_is_raised_and_the_other_jobs_stop():
+    done = []
+
+    def work(n: int, add) -> None:
+        if n == 0:
+            for i in range(1, 1000):
+                add(i)
+        elif n == 5:
+            raise ValueError("item 5")
+        else:
+            time.sleep(0.001)
+            done.append(n)
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="item 5"), Pools({"a": 4}) as pools:
+        pools.crawl("a", [0], work, 4)
+    assert time.monotonic() - started < 2
+    assert len(done) < 900  # the jobs stopped taking items
