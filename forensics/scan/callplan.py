@@ -41,6 +41,9 @@ GAP_MAX = math.floor(HEAD_MS / LIST_KEY_MS)
 # Fewer outputs.pb than this in one bucket: a HEAD each (one key is one request either way, and
 # a HEAD needs no s3:ListBucket).
 MIN_LISTED = 2
+# A run is never split shorter than this: its last page would hold mostly the next run's keys
+# (each attempt is about two keys, its outputs.pb and its node's inputs.pb).
+MIN_RUN = LIST_PAGE // 2
 
 ListFrom = Callable[[str, str, str, int], KeyPage | ObjectCheck]
 
@@ -72,7 +75,8 @@ def plan(
     runs: int,
 ) -> tuple[list[T], list[list[Listed[T]]]]:
     """Split `items` into those to HEAD one by one and at most `runs` (about; at least one per
-    bucket) contiguous runs of sorted keys, one bucket each, to walk."""
+    bucket, none shorter than `MIN_RUN` unless its bucket has fewer) contiguous runs of sorted
+    keys, one bucket each, to walk."""
     direct: list[T] = []
     listed: list[Listed[T]] = []
     for item in items:
@@ -84,7 +88,8 @@ def plan(
             continue
         listed.append(Listed(item, bucket, key + OUTPUTS_FILE, _key_in(bucket, inputs_uri(item))))
     listed.sort(key=lambda x: (x.bucket, x.key))
-    size = max(MIN_LISTED, math.ceil(len(listed) / max(runs, 1)))
+    count = max(1, min(runs, len(listed) // MIN_RUN))
+    size = max(MIN_LISTED, math.ceil(len(listed) / count))
     out_runs: list[list[Listed[T]]] = []
     for _, group in groupby(listed, key=lambda x: x.bucket):
         keys = list(group)

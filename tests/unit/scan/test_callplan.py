@@ -145,6 +145,14 @@ def test_the_plan_splits_sorted_keys_by_bucket_and_heads_what_cannot_be_listed(r
     assert flat[0].inputs == f"{ROOT}ex00000/n0/data/inputs.pb"
 
 
+@pytest.mark.parametrize(("checks", "runs"), [(100, 1), (1_200, 2), (8_000, 8)])
+def test_a_run_is_never_shorter_than_half_a_page(checks, runs):
+    # Eight runs of 12 attempts would list eight pages of 1,000 keys for 100 attempts' 200 keys.
+    _, planned = plan([Check(i) for i in range(checks)], lambda c: c.out, lambda c: c.inputs, 8)
+    assert len(planned) == runs
+    assert all(len(run) >= min(checks, callplan.MIN_RUN) for run in planned)
+
+
 def test_a_maps_subtasks_listed_alone_still_answer_their_nodes_witness():
     # A map's subtasks write under `<node>/data/0/<index>/<attempt>/`; the node's inputs.pb lies
     # above that folder. A run holding only them lists from a prefix that holds the witness too.
