@@ -304,7 +304,7 @@ class _Collect:
 
     def _sweep_work(
         self, item: _Listing | ExecutionRecord, add: Callable[[object], None]
-    ) -> object:
+    ) -> _Swept | Gap | None:
         """One item of the sweep's work (`Pools.crawl`): a listing's next page, whose
         executions not listed yet are added after the page that follows (a failed page is the
         listing's gap), or one execution swept. One Admin call at a time per worker: the admin

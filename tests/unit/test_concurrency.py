@@ -103,8 +103,10 @@ def test_a_crawl_does_every_item_its_work_adds_and_returns_what_it_returned():
 
 
 def test_a_crawl_with_nothing_to_do_starts_no_job():
-    with Pools({"a": 1}) as pools:
-        assert pools.crawl("a", [], lambda item, add: item, 4) == []
+    # A job started for nothing would wait on the empty queue until the stop.
+    with Pools({"idle-crawl": 1}) as pools:
+        assert pools.crawl("idle-crawl", [], lambda item, add: item, 4) == []
+        assert not any(t.name.startswith("idle-crawl") for t in threading.enumerate())
 
 
 def test_an_error_in_a_crawl_is_raised_and_the_other_jobs_stop():
