@@ -1,11 +1,13 @@
 """The gRPC channel to Flyte Admin: flytekit's, opened with flytekit's own public helpers as
-its raw client opens it, but with keepalive options a real Admin accepts (flytekit's own pings
-get a GOAWAY `too_many_pings` from flyteadmin's default policy; why and measured:
-docs/upstream.md, "Flyte Admin's gRPC keepalive"). Part of the Admin transport.
+its raw client opens it (its address, TLS, proxy and OAuth2 interceptors), with keepalive
+options a real Admin accepts (flytekit's own pings get a GOAWAY `too_many_pings` from
+flyteadmin's default policy; why and measured: docs/upstream.md, "Flyte Admin's gRPC
+keepalive"), and without the outermost exception wrapper, whose work the transport does itself
+(docs/upstream.md, "flytekit's exception wrapper"). Part of the Admin transport.
 
 The RPCs are called on flyteidl's AdminServiceStub under the names RawSynchronousFlyteClient
-gives them (`AdminCalls`), or, for a client the caller built (`AdminClient.over`), on that
-client (`FlytekitCalls`).
+gives them, each with a deadline (`AdminCalls`), or, for a client the caller built
+(`AdminClient.over`), on that client (`FlytekitCalls`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from flytekit.clients.auth_helper import (
     get_channel,
     upgrade_channel_to_authenticated,
     upgrade_channel_to_proxy_authenticated,
-    wrap_exceptions_channel,
 )
 from flytekit.clients.raw import RawSynchronousFlyteClient
 from flytekit.configuration import PlatformConfig
@@ -58,9 +59,12 @@ _RPCS = {
 
 
 def open_channel(platform: PlatformConfig) -> grpc.Channel:
-    """Admin's channel as flytekit opens it (raw.py:64-69), KEEPALIVE_OPTIONS first. A
-    user:password in the endpoint is refused: gRPC resolves it as part of the host name
-    ("Misformatted domain name"), and Flyte's credentials are flytekit's FLYTE_CREDENTIALS_*."""
+    """Admin's channel as flytekit opens it (raw.py:64-69), KEEPALIVE_OPTIONS first, without
+    `wrap_exceptions_channel`: its exceptions only rename the gRPC status the transport reads,
+    its retries are switched off (`rpc_retries=0`), and its scoped deadline is the `timeout`
+    `AdminCalls` gives each call. A user:password in the endpoint is refused: gRPC resolves it
+    as part of the host name ("Misformatted domain name"), and Flyte's credentials are
+    flytekit's FLYTE_CREDENTIALS_*."""
     if userinfo_secrets(platform.endpoint):
         raise ValueError(
             "its address carries user:password, which gRPC cannot use: give Flyte's "
@@ -68,18 +72,24 @@ def open_channel(platform: PlatformConfig) -> grpc.Channel:
         )
     channel = get_channel(platform, options=[*KEEPALIVE_OPTIONS, *MESSAGE_OPTIONS])
     channel = upgrade_channel_to_proxy_authenticated(platform, channel)
-    channel = upgrade_channel_to_authenticated(platform, channel)
-    return wrap_exceptions_channel(platform, channel)
+    return upgrade_channel_to_authenticated(platform, channel)
 
 
 class AdminCalls:
-    """Admin's RPCs on a channel, by RawSynchronousFlyteClient's names: `get_execution(req)`."""
+    """Admin's RPCs on a channel, by RawSynchronousFlyteClient's names: `get_execution(req)`,
+    each call with a deadline `timeout` seconds away."""
 
-    def __init__(self, channel: grpc.Channel) -> None:
-        self._stub = AdminServiceStub(channel)
+    def __init__(self, channel: grpc.Channel, timeout: float) -> None:
+        stub = AdminServiceStub(channel)
+        self._calls = {
+            name: partial(getattr(stub, rpc), timeout=timeout) for name, rpc in _RPCS.items()
+        }
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._stub, _RPCS[name])
+        try:
+            return self._calls[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
 
 class FlytekitCalls:

@@ -11,7 +11,6 @@ question costs: docs/upstream.md ("What Admin and propeller put where") and docs
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import re
@@ -243,10 +242,11 @@ def _node_id(ref: ExecutionRef, node_id: str) -> identifier_pb2.NodeExecutionIde
 class AdminTransport:
     """Admin's RPCs through flytekit's channel, one method per question, answering in records.
 
-    flytekit's channel repeats every failed call `rpc_retries` (3) times at once, NOT_FOUND and
-    ALREADY_EXISTS included; this transport switches that off (`rpc_retries=0`) and repeats only
-    UNAVAILABLE / RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED, with exponential backoff, at most
-    `retries` times. Each call carries a `timeout` deadline and is counted in `calls` (by RPC,
+    flytekit's own client repeats every failed call `rpc_retries` (3) times at once, NOT_FOUND
+    and ALREADY_EXISTS included; the channel opened here has no such layer (`open_channel`; a
+    client a caller gives keeps its own), and this transport repeats UNAVAILABLE /
+    RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED only, with exponential backoff, at most `retries`
+    times. Each call carries a `timeout` deadline and is counted in `calls` (by RPC,
     retries included). Safe to share between threads.
     """
 
@@ -260,7 +260,7 @@ class AdminTransport:
         max_backoff: float = 8.0,
         client: SynchronousFlyteClient | None = None,
     ) -> None:
-        self._platform = dataclasses.replace(platform, rpc_retries=0)
+        self._platform = platform
         self.endpoint = masked_url(platform.endpoint)  # user:password never shown
         # Whether the channel is plaintext; None for a caller's client (its own to say).
         self.insecure: bool | None = self._platform.insecure if client is None else None
@@ -281,7 +281,7 @@ class AdminTransport:
                 self._channel = open_channel(self._platform)
             except Exception as e:  # bad endpoint / CA file: a configuration problem
                 raise ConfigError(f"Flyte Admin {self.endpoint}: {one_line(str(e))}") from None
-        self._rpc = AdminCalls(self._channel) if client is None else FlytekitCalls(client)
+        self._rpc = AdminCalls(self._channel, timeout) if client is None else FlytekitCalls(client)
         self._lock = threading.Lock()
         self.calls: Counter[str] = Counter()
 
