@@ -112,7 +112,7 @@ def cause_of(attempt: AttemptRecord) -> Cause:
 FAILED_PHASES = frozenset({"FAILED", "RETRYABLE_FAILED", "ABORTED", "TIMED_OUT"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The decision about one attempt: a verdict or the reason it was cleared, and the
     outputs.pb check it rests on (None: not read for this decision)."""

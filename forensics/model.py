@@ -37,7 +37,7 @@ def to_ns(t: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class ExecutionRef:
     """One Flyte workflow execution, `project:domain:name`."""
 
@@ -52,7 +52,7 @@ class ExecutionRef:
         return {"project": self.project, "domain": self.domain, "name": self.name}
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class AttemptRef:
     """One task attempt: execution, Admin's unique node id (`n0`, `n0-0-dn1`), retry attempt."""
 
@@ -179,7 +179,7 @@ class ShardRead:
         return self.failed[0].error if self.failed else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SignalHit:
     """Evidence that a pod's elastic agent received a death signal (parsed from one log line)."""
 
@@ -200,7 +200,7 @@ class SignalHit:
     loki_at: datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Disruption:
     """Kubernetes' own record that a pod was disrupted (docs/report.md `disruption`): an event
     naming the pod (Loki, Admin's `reasons`) or its `DisruptionTarget` condition (Prometheus)."""
@@ -228,7 +228,7 @@ class Disruption:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptRecord:
     """One task attempt as Flyte Admin records it (plain data, no protobuf)."""
 
@@ -290,7 +290,7 @@ def elastic_task(task_type: str, task_type_version: int | None) -> bool:
     return task_type == "pytorch" or (task_type == "python-task" and task_type_version == 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParentNode:
     """The node of a parent execution that launched a child execution (a launch-plan node)."""
 
@@ -304,7 +304,7 @@ class ParentNode:
         return {"execution": self.execution.as_dict(), "node_id": self.node_id}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExecutionRecord:
     """One workflow execution as Flyte Admin records it (plain data, no protobuf)."""
 
@@ -333,7 +333,7 @@ class ExecutionRecord:
 TERMINAL_EXECUTION_PHASES = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectCheck:
     """Whether one object exists: `present`, `missing` or `unknown` (with the reason and what
     the failure means)."""
