@@ -61,8 +61,8 @@ _RPCS = {
 def open_channel(platform: PlatformConfig) -> grpc.Channel:
     """Admin's channel as flytekit opens it (raw.py:64-69), KEEPALIVE_OPTIONS first, without
     `wrap_exceptions_channel`: its exceptions only rename the gRPC status the transport reads,
-    its retries are switched off (`rpc_retries=0`), and its scoped deadline is the `timeout`
-    `AdminCalls` gives each call. A user:password in the endpoint is refused: gRPC resolves it
+    its immediate retries (`rpc_retries`, NOT_FOUND and ALREADY_EXISTS included) are the
+    transport's to decide, and its scoped deadline is the `timeout` `AdminCalls` gives each call. A user:password in the endpoint is refused: gRPC resolves it
     as part of the host name ("Misformatted domain name"), and Flyte's credentials are
     flytekit's FLYTE_CREDENTIALS_*."""
     if userinfo_secrets(platform.endpoint):
