@@ -22,6 +22,7 @@ from flytekit.clients.auth_helper import (
     upgrade_channel_to_authenticated,
     upgrade_channel_to_proxy_authenticated,
 )
+from flytekit.clients.grpc_utils.deadline_interceptor import scoped_grpc_deadline
 from flytekit.clients.raw import RawSynchronousFlyteClient
 from flytekit.configuration import PlatformConfig
 
@@ -62,9 +63,9 @@ def open_channel(platform: PlatformConfig) -> grpc.Channel:
     """Admin's channel as flytekit opens it (raw.py:64-69), KEEPALIVE_OPTIONS first, without
     `wrap_exceptions_channel`: its exceptions only rename the gRPC status the transport reads,
     its immediate retries (`rpc_retries`, NOT_FOUND and ALREADY_EXISTS included) are the
-    transport's to decide, and its scoped deadline is the `timeout` `AdminCalls` gives each call. A user:password in the endpoint is refused: gRPC resolves it
-    as part of the host name ("Misformatted domain name"), and Flyte's credentials are
-    flytekit's FLYTE_CREDENTIALS_*."""
+    transport's to decide, and its scoped deadline is the `timeout` `AdminCalls` gives each
+    call. A user:password in the endpoint is refused: gRPC resolves it as part of the host name
+    ("Misformatted domain name"), and Flyte's credentials are flytekit's FLYTE_CREDENTIALS_*."""
     if userinfo_secrets(platform.endpoint):
         raise ValueError(
             "its address carries user:password, which gRPC cannot use: give Flyte's "
@@ -93,12 +94,20 @@ class AdminCalls:
 
 
 class FlytekitCalls:
-    """The same calls through a flytekit client the caller built (its channel, its options)."""
+    """The same calls through a flytekit client the caller built (its channel, its options),
+    each inside flytekit's `scoped_grpc_deadline(timeout)`, which that client's channel applies."""
 
-    def __init__(self, client: RawSynchronousFlyteClient) -> None:
+    def __init__(self, client: RawSynchronousFlyteClient, timeout: float) -> None:
         self._client = client
+        self._timeout = timeout
 
     def __getattr__(self, name: str) -> Any:
         if name not in _RPCS:
             raise AttributeError(name)
-        return partial(getattr(RawSynchronousFlyteClient, name), self._client)
+        method = getattr(RawSynchronousFlyteClient, name)
+
+        def call(request: Any) -> Any:
+            with scoped_grpc_deadline(self._timeout):
+                return method(self._client, request)
+
+        return call

@@ -30,7 +30,6 @@ from flyteidl.admin import (
 )
 from flyteidl.core import identifier_pb2
 from flytekit.clients.friendly import SynchronousFlyteClient
-from flytekit.clients.grpc_utils.deadline_interceptor import scoped_grpc_deadline
 from flytekit.configuration import PlatformConfig
 from flytekit.configuration.file import ConfigFile, get_config_file
 from flytekit.exceptions.base import FlyteException
@@ -264,7 +263,6 @@ class AdminTransport:
         self.endpoint = masked_url(platform.endpoint)  # user:password never shown
         # Whether the channel is plaintext; None for a caller's client (its own to say).
         self.insecure: bool | None = self._platform.insecure if client is None else None
-        self._timeout = timeout
         # Exponential backoff from `backoff`, each wait between half and all of it, no deadline
         # beyond the calls' own.
         self._retry = RetryPolicy(
@@ -281,7 +279,9 @@ class AdminTransport:
                 self._channel = open_channel(self._platform)
             except Exception as e:  # bad endpoint / CA file: a configuration problem
                 raise ConfigError(f"Flyte Admin {self.endpoint}: {one_line(str(e))}") from None
-        self._rpc = AdminCalls(self._channel, timeout) if client is None else FlytekitCalls(client)
+        self._rpc = (
+            AdminCalls(self._channel, timeout) if client is None else FlytekitCalls(client, timeout)
+        )
         self._lock = threading.Lock()
         self.calls: Counter[str] = Counter()
 
@@ -310,8 +310,7 @@ class AdminTransport:
             with self._lock:
                 self.calls[rpc] += 1
             try:
-                with scoped_grpc_deadline(self._timeout):
-                    return fn()
+                return fn()
             except (FlyteException, grpc.RpcError) as exc:
                 code, details = rpc_status(exc)
                 if code in answers:

@@ -7,8 +7,9 @@ import pytest
 from flytekit.clients.friendly import SynchronousFlyteClient
 from flytekit.configuration import PlatformConfig
 
+from forensics.errors import SourceError
 from forensics.model import ExecutionRef
-from forensics.sandbox.admin_server import AdminServer
+from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.incident import reference_scenario
 from forensics.sources.admin import AdminClient
 
@@ -43,3 +44,16 @@ def test_an_injected_client_is_shown_by_its_public_url_alone():
         )
     finally:
         flyte._channel.close()
+
+
+def test_an_injected_clients_calls_carry_the_deadline():
+    # flytekit's own channel applies the deadline `scoped_grpc_deadline` sets (FlytekitCalls).
+    server = AdminServer(reference_scenario(), AdminFaults(latency_by_method={"GetExecution": 0.5}))
+    try:
+        flyte = SynchronousFlyteClient(PlatformConfig(endpoint=server.start(), insecure=True))
+        admin = AdminClient.over(flyte, timeout=0.1, retries=0)
+        with pytest.raises(SourceError) as info:
+            admin.get_execution(INCIDENT)
+        assert "DEADLINE_EXCEEDED" in info.value.cause
+    finally:
+        server.stop()
