@@ -5,16 +5,16 @@ Which Admin calls the sweep makes is `AdminClient.sweep_attempts` (the compiled 
 `sources/admin_closures.py`); docs/performance.md says what is called per execution, per node and
 per candidate.
 
-S3 lists a bucket's keys in order (UTF-8 binary, the order of Python's `str`), 1,000 to a page,
-from any key on (`StartAfter`), and a page answers for every key in the range it covers: a key in
-it that the page does not hold does not exist (`KeyPage`). So the outputs.pb keys of a batch of
-attempts, sorted, are answered by walking the bucket: a page from just before the first key not
-yet answered, every key up to the page's last answered by it, then a jump to the next key not
-yet answered. Flyte's metadata prefix holds a handful of objects per attempt (inputs.pb,
-outputs.pb or error.pb, futures, deck), so when the batch's attempts are most of what the bucket
-holds under their prefix, a page answers a few hundred of them for the CPU of a few dozen HEADs.
-When the bucket holds much else between them (a year of history under a 7-day scan), a page
-answers few, and the rest of the run is a HEAD each.
+S3 lists a bucket's keys in order (UTF-8 binary, the order of Python's `str`), up to 1,000 to
+a page (the walk asks for `LIST_PAGE`), from any key on (`StartAfter`), and a page answers for
+every key in the range it covers: a key in it that the page does not hold does not exist
+(`KeyPage`). So the outputs.pb keys of a batch of attempts, sorted, are answered by walking the
+bucket: a page from just before the first key not yet answered, every key up to the page's last
+answered by it, then a jump to the next key not yet answered. Flyte's metadata prefix holds a
+handful of objects per attempt (inputs.pb, outputs.pb or error.pb, futures, deck), so when the
+batch's attempts are most of what the bucket holds under their prefix, a page answers dozens of
+them for the CPU of a few HEADs. When the bucket holds much else between them (a year of history
+under a 7-day scan), a page answers few, and the rest of the run is a HEAD each.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ from forensics.sources.s3_uri import OUTPUTS_FILE, UnreadableURI, split_s3_uri
 
 T = TypeVar("T")
 
-LIST_PAGE = 1000  # keys a ListObjectsV2 page holds at most (S3's own maximum)
+# Keys a walk's ListObjectsV2 page asks for (S3 answers up to 1,000): botocore holds a page's
+# parse trees while it reads it, and a smaller page's die young rather than being counted as
+# long-lived by the garbage collector (docs/performance.md, "Smaller listing pages").
+LIST_PAGE = 250
 # The client's CPU, measured against the sandbox S3 (tests/bench/bench_calls.py): a HEAD about
 # HEAD_MS, a listing page about LIST_KEY_MS per key it holds (botocore parses each <Contents>).
 HEAD_MS = 1.0

@@ -94,7 +94,7 @@ def test_sparse_keys_fall_back_to_a_head_each_after_one_page():
     walked = list(walk(listed(checks), store.list_from))
     answered = [w for w in walked if w.outputs is not None]
     assert store.calls == {"ListObjectsV2": 1}
-    assert 0 < len(answered) < 1000 // callplan.GAP_MAX
+    assert 0 < len(answered) < callplan.LIST_PAGE // callplan.GAP_MAX
     assert all(w.outputs.state == truth(store, w.item) for w in answered)
     assert [w.item.i for w in walked if w.outputs is None] == list(range(len(answered), 200))
 
@@ -145,9 +145,12 @@ def test_the_plan_splits_sorted_keys_by_bucket_and_heads_what_cannot_be_listed(r
     assert flat[0].inputs == f"{ROOT}ex00000/n0/data/inputs.pb"
 
 
-@pytest.mark.parametrize(("checks", "runs"), [(100, 1), (1_200, 2), (8_000, 8)])
+HALF = callplan.MIN_RUN  # attempts whose keys (two each) fill about one page
+
+
+@pytest.mark.parametrize(("checks", "runs"), [(HALF - 25, 1), (3 * HALF - 1, 2), (64 * HALF, 8)])
 def test_a_run_is_never_shorter_than_half_a_page(checks, runs):
-    # Eight runs of 12 attempts would list eight pages of 1,000 keys for 100 attempts' 200 keys.
+    # Eight runs of a few attempts each would list eight pages for what one page answers.
     _, planned = plan([Check(i) for i in range(checks)], lambda c: c.out, lambda c: c.inputs, 8)
     assert len(planned) == runs
     assert all(len(run) >= min(checks, callplan.MIN_RUN) for run in planned)
