@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from forensics.model import KeyPage, ObjectCheck
 from forensics.sources.s3_uri import OUTPUTS_FILE, UnreadableURI, split_s3_uri
@@ -51,53 +51,50 @@ MIN_RUN = LIST_PAGE // 2
 ListFrom = Callable[[str, str, str, int], KeyPage | ObjectCheck]
 
 
-@dataclass(frozen=True, slots=True)
-class Listed(Generic[T]):
-    """One attempt's outputs.pb (and its node's inputs.pb, when in the same bucket) as keys."""
-
-    item: T
-    bucket: str
-    key: str
-    inputs: str | None
+# One attempt's outputs.pb (and its node's inputs.pb, when in the same bucket) as keys: its
+# index among the items planned, the bucket, the outputs.pb key, the inputs.pb key. A plain tuple
+# of strings and an index, which the collector stops tracking at its first young pass: a batch's
+# plan (20,000 at 1x) never counts towards a full one (docs/performance.md).
+Listed = tuple[int, str, str, str | None]
 
 
 @dataclass(frozen=True, slots=True)
-class Walked(Generic[T]):
-    """What a walk learned of one attempt: `outputs` None means no page answered it (HEAD
-    it); `witness` is its node's inputs.pb when a page covered that key too."""
+class Walked:
+    """What a walk learned of one attempt (`index` as planned): `outputs` None means no page
+    answered it (HEAD it); `witness` is its node's inputs.pb when a page covered that key too."""
 
-    item: T
+    index: int
     outputs: ObjectCheck | None
     witness: ObjectCheck | None
 
 
 def plan(
-    items: Iterable[T],
+    items: Sequence[T],
     output_dir: Callable[[T], str],
     inputs_uri: Callable[[T], str | None],
     runs: int,
-) -> tuple[list[T], list[list[Listed[T]]]]:
-    """Split `items` into those to HEAD one by one and at most `runs` (about; at least one per
-    bucket, none shorter than `MIN_RUN` unless its bucket has fewer) contiguous runs of sorted
-    keys, one bucket each, to walk."""
-    direct: list[T] = []
-    listed: list[Listed[T]] = []
-    for item in items:
+) -> tuple[list[int], list[list[Listed]]]:
+    """Split `items` (by index) into those to HEAD one by one and at most `runs` (about; at
+    least one per bucket, none shorter than `MIN_RUN` unless its bucket has fewer) contiguous
+    runs of sorted keys, one bucket each, to walk."""
+    direct: list[int] = []
+    listed: list[Listed] = []
+    for index, item in enumerate(items):
         out = output_dir(item)
         try:
             bucket, key = split_s3_uri(out if out.endswith("/") else out + "/", need_key=True)
         except UnreadableURI:
-            direct.append(item)  # the HEAD says why it cannot be read
+            direct.append(index)  # the HEAD says why it cannot be read
             continue
-        listed.append(Listed(item, bucket, key + OUTPUTS_FILE, _key_in(bucket, inputs_uri(item))))
-    listed.sort(key=lambda x: (x.bucket, x.key))
+        listed.append((index, bucket, key + OUTPUTS_FILE, _key_in(bucket, inputs_uri(item))))
+    listed.sort(key=lambda x: (x[1], x[2]))
     count = max(1, min(runs, len(listed) // MIN_RUN))
     size = max(MIN_LISTED, math.ceil(len(listed) / count))
-    out_runs: list[list[Listed[T]]] = []
-    for _, group in groupby(listed, key=lambda x: x.bucket):
+    out_runs: list[list[Listed]] = []
+    for _, group in groupby(listed, key=lambda x: x[1]):
         keys = list(group)
         if len(keys) < MIN_LISTED:
-            direct.extend(x.item for x in keys)
+            direct.extend(x[0] for x in keys)
             continue
         out_runs += [keys[i : i + size] for i in range(0, len(keys), size)]
     return direct, out_runs
@@ -114,30 +111,30 @@ def _key_in(bucket: str, uri: str | None) -> str | None:
     return key if b == bucket else None
 
 
-def walk(run: Sequence[Listed[T]], list_from: ListFrom) -> Iterator[Walked[T]]:
+def walk(run: Sequence[Listed], list_from: ListFrom) -> Iterator[Walked]:
     """Answer a run (sorted keys of one bucket) page by page; what no page answers is yielded
     with `outputs` None: after a failed listing (the HEADs say what each object's state is), or
     once a page showed the keys too sparse for listing to pay."""
     if not run:
         return
-    bucket = run[0].bucket
+    bucket = run[0][1]
     # Under the witnesses' prefix too: a map's subtasks' outputs lie in a folder below the
     # node's inputs.pb.
-    keys = [x.key for x in run] + [x.inputs for x in run if x.inputs]
+    keys = [x[2] for x in run] + [x[3] for x in run if x[3]]
     prefix = os.path.commonprefix(keys)  # noqa: RUF071 (keys, not paths)
     i, after = 0, ""
     while i < len(run):
-        page = list_from(bucket, prefix, max(after, run[i].key[:-1]), LIST_PAGE)
+        page = list_from(bucket, prefix, max(after, run[i][2][:-1]), LIST_PAGE)
         if isinstance(page, ObjectCheck):
             break
         first = i
-        while i < len(run) and page.covers(run[i].key):
-            x = run[i]
-            witness = page.check(x.inputs) if x.inputs and page.covers(x.inputs) else None
-            yield Walked(x.item, page.check(x.key), witness)
+        while i < len(run) and page.covers(run[i][2]):
+            index, _, key, inputs = run[i]
+            witness = page.check(inputs) if inputs and page.covers(inputs) else None
+            yield Walked(index, page.check(key), witness)
             i += 1
         if page.last is None or i == first or len(page.keys) > GAP_MAX * (i - first):
             break
         after = page.last
     for x in run[i:]:
-        yield Walked(x.item, None, None)
+        yield Walked(x[0], None, None)

@@ -181,7 +181,7 @@ class _Collect:
         self._lock = threading.Lock()
         self._listed: set[ExecutionRef] = set()
         self._batch: list[AttemptRecord] = []  # outputs.pb checks not yet sent
-        self._checks: list[Future[list[tuple[AttemptRef, ObjectCheck]]]] = []
+        self._checks: list[Future[dict[AttemptRef, ObjectCheck]]] = []
         self._refused: set[str] = set()  # buckets whose listing failed (logged once each)
         # Executions whose every task node the sweep listed: `resolve` does not read them again.
         self._swept_whole: set[ExecutionRef] = set()
@@ -374,16 +374,16 @@ class _Collect:
             lambda a: a.inputs_uri,
             self.settings.workers,
         )
-        futures = [self.pools.submit("s3", self._check_run, run) for run in runs]
-        futures += [self.pools.submit("s3", self._check_one, a) for a in direct]
+        futures = [self.pools.submit("s3", self._check_run, attempts, run) for run in runs]
+        futures += [self.pools.submit("s3", self._check_one, attempts[i]) for i in direct]
         with self._lock:
             self._checks += futures
 
     def _check_run(
-        self, run: list[callplan.Listed[AttemptRecord]]
-    ) -> list[tuple[AttemptRef, ObjectCheck]]:
-        """A run of sorted outputs.pb keys answered by walking their bucket's listing; a HEAD
-        each for what no page answered."""
+        self, attempts: list[AttemptRecord], run: list[callplan.Listed]
+    ) -> dict[AttemptRef, ObjectCheck]:
+        """A run of sorted outputs.pb keys (of `attempts`) answered by walking their bucket's
+        listing; a HEAD each for what no page answered."""
         lookups = self.lookups
 
         def list_from(bucket: str, prefix: str, after: str, keys: int) -> KeyPage | ObjectCheck:
@@ -397,17 +397,17 @@ class _Collect:
                 )
             return page
 
-        out = []
+        out = {}
         for w in callplan.walk(run, list_from):
-            att = w.item
+            att = attempts[w.index]
             if w.outputs is None:
-                out.append((att.ref, lookups.outputs(att)))
+                out[att.ref] = lookups.outputs(att)
             else:
-                out.append((att.ref, lookups.judged(w.outputs, att.inputs_uri, w.witness)))
+                out[att.ref] = lookups.judged(w.outputs, att.inputs_uri, w.witness)
         return out
 
-    def _check_one(self, att: AttemptRecord) -> list[tuple[AttemptRef, ObjectCheck]]:
-        return [(att.ref, self.lookups.outputs(att))]
+    def _check_one(self, att: AttemptRecord) -> dict[AttemptRef, ObjectCheck]:
+        return {att.ref: self.lookups.outputs(att)}
 
     def _first_refusal(self, bucket: str) -> bool:
         """True the first time a listing of `bucket` fails in this run (one log line)."""
@@ -613,7 +613,9 @@ class _Collect:
         heads = [self.pools.submit("s3", self.lookups.outputs, e.attempt) for e in own]
         with self._lock:
             futures = list(self._checks)
-        found = {ref: check for pairs in self.pools.results(futures) for ref, check in pairs}
+        found: dict[AttemptRef, ObjectCheck] = {}
+        for answers in self.pools.results(futures):
+            found.update(answers)
         checks = dict(zip(map(id, own), self.pools.results(heads), strict=True))
         out = []
         # Which attempts ran where Loki holds no task log: none, unless a shard is dark.
