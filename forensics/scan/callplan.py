@@ -87,14 +87,14 @@ def plan(
             direct.append(index)  # the HEAD says why it cannot be read
             continue
         listed.append((index, bucket, key + OUTPUTS_FILE, _key_in(bucket, inputs_uri(item))))
-    listed.sort(key=lambda x: (x[1], x[2]))
+    listed.sort(key=lambda x: (x[1], x[2]))  # by bucket, then key
     count = max(1, min(runs, len(listed) // MIN_RUN))
     size = max(MIN_LISTED, math.ceil(len(listed) / count))
     out_runs: list[list[Listed]] = []
-    for _, group in groupby(listed, key=lambda x: x[1]):
+    for _, group in groupby(listed, key=lambda x: x[1]):  # by bucket
         keys = list(group)
         if len(keys) < MIN_LISTED:
-            direct.extend(x[0] for x in keys)
+            direct.extend(index for index, _, _, _ in keys)
             continue
         out_runs += [keys[i : i + size] for i in range(0, len(keys), size)]
     return direct, out_runs
@@ -120,7 +120,7 @@ def walk(run: Sequence[Listed], list_from: ListFrom) -> Iterator[Walked]:
     bucket = run[0][1]
     # Under the witnesses' prefix too: a map's subtasks' outputs lie in a folder below the
     # node's inputs.pb.
-    keys = [x[2] for x in run] + [x[3] for x in run if x[3]]
+    keys = [key for _, _, key, _ in run] + [inputs for _, _, _, inputs in run if inputs]
     prefix = os.path.commonprefix(keys)  # noqa: RUF071 (keys, not paths)
     i, after = 0, ""
     while i < len(run):
@@ -136,5 +136,5 @@ def walk(run: Sequence[Listed], list_from: ListFrom) -> Iterator[Walked]:
         if page.last is None or i == first or len(page.keys) > GAP_MAX * (i - first):
             break
         after = page.last
-    for x in run[i:]:
-        yield Walked(x[0], None, None)
+    for index, _, _, _ in run[i:]:
+        yield Walked(index, None, None)
