@@ -23,6 +23,16 @@ class ConfigError(ElasticAuditError):
     """A configuration file, environment variable or setting is invalid."""
 
 
+class OutputError(ElasticAuditError):
+    """A file or stream the command writes its result to could not be written (`path`: what,
+    `reason`: the system's word for why)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: not written ({reason})")
+
+
 class SourceError(ElasticAuditError):
     """An outside system (Loki, Flyte Admin, S3, GitHub) failed to answer.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -40,12 +41,35 @@ def _unlink(tmp: str) -> None:
         os.unlink(tmp)
 
 
-def write_atomic(path: Path | str, data: bytes, *, suffix: str = ".tmp") -> None:
-    """Replace `path` by `data`; an existing file keeps its mode (and owner when run as root)."""
-    path = Path(path)
-    tmp = _stage(path, data, suffix)
+def is_special(path: Path) -> bool:
+    """Whether `path` is (or links to) something other than a regular file or a directory: a
+    device such as /dev/null or /dev/stdout, a FIFO, a socket."""
     try:
-        os.replace(tmp, path)
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def replaced(path: Path) -> Path:
+    """The file a write of `path` replaces: the file a symbolic link points at (the link stays a
+    link), else `path` itself."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def write_atomic(path: Path | str, data: bytes, *, suffix: str = ".tmp") -> None:
+    """Replace `path` by `data`; an existing file keeps its mode (and owner when run as root).
+    A symbolic link stays a link (`replaced`); a device or a FIFO (`is_special`) is written
+    into, as a shell's `>` does, never replaced by a file."""
+    path = Path(path)
+    if is_special(path):
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    target = replaced(path)
+    tmp = _stage(target, data, suffix)
+    try:
+        os.replace(tmp, target)
     except BaseException:
         _unlink(tmp)
         raise
@@ -103,12 +127,12 @@ class FileSet:
         staged: dict[Path, str] = {}
         try:
             for path in order:  # every new content on disk before the first target changes
-                staged[path] = _stage(path, updates[path], self.suffix)
+                staged[path] = _stage(replaced(path), updates[path], self.suffix)
             for path in order:
                 # Listed first: restore() compares bytes, so a file the replace never reached is
                 # left alone, and one it reached (Ctrl-C right after it) is put back.
                 self.written.append(path)
-                os.replace(staged[path], path)
+                os.replace(staged[path], replaced(path))
                 del staged[path]
         except OSError as e:
             raise WriteFailed(path, e, self.restore()) from e

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from forensics.config import Settings
-from forensics.errors import FailureKind
+from forensics.errors import FailureKind, OutputError
 from forensics.formats.text import SOURCE_NAMES
-from forensics.fsutil import write_atomic
+from forensics.fsutil import is_special, replaced, write_atomic
 from forensics.model import Gap
 
 
@@ -47,8 +47,12 @@ def check_domains(domain: list[str], settings: Settings) -> None:
 
 
 def write_atomically(path: str, text: str) -> None:
-    """Write `text` to `path` via a temp file in the same directory and a rename: all or nothing."""
-    write_atomic(path, text.encode("utf-8"))
+    """Write `text` to `path` via a temp file in the same directory and a rename: all or nothing
+    (`fsutil.write_atomic`); OutputError, saying why, when the system refuses."""
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except OSError as e:
+        raise OutputError(path, e.strerror or type(e).__name__) from None
 
 
 def check_writable_file(path: str, flag: str) -> None:
@@ -60,6 +64,11 @@ def check_writable_file(path: str, flag: str) -> None:
     target = Path(path)
     if target.is_dir():
         raise UsageError(f"{flag} {path}: is a directory")
+    if is_special(target):  # a device or a FIFO: written into, not replaced
+        if not os.access(target, os.W_OK):
+            raise UsageError(f"{flag} {path}: not writable")
+        return
+    target = replaced(target)  # a symbolic link: the file it points at is replaced
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise UsageError(f"{flag} {path}: directory {directory} does not exist")
@@ -105,9 +114,15 @@ def check_writable_dir(path: Path, flag: str) -> None:
 
 
 def emit(text: str) -> None:
-    """Data to stdout, exactly as rendered, nothing else."""
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    """Data to stdout, exactly as rendered, nothing else; OutputError when stdout refuses it (a
+    full disk), but not for a reader that stopped reading (a closed pipe: `end` handles it)."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError("standard output", e.strerror or type(e).__name__) from None
 
 
 # -- one stderr line per failing source: what failed, the likely cause, where the address came from

@@ -45,7 +45,7 @@ from forensics.cli.options import (
 from forensics.cli.page import check_page_target
 from forensics.cli.verbosity import setup_logging
 from forensics.config import Settings
-from forensics.errors import UsageError
+from forensics.errors import OutputError, UsageError
 from forensics.formats import SCAN_FORMATS, OutputFormat
 from forensics.model import Window
 from forensics.timeutil import parse_window
@@ -181,19 +181,32 @@ def _scan_once(
     the exit code to leave with."""
     from forensics.cli.process import open_sources
     from forensics.cli.progress import Progress
-    from forensics.page_publish import publish_page
+    from forensics.page_publish import PageNotWritten, publish_page
     from forensics.scan.run import scan
 
     report, report_html = reports
     page = None
+    # A file that cannot be written after the scan (made read-only or immutable meanwhile) does
+    # not lose the result: it still goes to stdout, and the error follows (exit 2).
+    unwritten: list[OutputError] = []
     with Progress.for_terminal(no_progress) as progress, open_sources(settings) as sources:
         result = scan(sources, window, scope, progress=progress)
         if fmt is OutputFormat.html or report_html:
-            page, _ = publish_page(sources, result, report_html)
+            try:
+                page, _ = publish_page(sources, result, report_html)
+            except PageNotWritten as e:
+                page = e.page
+                unwritten.append(OutputError(f"--report-html {e.path}", e.reason))
         endpoints = source_endpoints(sources)
     report_failures([*result.gaps, *(page.gaps if page else ())], settings, endpoints)
     if report:
-        write_atomically(report, render(result, OutputFormat.json))
+        try:
+            write_atomically(report, render(result, OutputFormat.json))
+        except OutputError as e:
+            unwritten.append(OutputError(f"--report {e.path}", e.reason))
     emit(render(page if fmt is OutputFormat.html else result, fmt))
+    if unwritten:
+        first = unwritten[0]
+        raise OutputError(first.path, f"{first.reason}; the result went to standard output only")
     incomplete = page is not None and bool(page.gaps)
     return exits.for_status(result.status, exit_zero=exit_zero, incomplete=incomplete)
