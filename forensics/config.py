@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 import string
 import sys
 from collections.abc import Mapping
@@ -412,10 +413,10 @@ def find_config_file(explicit: str | None, env: Mapping[str, str]) -> Path | Non
     """`--config FILE`, else `$ELASTIC_AUDIT_CONFIG`, else `./elastic-audit.toml`, else
     `$XDG_CONFIG_HOME/elastic-audit/config.toml`."""
     if explicit:
-        p = Path(explicit)
-        if not p.is_file():
-            raise ConfigError(f"config file {explicit}: not found (or not a file)")
-        return p
+        why = _not_a_file(explicit)
+        if why:
+            raise ConfigError(f"config file {explicit}: {'not found' if why is _MISSING else why}")
+        return Path(explicit)
     named = env.get("ELASTIC_AUDIT_CONFIG")
     if named:
         # Typically left exported by a `demo --keep-running` that has since stopped.
@@ -655,8 +656,11 @@ def _flyte_settings(
         domains_configured="domains" in fflyte,
         **flyte_fields,
     )
-    if flyte.config_file and not Path(flyte.config_file).is_file():
-        raise ConfigError(f"Flyte config file {flyte.config_file}: not found")
+    why = _not_a_file(flyte.config_file) if flyte.config_file else None
+    if why:
+        raise ConfigError(
+            f"Flyte config file {flyte.config_file}: {'not found' if why is _MISSING else why}"
+        )
     return flyte
 
 
@@ -683,7 +687,8 @@ def _stale_variables(
     if not flyte_config:
         # flytekit's precedence: the override wins, the other is then not read
         named.append(next((v for v in _FLYTECTL_VARS if env.get(v)), _FLYTECTL_VARS[-1]))
-    stale = [v for v in named if env.get(v) and not Path(env[v]).is_file()]
+    # gone, not merely no file: a directory or a FIFO was named by mistake, and is said so
+    stale = [v for v in named if env.get(v) and _not_a_file(env[v]) is _MISSING]
     log = env.get("ELASTIC_AUDIT_AUDIT_LOG")
     if log and not Path(log).parent.is_dir():  # a deleted sandbox directory
         stale.append("ELASTIC_AUDIT_AUDIT_LOG")
@@ -702,11 +707,39 @@ _FLYTECTL_VARS = ("FLYTECTL_CONFIG_OVERRIDE", "FLYTECTL_CONFIG")
 
 def _env_file(value: str, var: str) -> None:
     """A file named by environment variable `var` must exist: say which variable when not."""
-    if not Path(value).is_file():
+    why = _not_a_file(value)
+    if why is _MISSING:
         raise ConfigError(
             f"{var}={value}: no such file (left over from a stopped `demo --keep-running`? "
             f"unset {var} or point it at an existing file)"
         )
+    if why:
+        raise ConfigError(f"{var}={value}: {why}")
+
+
+_MISSING = "no such file"
+_FILE_TYPES = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def _not_a_file(path: str) -> str | None:
+    """Why `path` is no config file to read: `_MISSING` when nothing is there, else what is
+    there instead; None for a regular file (whether it can be read is said when it is read)."""
+    try:
+        mode = os.stat(path).st_mode  # a symbolic link is followed: a dangling one is missing
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in it
+        return _MISSING
+    except OSError as e:  # a directory on the way that may not be searched, a link loop
+        return f"cannot be read: {e.strerror or e}"
+    if stat.S_ISREG(mode):
+        return None
+    kind = _FILE_TYPES.get(stat.S_IFMT(mode), "a special file")
+    return f"is {kind}, not a config file"
 
 
 # -- where each address came from (docs/configuration.md precedence), for the one line a failing source prints

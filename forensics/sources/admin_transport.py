@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+import yaml
 from flyteidl.admin import (
     common_pb2,
     execution_pb2,
@@ -29,10 +33,6 @@ from flyteidl.admin import (
     task_execution_pb2,
 )
 from flyteidl.core import identifier_pb2
-from flytekit.clients.friendly import SynchronousFlyteClient
-from flytekit.configuration import PlatformConfig
-from flytekit.configuration.file import ConfigFile, get_config_file
-from flytekit.exceptions.base import FlyteException
 from google.protobuf import json_format
 
 from forensics.errors import ConfigError, FailureKind, NotFoundError, SourceError
@@ -41,7 +41,6 @@ from forensics.model import AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.notices import retrying
 from forensics.retry import Again, RetryPolicy, call
 from forensics.secrets import masked_url
-from forensics.sources.admin_channel import AdminCalls, FlytekitCalls, open_channel
 from forensics.sources.admin_closures import NodePlan, plan_of
 from forensics.sources.admin_records import (
     dynamic_workflow,
@@ -75,6 +74,30 @@ from forensics.sources.admin_types import (
 )
 from forensics.sources.task_resources import TaskResources, resources_of
 
+# flytekit reads its config file already while it is imported (data_persistence's
+# `DataConfig.auto()`), and logs one it cannot parse as a warning of several lines: its records
+# are held from here to `load_platform_config` (below), which writes them or, when it refuses
+# that config in one line of ours, drops them. A filter (flytekit sets its logger's level and
+# handler on import, never its filters), taken off again once the import is done. The modules
+# above this block import nothing of flytekit.
+_FLYTEKIT_LOG = logging.getLogger("flytekit")
+_HELD_AT_IMPORT: list[logging.LogRecord] = []
+_hold_at_import = _HELD_AT_IMPORT.append  # returns None: the record is kept here, not written
+_FLYTEKIT_LOG.addFilter(_hold_at_import)
+try:
+    from flytekit.clients.friendly import SynchronousFlyteClient
+    from flytekit.configuration import PlatformConfig
+    from flytekit.configuration.file import (
+        FLYTECTL_CONFIG_ENV_VAR,
+        FLYTECTL_CONFIG_ENV_VAR_OVERRIDE,
+        get_config_file,
+    )
+    from flytekit.exceptions.base import FlyteException
+
+    from forensics.sources.admin_channel import AdminCalls, FlytekitCalls, open_channel
+finally:
+    _FLYTEKIT_LOG.removeFilter(_hold_at_import)
+
 log = logging.getLogger("forensics.sources.admin")
 
 T = TypeVar("T")
@@ -94,26 +117,95 @@ _TASK_SORT = common_pb2.Sort(key="retry_attempt", direction=common_pb2.Sort.ASCE
 
 
 def load_platform_config(config_file: str | None) -> PlatformConfig:
-    """flytekit's own loading (as pyflyte): `config_file`, else its search; FLYTE_* env wins."""
+    """flytekit's own loading (as pyflyte): `config_file`, else its search; FLYTE_* env wins.
+
+    flytekit's log records meanwhile (and those of its import) are held: written once the config
+    is taken, dropped when it is refused, as a configuration error is one line (ours)."""
+    with _flytekit_records_held() as held:
+        platform = _platform_config(config_file)  # a ConfigError leaves, the records dropped
+    for record in held:
+        _FLYTEKIT_LOG.handle(record)
+    return platform
+
+
+@contextmanager
+def _flytekit_records_held() -> Iterator[list[logging.LogRecord]]:
+    """flytekit's records from the block (after any left from its import) are kept, not written."""
+    held = _HELD_AT_IMPORT[:]
+    _HELD_AT_IMPORT.clear()
+    hold = held.append  # a filter that returns None: each record is kept, not written
+    _FLYTEKIT_LOG.addFilter(hold)
+    try:
+        yield held
+    finally:
+        _FLYTEKIT_LOG.removeFilter(hold)
+
+
+def _platform_config(config_file: str | None) -> PlatformConfig:
     try:
         # flytekit's own search, minus its process-wide lru_cache: a FLYTECTL_CONFIG or file
         # that changed since the first lookup (tests, the sandbox, `demo`) is still honoured.
         found = get_config_file.__wrapped__(config_file)
     except Exception as e:  # configparser / OS errors from a legacy INI file
-        raise ConfigError(f"Flyte config {config_file}: {one_line(str(e))}") from None
+        where = _searched_file(config_file) or "(flytekit's search)"
+        raise ConfigError(f"Flyte config {where}: {one_line(str(e))}") from None
     if found is not None and found.yaml_config is None and found.legacy_config is None:
         # flytekit only logs a warning for unparsable YAML and falls back to localhost:30080;
         # a forensics run against the wrong Admin must not start silently.
-        raise ConfigError(f"Flyte config {_location(found)}: empty or not valid YAML")
+        where = _searched_file(config_file)
+        raise ConfigError(f"Flyte config {where or '(flytekit config file)'}: {_not_yaml(where)}")
     try:
         return PlatformConfig.auto(found)
     except Exception as e:
-        where = _location(found) if found is not None else "(FLYTE_* environment)"
+        where = (_searched_file(config_file) if found is not None else None) or (
+            "(FLYTE_* environment)"
+        )
         raise ConfigError(f"Flyte config {where}: {one_line(str(e))}") from None
 
 
-def _location(found: ConfigFile) -> str:
-    return str(getattr(found, "_location", "") or "(flytekit config file)")
+def _searched_file(config_file: str | None) -> str | None:
+    """The file flytekit's `get_config_file` reads (flytekit/configuration/file.py, 1.16): the
+    one given; else the one $_FLYTECTL_CONFIG_PYFLYTE_OVERRIDE, or else $FLYTECTL_CONFIG, names
+    if it exists, then ./flytekit.config, ~/.flyte/config, ~/.flyte/config.yaml; absolute, as
+    flytekit names it."""
+    if config_file:
+        return config_file
+    named = os.environ.get(
+        FLYTECTL_CONFIG_ENV_VAR_OVERRIDE, os.environ.get(FLYTECTL_CONFIG_ENV_VAR)
+    )
+    home = Path.home() / ".flyte"
+    candidates = [Path(named)] if named else []
+    candidates += [Path("flytekit.config"), home / "config", home / "config.yaml"]
+    return next((str(p.absolute()) for p in candidates if p.exists()), None)
+
+
+def _not_yaml(path: str | None) -> str:
+    """Why flytekit could not take the YAML file `path`, as PyYAML says it (what, and the line
+    and column where), in one line: never the file's text beyond YAML's short problem."""
+    try:
+        with open(path or "", "rb") as f:  # bytes: PyYAML finds the encoding, as flytekit's does
+            document = yaml.safe_load(f)
+    except yaml.MarkedYAMLError as e:
+        return f"not valid YAML ({_yaml_mark(e)})"
+    except yaml.YAMLError as e:  # an unreadable character: its position, not its line
+        return f"not valid YAML ({one_line(str(e))})"
+    except OSError:
+        return "empty or not valid YAML"
+    if document is None:
+        return "empty (no settings in it)"
+    return "empty or not valid YAML"  # parsed now: changed since flytekit read it
+
+
+def _yaml_mark(e: yaml.MarkedYAMLError) -> str:
+    """`line 3, column 1: expected ',' or ']', but got '<stream end>'; while parsing a flow
+    sequence at line 2, column 13`: where the parser stopped, and where what it parsed began."""
+    said = one_line(e.problem or e.context or "syntax error", limit=160)
+    if e.problem_mark is not None:
+        said = f"line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}: {said}"
+    if e.problem and e.context and e.context_mark is not None:
+        at = f"line {e.context_mark.line + 1}, column {e.context_mark.column + 1}"
+        said += f"; {one_line(e.context, limit=80)} at {at}"
+    return said
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from support.cli import run, use_sandbox
+from support.cli import run, run_process, use_sandbox
 from support.pins import OLD_A, build_tree, snapshot
 from support.scan import CONFIG, WINDOW
+from support.terminal import clean_env
 
 from forensics.cli.errors import message
 from forensics.cli.exits import for_error
@@ -286,16 +287,56 @@ def test_a_config_file_that_is_not_utf8_is_refused(cli):
     cli(["scan", *WINDOW], "cannot read")
 
 
+BROKEN_YAML = "admin:\n  endpoint: [a, b\n"
+BROKEN_YAML_SAID = (
+    "not valid YAML (line 3, column 1: expected ',' or ']', but got '<stream end>'; "
+    "while parsing a flow sequence at line 2, column 13)"
+)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
     "content,fragment",
-    [("", "empty or not valid YAML"), ("admin: [unclosed\n", "Flyte config")],
+    [("", "empty (no settings in it)"), ("admin: [unclosed\n", "not valid YAML (line 2, ")],
     ids=["empty", "not-yaml"],
 )
 def test_a_flyte_config_that_is_not_yaml_is_refused(cli, content, fragment):
     bad = cli.work.parent / "flyte.yaml"
     bad.write_text(content)
-    cli(["scan", *WINDOW, "--flyte-config", str(bad)], fragment)
+    assert cli(["scan", *WINDOW, "--flyte-config", str(bad)], fragment).startswith(
+        f"elastic-audit: error: Flyte config {bad}: "
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("logging_level", [None, "30"], ids=["default", "FLYTE_SDK_LOGGING_LEVEL"])
+def test_a_flyte_config_that_is_not_yaml_is_one_line_where_it_breaks(
+    cli, monkeypatch, logging_level
+):
+    # flytekit logs the YAML it cannot parse as a warning of several lines (and goes on with
+    # localhost:30080); its own level knob, which the tool honours, lets that warning through.
+    bad = cli.work.parent / "config.yaml"
+    bad.write_text(BROKEN_YAML)
+    monkeypatch.setenv("FLYTECTL_CONFIG", str(bad))
+    if logging_level:
+        monkeypatch.setenv("FLYTE_SDK_LOGGING_LEVEL", logging_level)
+    line = cli(["scan", *WINDOW], BROKEN_YAML_SAID)
+    assert line == f"elastic-audit: error: Flyte config {bad}: {BROKEN_YAML_SAID}"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", [["scan", "--since", "1h"], ["config"]], ids=["scan", "config"])
+def test_a_flyte_config_that_is_not_yaml_is_one_line_in_a_fresh_process(tmp_path, command):
+    # flytekit reads its config already while it is imported, and warns there too: JSON lines
+    # on stderr under `scan`, rich ones on stdout under `config`. Neither is written.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BROKEN_YAML)
+    env = clean_env(tmp_path, FLYTECTL_CONFIG=str(bad))
+    r = run_process(*command, env=env, cwd=tmp_path, timeout=120)
+    assert (r.returncode, r.stdout) == (2, ""), (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.splitlines() == [
+        f"elastic-audit: error: Flyte config {bad}: {BROKEN_YAML_SAID}"
+    ], r.stderr
 
 
 @pytest.mark.integration

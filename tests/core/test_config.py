@@ -1,5 +1,6 @@
 """Settings: flag > environment > config file > default; bad config names key and file."""
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -88,6 +89,50 @@ def test_bad_config_names_key_and_file(tmp_path, text, fragment):
 def test_missing_config_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_settings(config=str(tmp_path / "nope.toml"), env={})
+
+
+@pytest.mark.parametrize("var", ["ELASTIC_AUDIT_CONFIG", "FLYTECTL_CONFIG"])
+def test_a_variable_naming_a_directory_says_it_is_one(tmp_path, monkeypatch, var):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        load_settings(env={var: str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)})
+    assert str(e.value) == f"{var}={tmp_path}: is a directory, not a config file"
+
+
+def test_a_variable_naming_a_fifo_says_what_it_is(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)  # never opened: reading it would wait for a writer
+    with pytest.raises(ConfigError) as e:
+        load_settings(env={"ELASTIC_AUDIT_CONFIG": str(fifo)})
+    assert str(e.value) == f"ELASTIC_AUDIT_CONFIG={fifo}: is a FIFO, not a config file"
+
+
+def test_a_variable_naming_a_missing_file_still_suspects_a_stopped_demo(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    gone = tmp_path / "gone" / "elastic-audit.toml"
+    with pytest.raises(ConfigError) as e:
+        load_settings(env={"ELASTIC_AUDIT_CONFIG": str(gone)})
+    assert str(e.value).startswith(f"ELASTIC_AUDIT_CONFIG={gone}: no such file (left over from")
+
+
+def test_a_directory_is_not_counted_among_stale_variables(tmp_path, monkeypatch):
+    # A stopped demo leaves files that are gone; a directory was named on purpose, by mistake.
+    monkeypatch.chdir(tmp_path)
+    gone = str(tmp_path / "gone" / "config.yaml")
+    with pytest.raises(ConfigError) as e:
+        load_settings(env={"ELASTIC_AUDIT_CONFIG": str(tmp_path), "FLYTECTL_CONFIG": gone})
+    assert str(e.value) == f"ELASTIC_AUDIT_CONFIG={tmp_path}: is a directory, not a config file"
+
+
+@pytest.mark.parametrize(
+    "flag,said", [("config", "config file"), ("flyte_config", "Flyte config file")]
+)
+def test_a_flag_naming_a_directory_says_it_is_one(tmp_path, monkeypatch, flag, said):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        load_settings(env={"XDG_CONFIG_HOME": str(tmp_path)}, **{flag: str(tmp_path)})
+    assert str(e.value) == f"{said} {tmp_path}: is a directory, not a config file"
 
 
 def test_bearer_and_basic_together_is_a_config_error(tmp_path, monkeypatch):

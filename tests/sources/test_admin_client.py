@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -593,6 +594,87 @@ def test_broken_yaml_is_a_config_error_not_localhost(no_flyte_env: Path) -> None
     config.write_text("admin: [endpoint: {\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_platform_config(str(config))
+
+
+@pytest.fixture
+def flytekit_said() -> Iterator[list[logging.LogRecord]]:
+    """The records flytekit's logger hands its handlers from here on (WARNING and up), whatever
+    those are: flytekit's own after its import, ours once a command adopted them."""
+    said: list[logging.LogRecord] = []
+    keep = logging.Handler()
+    keep.emit = said.append  # type: ignore[method-assign]
+    flytekit_log = logging.getLogger("flytekit")
+    level = flytekit_log.level
+    flytekit_log.addHandler(keep)
+    flytekit_log.setLevel(logging.WARNING)
+    yield said
+    flytekit_log.removeHandler(keep)
+    flytekit_log.setLevel(level)
+
+
+@pytest.mark.parametrize(
+    "content,where",
+    [
+        (
+            "admin:\n  endpoint: [a, b\n",
+            "line 3, column 1: expected ',' or ']', but got '<stream end>'; "
+            "while parsing a flow sequence at line 2, column 13",
+        ),
+        ("admin:\n\tendpoint: x\n", "line 2, column 1: found character '\\t' that cannot start"),
+        ("admin:\n  endpoint: a: b\n", "line 2, column 14: mapping values are not allowed here"),
+    ],
+    ids=["unclosed", "tab", "colon"],
+)
+def test_broken_yaml_is_one_line_that_says_where_and_flytekit_says_nothing(
+    no_flyte_env: Path, flytekit_said: list[logging.LogRecord], content: str, where: str
+) -> None:
+    config = no_flyte_env / "bad.yaml"
+    config.write_text(content)
+    with pytest.raises(ConfigError) as e:
+        load_platform_config(str(config))
+    # flytekit logs the same problem as a warning of several lines and goes on with its
+    # defaults: that warning is not written, our line says it all.
+    assert [r.getMessage()[:40] for r in flytekit_said] == []
+    line = str(e.value)
+    assert line.startswith(f"Flyte config {config}: not valid YAML ({where}"), line
+    assert "\n" not in line and line.endswith(")")
+    assert "endpoint" not in line  # YAML's problem and where it is, never the file's text
+
+
+def test_broken_yaml_named_by_flytectl_config_is_named_absolute(
+    no_flyte_env: Path, flytekit_said: list[logging.LogRecord], monkeypatch
+) -> None:
+    (no_flyte_env / "bad.yaml").write_text("admin:\n  endpoint: [a, b\n")
+    monkeypatch.setenv("FLYTECTL_CONFIG", "bad.yaml")  # relative: flytekit makes it absolute
+    with pytest.raises(ConfigError) as e:
+        load_platform_config(None)
+    assert str(e.value).startswith(
+        f"Flyte config {no_flyte_env / 'bad.yaml'}: not valid YAML (line 3, column 1: "
+    ), str(e.value)
+    assert flytekit_said == []
+
+
+@pytest.mark.parametrize("content", ["", "\n# nothing set yet\n"], ids=["empty", "comments"])
+def test_empty_flyte_config_says_it_is_empty(
+    no_flyte_env: Path, flytekit_said: list[logging.LogRecord], content: str
+) -> None:
+    config = no_flyte_env / "config.yaml"
+    config.write_text(content)
+    with pytest.raises(ConfigError) as e:
+        load_platform_config(str(config))
+    assert str(e.value) == f"Flyte config {config}: empty (no settings in it)"
+    assert flytekit_said == []
+
+
+def test_flytekit_warnings_while_a_config_loads_are_still_said(
+    no_flyte_env: Path, flytekit_said: list[logging.LogRecord], monkeypatch
+) -> None:
+    # Held while flytekit reads its config, and written once the config is taken: only a
+    # config refused with our own line drops them.
+    monkeypatch.setenv("FLYTECTL_CONFIG", str(no_flyte_env / "gone.yaml"))
+    monkeypatch.setenv("FLYTE_PLATFORM_URL", "flyte.example.com:443")
+    assert load_platform_config(None).endpoint == "flyte.example.com:443"
+    assert ["does not exist" in r.getMessage() for r in flytekit_said] == [True]
 
 
 def test_client_repr_hides_the_client_secret() -> None:
