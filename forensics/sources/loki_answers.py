@@ -2,9 +2,10 @@
 
 The refusals map each status and text to a typed error (Loki's texts and sources: the comments
 here, `loki_limits.py` and docs/upstream.md). An answer that is not Loki's at all — Grafana's or
-any other HTML page, a gRPC port answering HTTP/2 frames, another service's JSON — is `NotLoki`:
-one line saying what answered (status, content type, a short safe summary: never the page, never
-raw bytes), raised at the first such answer because every request would meet the same.
+any other HTML page, a gRPC port answering HTTP/2 frames, another service's JSON, an object
+store's S3-style XML error — is `NotLoki`: one line saying what answered (status, content type, a
+short safe summary: never the page, never raw bytes), raised at the first such answer because
+every request would meet the same. Any other body shown in an error is one short line (`snippet`).
 """
 
 from __future__ import annotations
@@ -145,8 +146,10 @@ def refusal(
 
 
 def snippet(body: bytes, limit: int = 500) -> str:
-    text = body.decode("utf-8", errors="replace").strip()
-    return text if len(text) <= limit else text[:limit] + "…"
+    """An answer's text for an error line: one printable line (any run of whitespace or control
+    characters one space), at most `limit` long — a body of many lines never spreads over
+    several."""
+    return _clean(body.decode("utf-8", errors="replace"), limit)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,6 +158,12 @@ def snippet(body: bytes, limit: int = 500) -> str:
 
 _TITLE = re.compile(rb"<title[^>]*>(.*?)</title", re.I | re.S)
 _HTML_START = (b"<!doctype html", b"<html", b"<head", b"<body")
+_XML_TYPES = ("application/xml", "text/xml")
+# An XML document's declaration (optional) and its root element's name.
+_XML_ROOT = re.compile(rb"\s*(?:<\?xml[^>]*\?>)?\s*<([A-Za-z_][\w.\-]{0,63})[\s/>]")
+# An object store's error answer: root `Error` with a `Code` (S3's REST error answer, as MinIO
+# and moto give it too): `<Error><Code>NoSuchBucket</Code><Message>...`.
+_STORE_CODE = re.compile(rb"<Code>\s*([A-Za-z][\w.\-]{0,63})\s*</Code>")
 _SUMMARY_CHARS = 80
 # HTTP/2 frame types a server sends first (RFC 9113 §6.5 SETTINGS, §6.8 GOAWAY): the 9-byte
 # frame header is length (3 bytes), type, flags, stream id. A gRPC server (grpc-go, C-core) that
@@ -173,10 +182,10 @@ def content_type(headers: Any) -> str:
     return value or "no content type"
 
 
-def _clean(text: str) -> str:
-    """One short printable line."""
+def _clean(text: str, limit: int = _SUMMARY_CHARS) -> str:
+    """One short printable line, at most `limit` long."""
     text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return text if len(text) <= _SUMMARY_CHARS else text[: _SUMMARY_CHARS - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def is_html(ctype: str, body: bytes) -> bool:
@@ -185,13 +194,42 @@ def is_html(ctype: str, body: bytes) -> bool:
     ].lstrip().lower().startswith(_HTML_START)
 
 
+def _xml_root(ctype: str, body: bytes) -> str | None:
+    """The root element's name of an XML answer (an XML content type or an `<?xml` declaration
+    at its start), or None; never read from an HTML page."""
+    head = body[:65536].removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark
+    if is_html(ctype, head) or not (
+        ctype in _XML_TYPES or ctype.endswith("+xml") or head.lstrip().startswith(b"<?xml")
+    ):
+        return None
+    m = _XML_ROOT.match(head)
+    return m.group(1).decode("ascii") if m else None
+
+
+def object_store_error(ctype: str, body: bytes) -> str | None:
+    """The error code of an S3-style XML error answer (`NoSuchBucket`, `AccessDenied`): what S3,
+    MinIO or moto answer a GET of Loki's paths; None for any other answer."""
+    if _xml_root(ctype, body) != "Error":
+        return None
+    m = _STORE_CODE.search(body[:65536])
+    return m.group(1).decode("ascii") if m else None
+
+
 def summary(ctype: str, body: bytes) -> str:
-    """A short, safe description of a body that is not Loki's: an HTML page's title, a JSON
-    document's top-level keys (never its values), a text's first line cut short, or a size."""
+    """A short, safe description of a body that is not Loki's: an HTML page's title, an
+    S3-style XML error's code or another XML document's root element (never their text), a
+    JSON document's top-level keys (never its values), a text's first line cut short, or a
+    size."""
     if is_html(ctype, body):
         m = _TITLE.search(body[:65536])
         title = _clean(m.group(1).decode("utf-8", "replace")) if m else ""
         return f"an HTML page titled {title!r}" if title else "an HTML page"
+    code = object_store_error(ctype, body)
+    if code is not None:
+        return f"an S3-style XML error answer ({code})"
+    root = _xml_root(ctype, body)
+    if root is not None:
+        return f"an XML document ({root})"
     try:
         doc = json.loads(body)
     except ValueError:
@@ -212,6 +250,8 @@ def summary(ctype: str, body: bytes) -> str:
 def not_loki(address: str, status: int, ctype: str, body: bytes, what: str = "") -> NotLoki:
     """The one-line error for an answer that is not Loki's."""
     what = what or summary(ctype, body)
+    if object_store_error(ctype, body) is not None:
+        what += " — an object store's address?"
     hint = (
         "Grafana's URL, not Loki's: use Loki's own URL"
         if "grafana" in what.lower()

@@ -56,6 +56,7 @@ from forensics.sources.loki_answers import (
     is_html,
     non_http,
     not_loki,
+    object_store_error,
     refusal,
     snippet,
     summary,
@@ -418,9 +419,10 @@ class LokiHttp:
                 )
             return doc.get("data")
         foreign_body = is_html(ctype, body) or ctype == "application/json"
-        if foreign_body and status not in (401, 403, 407):  # an auth proxy's login page
+        store = object_store_error(ctype, body) is not None  # S3's XML error: its 403s too
+        if store or (foreign_body and status not in (401, 403, 407)):  # an auth proxy's page
             self._unless_loki(status, ctype, body)
-        text = self._scrub(summary(ctype, body) if foreign_body else snippet(body))
+        text = self._scrub(summary(ctype, body) if foreign_body or store else snippet(body))
         attempts = f" after {attempt} attempts" if attempt > 1 else ""
         error = refusal(status, path, text, attempts, where, self.settings.org_id)
         statuses = SPLIT_RETRY_STATUSES if path == QUERY_RANGE else RETRY_STATUSES
@@ -433,9 +435,10 @@ class LokiHttp:
         raise error
 
     def _unless_loki(self, status: int, ctype: str, body: bytes) -> None:
-        """An answer Loki never gives (an HTML page, JSON without Loki's envelope) came back:
-        raise NotLoki, naming what answered, unless Loki's build info (asked once per client)
-        shows Loki is there after all (then a proxy's page in front of it: retried as before)."""
+        """An answer Loki never gives (an HTML page, JSON without Loki's envelope, an object
+        store's XML error) came back: raise NotLoki, naming what answered, unless Loki's build
+        info (asked once per client) shows Loki is there after all (then a proxy's page in front
+        of it: retried as before)."""
         with self._lock:
             known = self._is_loki
         if known is None:
@@ -449,7 +452,8 @@ class LokiHttp:
         """Whether `/loki/api/v1/status/buildinfo` answers as Loki does: a JSON object with
         `version` and `revision` (grafana/loki `pkg/loki/version_handler.go` versionHandler,
         v3.4.2 line 12; Prometheus' PrometheusVersion fields). None: it cannot tell (no answer,
-        a 5xx, or a gateway's plain 404 for a path it does not route)."""
+        a 5xx, or a gateway's plain 404 for a path it does not route); False for an HTML page or
+        an object store's XML error there too."""
         with self._lock:
             self.calls[BUILDINFO] += 1
         try:
@@ -466,7 +470,7 @@ class LokiHttp:
         try:
             doc = resp.json()
         except ValueError:
-            return False if is_html(ctype, body) else None
+            return False if is_html(ctype, body) or object_store_error(ctype, body) else None
         if (
             resp.status_code == 200
             and isinstance(doc, dict)
