@@ -646,7 +646,7 @@ def _flyte_settings(
     if not flyte_config and not fflyte.get("config"):
         # flytekit only warns about a missing FLYTECTL_CONFIG and falls back to its default
         # Admin (127.0.0.1:30080): a forensics run against the wrong Admin must not start.
-        for var in ("FLYTECTL_CONFIG_OVERRIDE", "FLYTECTL_CONFIG"):  # flytekit's precedence
+        for var in FLYTECTL_VARS:  # flytekit's precedence
             if env.get(var):
                 _env_file(env[var], var)
                 break
@@ -686,7 +686,7 @@ def _stale_variables(
         named.append("ELASTIC_AUDIT_CONFIG")
     if not flyte_config:
         # flytekit's precedence: the override wins, the other is then not read
-        named.append(next((v for v in _FLYTECTL_VARS if env.get(v)), _FLYTECTL_VARS[-1]))
+        named.append(next((v for v in FLYTECTL_VARS if env.get(v)), FLYTECTL_VARS[-1]))
     # gone, not merely no file: a directory or a FIFO was named by mistake, and is said so
     stale = [v for v in named if env.get(v) and _not_a_file(env[v]) is _MISSING]
     log = env.get("ELASTIC_AUDIT_AUDIT_LOG")
@@ -702,7 +702,11 @@ def _stale_variables(
     )
 
 
-_FLYTECTL_VARS = ("FLYTECTL_CONFIG_OVERRIDE", "FLYTECTL_CONFIG")
+# The variables flytekit's `get_config_file` reads, the first one set winning (flytekit
+# 1.16.31 configuration/file.py:18-22 FLYTECTL_CONFIG_ENV_VAR and FLYTECTL_CONFIG_ENV_VAR_OVERRIDE,
+# :248): pyflyte's own override, then FLYTECTL_CONFIG. Spelled here, not imported: this module
+# loads without flytekit.
+FLYTECTL_VARS = ("_FLYTECTL_CONFIG_PYFLYTE_OVERRIDE", "FLYTECTL_CONFIG")
 
 
 def _env_file(value: str, var: str) -> None:
@@ -772,16 +776,16 @@ def _admin_origin(
             "flytekit's default (FLYTE_PLATFORM_URL and FLYTECTL_CONFIG unset, "
             "no ~/.flyte/config.yaml)"
         )
-    return f"from {origin}={found}" if origin.startswith("FLYTECTL") else f"from {found}"
+    return f"from {origin}={found}" if origin in FLYTECTL_VARS else f"from {found}"
 
 
 def flytekit_config_file(env: Mapping[str, str]) -> tuple[str | None, str]:
     """The file flytekit reads when no config file is given, and why: its own search
-    (flytekit/configuration/file.py `get_config_file`: FLYTECTL_CONFIG_OVERRIDE, then
-    FLYTECTL_CONFIG, then ./flytekit.config, ~/.flyte/config, ~/.flyte/config.yaml)."""
-    for var in _FLYTECTL_VARS:
-        if env.get(var) and Path(env[var]).exists():
-            return env[var], var
+    (flytekit/configuration/file.py `get_config_file`: the first of `FLYTECTL_VARS` set, if its
+    file exists, then ./flytekit.config, ~/.flyte/config, ~/.flyte/config.yaml)."""
+    var = next((v for v in FLYTECTL_VARS if env.get(v)), None)
+    if var is not None and Path(env[var]).exists():
+        return env[var], var
     home = Path(env.get("HOME") or Path.home())
     for candidate in (
         Path("flytekit.config"),

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from forensics.config import Secret, load_settings
+from forensics.config import FLYTECTL_VARS, Secret, flytekit_config_file, load_settings
 from forensics.errors import ConfigError
 
 
@@ -116,6 +116,37 @@ def test_a_variable_naming_a_missing_file_still_suspects_a_stopped_demo(tmp_path
     assert str(e.value).startswith(f"ELASTIC_AUDIT_CONFIG={gone}: no such file (left over from")
 
 
+# pyflyte's override, the variable flytekit reads before FLYTECTL_CONFIG (configuration/file.py:22)
+OVERRIDE = "_FLYTECTL_CONFIG_PYFLYTE_OVERRIDE"
+
+
+def test_flytekits_override_variable_names_the_file_it_reads(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    chosen, other = tmp_path / "chosen.yaml", tmp_path / "other.yaml"
+    chosen.write_text("admin: {}\n")
+    other.write_text("admin: {}\n")
+    env = {OVERRIDE: str(chosen), "FLYTECTL_CONFIG": str(other), "HOME": str(tmp_path)}
+    assert flytekit_config_file(env) == (str(chosen), OVERRIDE)
+
+
+def test_a_missing_override_is_not_replaced_by_flytectl_config(tmp_path, monkeypatch):
+    # flytekit ignores an override naming no file and searches on; FLYTECTL_CONFIG is not read.
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "other.yaml"
+    other.write_text("admin: {}\n")
+    env = {OVERRIDE: str(tmp_path / "gone.yaml"), "FLYTECTL_CONFIG": str(other)}
+    found, _ = flytekit_config_file({**env, "HOME": str(tmp_path)})
+    assert found is None
+
+
+def test_an_override_naming_a_missing_file_is_refused_by_its_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    gone = tmp_path / "gone" / "config.yaml"
+    with pytest.raises(ConfigError) as e:
+        load_settings(env={OVERRIDE: str(gone), "XDG_CONFIG_HOME": str(tmp_path)})
+    assert str(e.value).startswith(f"{OVERRIDE}={gone}: no such file")
+
+
 def test_a_directory_is_not_counted_among_stale_variables(tmp_path, monkeypatch):
     # A stopped demo leaves files that are gone; a directory was named on purpose, by mistake.
     monkeypatch.chdir(tmp_path)
@@ -187,7 +218,7 @@ def test_config_lists_every_field_of_the_settings_model_with_its_origin(
         '[k8s_events]\nenabled = true\n[prometheus]\nurl = "http://p:promsecret1@prom:9090"\n'
     )
     monkeypatch.chdir(tmp_path)
-    for var in ("FLYTE_PLATFORM_URL", "FLYTECTL_CONFIG_OVERRIDE", "ELASTIC_AUDIT_CONFIG"):
+    for var in ("FLYTE_PLATFORM_URL", *FLYTECTL_VARS, "ELASTIC_AUDIT_CONFIG"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("FLYTECTL_CONFIG", str(flytectl))
