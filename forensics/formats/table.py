@@ -214,6 +214,8 @@ def nothing_found(report: Report) -> str:
     if report.complete:
         return "No affected or suspected attempts" + (f" in {narrowed}." if narrowed else ".")
     of = f" of {narrowed}" if narrowed else ""
+    if report.summary.attempts_examined == 0:  # e.g. every source failed: not an all-clear
+        return f"No attempt was examined{of}; the GAP lines below say what could not be read."
     return f"No affected or suspected attempts in what could be read{of}."
 
 
