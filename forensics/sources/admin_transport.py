@@ -35,6 +35,7 @@ from flyteidl.admin import (
 from flyteidl.core import identifier_pb2
 from google.protobuf import json_format
 
+from forensics.config import flytekit_config_file
 from forensics.errors import ConfigError, FailureKind, NotFoundError, SourceError
 from forensics.failures import os_failure
 from forensics.model import AttemptRef, ExecutionRecord, ExecutionRef
@@ -87,11 +88,7 @@ _FLYTEKIT_LOG.addFilter(_hold_at_import)
 try:
     from flytekit.clients.friendly import SynchronousFlyteClient
     from flytekit.configuration import PlatformConfig
-    from flytekit.configuration.file import (
-        FLYTECTL_CONFIG_ENV_VAR,
-        FLYTECTL_CONFIG_ENV_VAR_OVERRIDE,
-        get_config_file,
-    )
+    from flytekit.configuration.file import get_config_file
     from flytekit.exceptions.base import FlyteException
 
     from forensics.sources.admin_channel import AdminCalls, FlytekitCalls, open_channel
@@ -164,19 +161,12 @@ def _platform_config(config_file: str | None) -> PlatformConfig:
 
 
 def _searched_file(config_file: str | None) -> str | None:
-    """The file flytekit's `get_config_file` reads (flytekit/configuration/file.py, 1.16): the
-    one given; else the one $_FLYTECTL_CONFIG_PYFLYTE_OVERRIDE, or else $FLYTECTL_CONFIG, names
-    if it exists, then ./flytekit.config, ~/.flyte/config, ~/.flyte/config.yaml; absolute, as
-    flytekit names it."""
+    """The file flytekit's `get_config_file` reads: the one given, else the one its own search
+    finds (`config.flytekit_config_file`), absolute, as flytekit names it."""
     if config_file:
         return config_file
-    named = os.environ.get(
-        FLYTECTL_CONFIG_ENV_VAR_OVERRIDE, os.environ.get(FLYTECTL_CONFIG_ENV_VAR)
-    )
-    home = Path.home() / ".flyte"
-    candidates = [Path(named)] if named else []
-    candidates += [Path("flytekit.config"), home / "config", home / "config.yaml"]
-    return next((str(p.absolute()) for p in candidates if p.exists()), None)
+    found, _ = flytekit_config_file(os.environ)
+    return str(Path(found).absolute()) if found else None
 
 
 def _not_yaml(path: str | None) -> str:
