@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 import string
 import sys
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from forensics.errors import ConfigError
+from forensics.fsutil import REGULAR, file_kind
 from forensics.params import Param, ParamConfigError
 from forensics.secrets import masked_url, split_userinfo
 from forensics.timeutil import parse_duration
@@ -722,28 +722,20 @@ def _env_file(value: str, var: str) -> None:
 
 
 _MISSING = "no such file"
-_FILE_TYPES = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-}
 
 
 def _not_a_file(path: str) -> str | None:
     """Why `path` is no config file to read: `_MISSING` when nothing is there, else what is
     there instead; None for a regular file (whether it can be read is said when it is read)."""
     try:
-        mode = os.stat(path).st_mode  # a symbolic link is followed: a dangling one is missing
-    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in it
+        kind = file_kind(path)
+    except ValueError:  # a NUL in it
         return _MISSING
     except OSError as e:  # a directory on the way that may not be searched, a link loop
         return f"cannot be read: {e.strerror or e}"
-    if stat.S_ISREG(mode):
-        return None
-    kind = _FILE_TYPES.get(stat.S_IFMT(mode), "a special file")
-    return f"is {kind}, not a config file"
+    if kind is None:
+        return _MISSING
+    return None if kind == REGULAR else f"is {kind}, not a config file"
 
 
 # -- where each address came from (docs/configuration.md precedence), for the one line a failing source prints

@@ -41,14 +41,36 @@ def _unlink(tmp: str) -> None:
         os.unlink(tmp)
 
 
+REGULAR, DIRECTORY = "a regular file", "a directory"
+_KINDS = {
+    stat.S_IFREG: REGULAR,
+    stat.S_IFDIR: DIRECTORY,
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def file_kind(path: Path | str) -> str | None:
+    """What is at `path`, a symbolic link followed (`REGULAR`, `DIRECTORY`, `a FIFO`, ...); None
+    when nothing is (a dangling link included). OSError when it cannot be looked at (a folder
+    on the way that may not be searched, a link loop); ValueError for a NUL in it."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return _KINDS.get(stat.S_IFMT(mode), "a special file")
+
+
 def is_special(path: Path) -> bool:
     """Whether `path` is (or links to) something other than a regular file or a directory: a
     device such as /dev/null or /dev/stdout, a FIFO, a socket."""
     try:
-        mode = os.stat(path).st_mode
-    except OSError:
+        kind = file_kind(path)
+    except (OSError, ValueError):
         return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+    return kind not in (None, REGULAR, DIRECTORY)
 
 
 def replaced(path: Path) -> Path:
