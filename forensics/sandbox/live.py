@@ -37,8 +37,11 @@ def add_incident(
         b.propeller(ok_at, ex, "n0", "python-task")
     box.admin.add_execution(ex, b.scenario.tasks)
     box.s3.add_execution(ex)  # the node's inputs.pb, as propeller writes it before the node runs
-    # the cluster's events stream around it, as a real one holds (sandbox/k8s_events.py)
+    # the cluster's events stream around it, as a real one holds (sandbox/k8s_events.py), and
+    # the other pods' lines of its namespace: without them a shard boundary inside the hour the
+    # attempt ran before its signal left a shard with no task log at all (`logs_absent`)
     start = signal_at - timedelta(hours=2)
+    b.routine_logs(start, start + timedelta(hours=3))
     b.scenario.log_lines += routine_events(
         [f"{project}-{domain}"], start, start + timedelta(hours=3), timedelta(minutes=10)
     )
