@@ -91,7 +91,12 @@ try:
     from flytekit.configuration.file import get_config_file
     from flytekit.exceptions.base import FlyteException
 
-    from forensics.sources.admin_channel import AdminCalls, FlytekitCalls, open_channel
+    from forensics.sources.admin_channel import (
+        AdminCalls,
+        AdminChannel,
+        FlytekitCalls,
+        open_channel,
+    )
 finally:
     _FLYTEKIT_LOG.removeFilter(_hold_at_import)
 
@@ -355,7 +360,7 @@ class AdminTransport:
             jitter=0.5,
             first_immediate=False,
         )
-        self._channel: grpc.Channel | None = None  # ours to close; a client given to `over` is not
+        self._channel: AdminChannel | None = None  # ours to close; a client given to `over` is not
         if client is None:
             try:  # flytekit's channel, with keepalive options Admin accepts (admin_channel.py)
                 self._channel = open_channel(self._platform)

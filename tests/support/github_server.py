@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from support.tls import self_signed
+
 
 @dataclass
 class FakeCommit:
@@ -355,44 +357,6 @@ class ArchiveHost:
 ARCHIVE_HOSTS = ("github.com", "codeload.github.com")
 
 
-def _self_signed(directory: str) -> tuple[str, str]:
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "github.com")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(h) for h in ARCHIVE_HOSTS]), critical=False
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = f"{directory}/cert.pem", f"{directory}/key.pem"
-    with open(cert_path, "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    with open(key_path, "wb") as f:
-        f.write(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-    return cert_path, key_path
-
-
 class _ArchiveHandler(BaseHTTPRequestHandler):
     """Serves archive URLs on the TLS side of a CONNECT tunnel."""
 
@@ -471,6 +435,6 @@ def serve_github_archives(state: GitHubState) -> Iterator[ArchiveHost]:
     """Serve the state's archives through an HTTPS proxy on 127.0.0.1 for the block."""
     with tempfile.TemporaryDirectory(prefix="github-archives-") as tmp:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(*_self_signed(tmp))
+        context.load_cert_chain(*self_signed(tmp, ARCHIVE_HOSTS))
         with _serving(_ProxyServer(state, context), "github-archives") as url:
             yield ArchiveHost(state, url)
