@@ -9,8 +9,8 @@ latency, so the CPU measured here (`time.process_time` of this process) is the c
   outputs.pb   `ObjectStore.outputs_check` (boto3 HeadObject) on every attempt's output dir
   walk         the same checks answered by walking the bucket's listing (`callplan.walk`, boto3
                ListObjectsV2 pages; the scan's way where the bucket's keys are dense)
-  attempts     `AdminClient.list_attempts` (ListNodeExecutions + ListTaskExecutions, through
-               flytekit's client; GetTask once per task, warmed up first) on every execution
+  attempts     `AdminClient.list_attempts` (ListNodeExecutions + ListTaskExecutions, the
+               scan's client; GetTask once per task, warmed up first) on every execution
 
 each from one thread and from `--workers` threads. A scan spends about one Admin call
 (ListTaskExecutions, where the closure names an all-elastic workflow's nodes) and one walked
@@ -22,8 +22,11 @@ are the client's floor per candidate.
                machine reaches with nothing else in the client, against the `workers / latency`
                the scan benchmark's bound assumes. Servers: the sandbox Admin (a thread per
                call), and a servicer that only waits and replays one prepared answer ("canned"),
-               threaded and on grpc.aio. Clients: flytekit's (the scan's `AdminClient`),
-               flyteidl's bare stub on a plain channel (no flytekit interceptors), and grpc.aio's
+               threaded and on grpc.aio. Clients: the scan's `AdminClient` (flytekit's channel,
+               its reads on the plain channel beneath flytekit's layers),
+               flyteidl's bare stub on a plain channel (no flytekit interceptors), the same
+               stub on flytekit's composed channel (its default-metadata and OAuth2 layers:
+               what they cost a call, which the scan's reads no longer pay), and grpc.aio's
                stub (coroutines on one event loop, no thread per call). And a control with no
                gRPC in it ("socket"): the same requests and answers, parsed and serialized by
                protobuf at both ends, sent length-prefixed over one TCP connection per client
@@ -65,6 +68,7 @@ from forensics.sandbox.s3_server import S3Server
 from forensics.sandbox.stack import sandbox_env
 from forensics.scan import callplan
 from forensics.sources.admin import AdminClient
+from forensics.sources.admin_channel import open_channel
 from forensics.sources.storage import ObjectStore
 
 # Run as a script (`python tests/bench/...`): tests/ on sys.path for the test-only `support`.
@@ -305,6 +309,19 @@ def _bare_stub(
     )
 
 
+def _layered_stub(
+    address: str, executions: Sequence[ExecutionRef], workers: int
+) -> tuple[float, float, int]:
+    """The bare stub's calls on flytekit's composed channel (`AdminChannel.composed`: its
+    default-metadata and OAuth2 layers), where the scan's reads went before they went plain:
+    against the bare stub's row, what those two layers cost a call."""
+    channel = open_channel(PlatformConfig(endpoint=address, insecure=True))
+    try:
+        return _stub_calls(admin_pb2_grpc.AdminServiceStub(channel.composed), executions, workers)
+    finally:
+        channel.close()
+
+
 def _socket_client(
     address: str, executions: Sequence[ExecutionRef], workers: int
 ) -> tuple[float, float, int]:
@@ -380,9 +397,12 @@ def _round_trips(
     for col in ("ms a call", "client CPU ms / call"):
         table.add_column(col, justify="right")
     rows: list[tuple[str, str, Lister]] = [
-        (f"{name}, flytekit's client", address, _flytekit) for name, address in servers.items()
+        (f"{name}, the scan's AdminClient", address, _flytekit) for name, address in servers.items()
     ]
     rows.append(("canned (threads), bare stub", servers["canned (threads)"], _bare_stub))
+    rows.append(
+        ("canned (threads), stub on flytekit's layers", servers["canned (threads)"], _layered_stub)
+    )
     rows.append(("canned (asyncio), grpc.aio stub", servers["canned (asyncio)"], _aio_stub))
     rows.append(("canned (threads), socket: no gRPC", control, _socket_client))
     for name, address, client in rows:
@@ -440,7 +460,7 @@ def main() -> None:
                     admin.list_attempts, executions, threads, lambda: sum(admin.calls.values())
                 )
                 table.add_row(
-                    "Admin list calls (flytekit)",
+                    "Admin list calls (AdminClient)",
                     str(threads),
                     f"{n:,}",
                     f"{ms:.2f}",
