@@ -36,6 +36,9 @@ _HEADER = re.compile(
 # the same parts as query parameters.
 _AUTHORIZATION = re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*(?:b?['\"])?)[^'\"\r\n]+")
 _SIGV4_PARTS = re.compile(r"(?i)((?:x-amz-)?(?:credential|signature)=)[^\s'\",&;]+")
+# botocore's debug line of the signature it computed (auth.py `SigV4Auth.add_auth`:
+# `Signature:\n<hex>`): valid for its request until the request expires.
+_SIGNATURE_LINE = re.compile(r"(?i)(\bsignature:\s*)[0-9a-f]{16,}")
 # In a server's free text (a gRPC status' details): a scheme's credential with no header name
 # before it, and `token=x` / `secret: x`.
 # A URL's password anywhere in a text: `scheme://user:PASSWORD@host` (a password may hold `@`
@@ -54,6 +57,7 @@ def mask(text: str, values: Iterable[str] = (), *, loose: bool = False) -> str:
             text = text.replace(v, MASK)
     text = _AUTHORIZATION.sub(lambda m: m.group(1) + MASK, text)
     text = _SIGV4_PARTS.sub(lambda m: m.group(1) + MASK, text)
+    text = _SIGNATURE_LINE.sub(lambda m: m.group(1) + MASK, text)
     text = _HEADER.sub(lambda m: m.group(1) + MASK, text)
     text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + "@", text)
     if loose:

@@ -239,6 +239,9 @@ def test_vv_never_prints_the_access_key_id_or_the_signature(box, work, tmp_path)
     assert box.env["AWS_ACCESS_KEY_ID"] not in r.stderr
     assert not re.search(r"Credential=(?!\*\*\*)", r.stderr)
     assert not re.search(r"Signature=(?!\*\*\*)", r.stderr)
+    # botocore's own debug line of the signature it computed (auth.py `add_auth`)
+    assert "Signature:" in r.stderr
+    assert not re.search(r"Signature:\s*(?!\*\*\*)\S", r.stderr)
 
 
 # -- a suspected finding keeps the evidence the tool had --------------------------------------

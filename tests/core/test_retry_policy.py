@@ -155,6 +155,7 @@ def test_the_masker_hides_values_headers_and_url_secrets() -> None:
     assert mask("X-Amz-Credential=AKIA/x&X-Amz-Signature=f00") == (
         "X-Amz-Credential=***&X-Amz-Signature=***"
     )
+    assert mask("Signature:\n" + "0f" * 32) == "Signature:\n***"  # botocore's debug line
     assert mask("denied: bearer abc, token=xyz", loose=True) == "denied: bearer ***, token=***"
     assert mask("page token 5") == "page token 5"  # a word alone is no credential
     url = "https://user:pw@hooks.example.com:8443/services/T/B/s3cr3t?x=1"
