@@ -75,7 +75,8 @@ def _shrink(widths: list[int], floors: list[int], spare: int) -> list[int]:
     return widths
 
 
-def _cell_lines(text: str, width: int, wrap: bool) -> list[str]:
+def cell_lines(text: str, width: int, wrap: bool) -> list[str]:
+    """A cell's text as lines of `width`: wrapped at spaces only (`wrap`), else as given."""
     lines: list[str] = []
     for para in text.split("\n"):
         if wrap and len(para) > width:
@@ -93,7 +94,7 @@ def render_table(
     widths = _fit(columns, cells, width)
     out: list[str] = []
     for row in cells:
-        wrapped = [_cell_lines(row[i], widths[i], columns[i].wrap) for i in range(len(columns))]
+        wrapped = [cell_lines(row[i], widths[i], columns[i].wrap) for i in range(len(columns))]
         for k in range(max(len(w) for w in wrapped)):
             parts = []
             for i, w in enumerate(wrapped):
@@ -202,7 +203,7 @@ def _blocks(rows: list[tuple[str, ...]], width: int | None) -> list[str]:
         out.append(f"{r[0]}  {r[1]}")
         for key, value in zip(keys, r[2:], strict=True):
             room = None if width is None else max(width - pad - 4, 20)
-            lines = _cell_lines(value, room, True) if room else [value]
+            lines = cell_lines(value, room, True) if room else [value]
             out.append(f"  {key:<{pad}}  {lines[0]}".rstrip())
             out += [f"  {'':<{pad}}  {line}".rstrip() for line in lines[1:]]
     return out

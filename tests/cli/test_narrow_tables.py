@@ -1,4 +1,4 @@
-"""`relaunch` and `config` fit a narrow terminal as `scan` does: every line within the width
+"""`relaunch`, `config` and `show` fit a narrow terminal as `scan` does: every line within the width
 but for an identifier longer than the room (whole, alone at the end of its line), free text
 wrapped at spaces into readable lines, never a word per line; a block per row where the table
 cannot be read at that width. Through a pseudo-terminal of 60 and 80 columns."""
@@ -47,6 +47,18 @@ def test_config_table_fits_a_narrow_terminal(box, work, tmp_path, columns):
     _no_word_per_line(out)
     assert "loki.url" in out and box.env["LOKI_ADDR"] in out
     assert "default (follows the label names)" in out  # a phrase, not a word per line
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_show_timeline_fits_a_narrow_terminal(box, work, tmp_path, columns):
+    # At 60 columns the table left the event text 20: a pod's log line came out a word a line.
+    env = box.child_environ(clean_env(tmp_path))
+    out = run_in_pty(["show", INCIDENT, "-o", "table"], env, work, columns)
+    rows_fit(out, columns)
+    _no_word_per_line(out)
+    assert ("time (UTC)" in out) is (columns == 80)  # 80 keeps the table; 60 a block an event
+    assert "Received 15 death signal, shutting down workers" in out or columns == 80
+    assert INCIDENT in out and "verdict: AFFECTED" in out.replace("\n", " ")
 
 
 def test_a_wide_terminal_keeps_the_tables(box, work, tmp_path):
