@@ -18,6 +18,7 @@ gives them, each with a deadline (`AdminCalls`), or, for a client the caller bui
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import Any
 
@@ -68,6 +69,9 @@ _RPCS = {
 }
 
 
+# A console's address given as Admin's: gRPC's targets name a resolver (dns:, unix:, ipv4:), never
+# a web scheme (docs/upstream.md, "A web URL as Admin's endpoint")
+WEB_SCHEME = re.compile(r"(?i)^https?://")
 # What flytekit's DefaultMetadataInterceptor puts first on every call
 ACCEPT = ("accept", "application/grpc")
 # The statuses on which flytekit's OAuth2 interceptor refreshes its credentials and asks again
@@ -86,13 +90,20 @@ class AdminChannel:
     (`rpc_retries`, NOT_FOUND and ALREADY_EXISTS included) are the transport's to decide, and its
     scoped deadline is the `timeout` `AdminCalls` gives each call. A user:password in the
     endpoint is refused: gRPC resolves it as part of the host name ("Misformatted domain
-    name"), and Flyte's credentials are flytekit's FLYTE_CREDENTIALS_*."""
+    name"), and Flyte's credentials are flytekit's FLYTE_CREDENTIALS_*; so is an http(s):// URL,
+    for the same reason."""
 
     def __init__(self, platform: PlatformConfig) -> None:
         if userinfo_secrets(platform.endpoint):
             raise ValueError(
                 "its address carries user:password, which gRPC cannot use: give Flyte's "
                 "credentials as flytekit takes them (FLYTE_CREDENTIALS_*)"
+            )
+        if WEB_SCHEME.match(platform.endpoint):
+            # gRPC has no such scheme: it would look the whole text up as a host name
+            raise ValueError(
+                "its address is a web URL: Flyte Admin's endpoint is host:port (or "
+                "dns:///host:port, as flytectl writes admin.endpoint), without http(s)://"
             )
         options = [*KEEPALIVE_OPTIONS, *MESSAGE_OPTIONS]
         credentials = None if platform.insecure else channel_credentials(platform)
