@@ -181,15 +181,18 @@ def _rows(report: Report) -> list[tuple[str, ...]]:
     return rows
 
 
+def last_column_room(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> int:
+    """What a table of `rows` leaves its last column at `width`, the others whole."""
+    fixed = [max(len(c.header), *(len(r[i]) for r in rows)) for i, c in enumerate(columns[:-1])]
+    return width - sum(fixed) - len(GAP) * (len(columns) - 1)
+
+
 def _too_narrow(rows: list[tuple[str, ...]], width: int | None) -> bool:
     """The table's rows (without wrapping the checkpoint) do not fit `width`."""
     if width is None:
         return False
-    fixed = [
-        max(len(c.header), *(len(r[i]) for r in rows)) for i, c in enumerate(SCAN_COLUMNS[:-1])
-    ]
-    room = width - sum(fixed) - len(GAP) * (len(SCAN_COLUMNS) - 1)
-    return room < len("unknown location")  # too little left for the checkpoint to read
+    # too little left for the checkpoint to read
+    return last_column_room(SCAN_COLUMNS, rows, width) < len("unknown location")
 
 
 def _blocks(rows: list[tuple[str, ...]], width: int | None) -> list[str]:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 
 from forensics.formats import OutputFormat, Renderers
-from forensics.formats.table import GAP, Column, cell_lines, gap_line, prose, render_table
+from forensics.formats.table import (
+    GAP,
+    Column,
+    cell_lines,
+    gap_line,
+    last_column_room,
+    prose,
+    render_table,
+)
 from forensics.formats.text import checkpoint_summary, short_time
 from forensics.timeline import Timeline
 
@@ -26,7 +34,7 @@ def render_timeline(tl: Timeline, width: int | None = None) -> str:
     ex = tl.execution
     lines = [prose(f"Execution {ex.ref} — {ex.phase} — verdict: {tl.verdict.upper()}", width)]
     rows = [(short_time(e.at), e.source, e.attempt or "", e.text) for e in tl.events]
-    if width is not None and _event_room(rows, width) < EVENT_ROOM:
+    if width is not None and last_column_room(SHOW_COLUMNS, rows, width) < EVENT_ROOM:
         lines += _event_blocks(rows, width)
     else:
         lines.append(render_table(SHOW_COLUMNS, rows, width=width).rstrip("\n"))
@@ -39,14 +47,6 @@ def render_timeline(tl: Timeline, width: int | None = None) -> str:
         lines.append(prose(line, width))
     lines += [prose(gap_line(g), width) for g in tl.gaps]
     return "\n".join(lines) + "\n"
-
-
-def _event_room(rows: list[tuple[str, str, str, str]], width: int) -> int:
-    """What the table would leave the event text at `width`."""
-    fixed = [
-        max(len(c.header), *(len(r[i]) for r in rows)) for i, c in enumerate(SHOW_COLUMNS[:-1])
-    ]
-    return width - sum(fixed) - len(GAP) * (len(SHOW_COLUMNS) - 1)
 
 
 def _event_blocks(rows: list[tuple[str, str, str, str]], width: int) -> list[str]:
