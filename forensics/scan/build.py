@@ -35,8 +35,21 @@ class Judged:
     finding: Finding | None = None
 
 
-def build_report(collected: Collected, judged: Iterable[Judged]) -> Report:
-    """The report: counts, findings, pending and superseded attempts, unresolved pods, gaps."""
+def quiet(e: Evidence, decision: Decision) -> Cleared | None:
+    """Why the attempt was cleared, when that is all the report says of it (no signal, nothing
+    superseded): then its reason alone is what `build_report` needs."""
+    cleared = decision.cleared
+    if cleared is None or e.signal is not None or decision.rerun is not None:
+        return None
+    return cleared
+
+
+def build_report(collected: Collected, judged: Iterable[Judged | Cleared]) -> Report:
+    """The report: counts, findings, pending and superseded attempts, unresolved pods, gaps.
+
+    An attempt of which the report says only why it was cleared (`quiet`) may come as that
+    reason alone: a scan clears most of the attempts it examines so, and keeps nothing else of
+    them."""
     window = collected.window
     summary = Summary()
     for cleared in collected.cleared:  # signalled pods cleared before any attempt was found
@@ -51,6 +64,10 @@ def build_report(collected: Collected, judged: Iterable[Judged]) -> Report:
     signals: dict[AttemptRef, datetime] = {}
     retried: list[datetime] = []
     for j in judged:
+        if isinstance(j, Cleared):
+            summary.attempts_examined += 1
+            summary.clear(j)
+            continue
         e, decision = j.evidence, j.decision
         att, signal = e.attempt, e.signal
         _count(summary, decision)

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from forensics.concurrency import Pools
 from forensics.cost import TaskKey, price, totals
+from forensics.detect import Cleared
 from forensics.errors import NotFoundError, SourceError
 from forensics.model import (
     AttemptRecord,
@@ -26,7 +27,7 @@ from forensics.sources.admin_types import TaskResources
 
 def enrich(
     report: Report,
-    judged: Sequence[Judged],
+    judged: Sequence[Judged | Cleared],
     lookups: Lookups,
     workers: int,
 ) -> Report:
@@ -35,7 +36,7 @@ def enrich(
     executions: dict[ExecutionRef, ExecutionRecord] = {}
     attempts: dict[AttemptRef, AttemptRecord] = {}
     for j in judged:
-        if j.finding is not None:
+        if isinstance(j, Judged) and j.finding is not None:
             executions[j.evidence.execution.ref] = j.evidence.execution
             attempts[j.evidence.attempt.ref] = j.evidence.attempt
     gaps: list[Gap] = []

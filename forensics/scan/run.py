@@ -17,10 +17,10 @@ from concurrent.futures import Future
 from dataclasses import replace
 
 from forensics.concurrency import Pools
-from forensics.detect import Decision, build_finding, finding_links
-from forensics.model import Checkpoint, Finding, Gap, Report, Window, rfc3339
+from forensics.detect import Cleared, Decision, build_finding, finding_links
+from forensics.model import Checkpoint, Gap, Report, Window, rfc3339
 from forensics.progress import NULL, Progress
-from forensics.scan.build import Judged, build_report
+from forensics.scan.build import Judged, build_report, quiet
 from forensics.scan.collect import collect
 from forensics.scan.coverage import NOTE
 from forensics.scan.enrich import enrich
@@ -92,13 +92,15 @@ class ScanRun:
         )
 
 
-def judge_all(sources: Sources, lookups: Lookups, evidence: Sequence[Evidence]) -> list[Judged]:
-    """Each attempt's decision; a finding gets its checkpoint located (Admin reads, then one
-    S3 listing; each source `settings.workers` at once) as soon as it is decided, and its
-    links."""
+def judge_all(
+    sources: Sources, lookups: Lookups, evidence: Sequence[Evidence]
+) -> list[Judged | Cleared]:
+    """Each attempt's decision (only its reason where `build.quiet` says that is all the report
+    needs); a finding gets its checkpoint located (Admin reads, then one S3 listing; each source
+    `settings.workers` at once) as soon as it is decided, and its links."""
     settings = sources.settings
     verbose = log.isEnabledFor(logging.INFO)  # one line per attempt: not built unless shown
-    decisions: list[Decision] = []
+    judged: list[Judged | Cleared] = []
     with Pools({"admin": settings.workers, "s3": settings.workers}) as pools:
 
         def locate(e: Evidence) -> Checkpoint | Future[Checkpoint]:
@@ -108,24 +110,23 @@ def judge_all(sources: Sources, lookups: Lookups, evidence: Sequence[Evidence]) 
             return pools.submit("s3", lookups.checkpoint_listed, where, e.signal)
 
         located: dict[int, Future[Checkpoint | Future[Checkpoint]]] = {}
-        for i, e in enumerate(evidence):
+        for e in evidence:
             d = judge(e)
-            decisions.append(d)
             if verbose:
                 _log_decision(e, d)
             if d.is_finding:
-                located[i] = pools.submit("admin", locate, e)
+                located[len(judged)] = pools.submit("admin", locate, e)
+            judged.append(quiet(e, d) or Judged(e, d))
         stages = pools.results(list(located.values()))
         pools.results([s for s in stages if isinstance(s, Future)])
-    checkpoints = {
-        i: s.result() if isinstance(s, Future) else s for i, s in zip(located, stages, strict=True)
-    }
-    findings: dict[int, Finding] = {}
-    for i, checkpoint in checkpoints.items():
-        e = evidence[i]
+    for i, stage in zip(located, stages, strict=True):
+        checkpoint = stage.result() if isinstance(stage, Future) else stage
+        j = judged[i]
+        assert isinstance(j, Judged)  # a finding is never quiet
+        e = j.evidence
         links = finding_links(settings, e.execution, e.signal)
         finding = build_finding(
-            decisions[i],
+            j.decision,
             e.execution,
             e.attempt,
             e.signal,
@@ -135,11 +136,8 @@ def judge_all(sources: Sources, lookups: Lookups, evidence: Sequence[Evidence]) 
         )
         if e.logs_absent:
             finding = replace(finding, evidence=(*finding.evidence, NOTE))
-        findings[i] = finding
-    return [
-        Judged(e, d, findings.get(i))
-        for i, (e, d) in enumerate(zip(evidence, decisions, strict=True))
-    ]
+        judged[i] = Judged(e, j.decision, finding)
+    return judged
 
 
 def _log_decision(e: Evidence, d: Decision) -> None:

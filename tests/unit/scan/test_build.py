@@ -11,8 +11,8 @@ from support.fakes import T0, WINDOW, attempt, execution
 from forensics.cli import exits
 from forensics.config import Settings
 from forensics.detect import Cleared, Decision, Verdict, build_finding, finding_links
-from forensics.model import Checkpoint, Gap, ObjectCheck, ReportStatus, SignalHit
-from forensics.scan.build import Judged, build_report
+from forensics.model import AttemptRef, Checkpoint, Gap, ObjectCheck, ReportStatus, SignalHit
+from forensics.scan.build import Judged, build_report, quiet
 from forensics.scan.collect import Collected
 from forensics.scan.evidence import Evidence
 from forensics.scan.scope import ScanScope
@@ -66,6 +66,24 @@ def test_every_outcome_is_counted_once_and_the_counts_add_up():
     assert s.cleared == {"outputs-written": 1, "signal-not-a-flyte-task-pod": 3}
     assert s.attempts_examined == 7
     assert [p.attempt.execution.name for p in report.pending] == ["c" * 20]
+
+
+def test_an_attempt_given_as_its_reason_alone_counts_as_it_would_whole():
+    # A scan keeps nothing of an attempt cleared with nothing more to say (`quiet`) but its
+    # reason; what it says of the others (a signal, a re-run, a verdict) must stay whole.
+    rerun = AttemptRef(execution("f" * 20).ref, "n0", 1)
+    items = [
+        judged("a" * 20, Decision(Verdict.AFFECTED, outputs=MISSING), T0),
+        judged("b" * 20, Decision(Verdict.PENDING), T0),
+        judged("c" * 20, Decision(Cleared.OUTPUTS_WRITTEN, outputs=ObjectCheck("present"))),
+        judged("d" * 20, Decision(Cleared.SIGNAL_FAILED_RETRIED), T0),
+        judged("e" * 20, Decision(Cleared.OUTPUTS_DECLARED, rerun=rerun)),
+    ]
+    reasons = [quiet(j.evidence, j.decision) for j in items]
+    assert reasons == [None, None, Cleared.OUTPUTS_WRITTEN, None, None]
+    slim = [r or j for r, j in zip(reasons, items, strict=True)]
+    assert build_report(collected(), slim) == build_report(collected(), items)
+    assert build_report(collected(), slim).summary.cleared["outputs-written"] == 1
 
 
 def test_a_finding_whose_outputs_could_not_be_read_leaves_an_s3_gap_an_expired_one_none():
