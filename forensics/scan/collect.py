@@ -10,11 +10,13 @@ reads only what the phases before it finished:
    execution swept once (its nodes that can run an elastic task). The outputs.pb checks that
    need no signal (elastic successes ending in the window) are sent to the S3 pool in batches
    of `OUTPUTS_BATCH` as the sweep finds them. Join.
-3. With the signals final: the passed-over nodes the evidence points at are listed; the
-   signals are joined to the swept attempts by pod name (`join.PodIndex`); join. Then the
-   signalled pods no swept execution claims are looked up one by one (`resolve`); join.
-4. The remaining outputs.pb checks: the last batch (`callplan`) and a HEAD each for the
-   attempts only a signal or a disruption made candidates. Join.
+3. With the signals final: the last batch of outputs.pb checks is walked (`callplan`) while
+   the passed-over nodes the evidence points at are listed; join. The signals and the
+   batches' answers are joined to the swept attempts by pod name (`join.PodIndex`), each
+   evidence built once, whole. Then the signalled pods no swept execution claims are looked
+   up one by one (`resolve`); join.
+4. A HEAD each for the attempts no batch checked: those only a signal or a disruption made
+   candidates, and a passed-over node's. Join.
 
 docs/performance.md says what each phase calls and what it costs.
 """
@@ -224,14 +226,21 @@ class _Collect:
         disruptions = DisruptionIndex()
         disruptions.fill(*reads)
         pods.point(self._disrupted_pods(disruptions))
-        batched, direct = self._join(swept, pods, disruptions, gaps)
+        self._flush()  # the last batch, walked while the passed-over nodes are listed
+        more = self._passed_over(swept, pods)
+        found = self._found()
+        step("outputs.pb checks")
+        # Coverage is final: which attempts ran where Loki holds no task log (none, unless a
+        # shard is dark).
+        coverage = self.coverage if self.coverage.any_dark() else None
+        evidence, direct = self._join(swept, more, pods, disruptions, gaps, found, coverage)
         swept.clear()  # what no evidence holds (attempts, passed-over nodes) goes now
         step("signals joined")
         direct += self._unclaimed(pods, disruptions, unresolved, cleared, gaps)
         step("unclaimed pods")
-        # 4. The remaining outputs.pb checks.
-        evidence = self._checked(batched, direct)
-        step("outputs.pb checks")
+        # 4. A HEAD each for the attempts no batch checked.
+        evidence += self._checked(direct, coverage)
+        step("outputs.pb HEADs")
         return Collected(
             w,
             self.scope,
@@ -463,43 +472,54 @@ class _Collect:
                 pointed.append((*pd, pod))
         return pointed
 
-    def _join(
-        self,
-        swept: list[_Swept],
-        pods: PodIndex,
-        disruptions: DisruptionIndex,
-        gaps: list[Gap],
-    ) -> tuple[list[Evidence], list[Evidence]]:
-        """List the passed-over nodes the evidence points at, then join each swept execution's
-        attempts to the signals and disruptions: the evidence whose outputs.pb the batch
-        checks, and the evidence that needs a check of its own (or none)."""
+    def _passed_over(
+        self, swept: list[_Swept], pods: PodIndex
+    ) -> dict[ExecutionRef, tuple[list[SkippedNode], list[AttemptRecord] | Gap]]:
+        """List the passed-over nodes the evidence points at: per execution, those nodes and
+        their attempts (or the gap)."""
         wanted = {}
         for s in swept:
             nodes = pods.points_at(s.ex.ref) if s.skipped else frozenset()
             named = [n for n in s.skipped if n.node_id in nodes]
             if named:
-                wanted[s.ex.ref] = (s, named)
+                wanted[s.ex.ref] = (s.ex, named)
         listed = self.pools.results(
-            [self.pools.submit("admin", self._node_attempts, s.ex, n) for s, n in wanted.values()]
+            [self.pools.submit("admin", self._node_attempts, ex, n) for ex, n in wanted.values()]
         )
-        more = dict(zip(wanted, listed, strict=True))
-        batched: list[Evidence] = []
+        return {
+            ref: (named, found)
+            for (ref, (_, named)), found in zip(wanted.items(), listed, strict=True)
+        }
+
+    def _join(
+        self,
+        swept: list[_Swept],
+        more: dict[ExecutionRef, tuple[list[SkippedNode], list[AttemptRecord] | Gap]],
+        pods: PodIndex,
+        disruptions: DisruptionIndex,
+        gaps: list[Gap],
+        found: dict[AttemptRef, ObjectCheck],
+        coverage: Coverage | None,
+    ) -> tuple[list[Evidence], list[Evidence]]:
+        """Join each swept execution's attempts (and those of its passed-over nodes, `more`)
+        to the signals, the disruptions and the batches' outputs.pb answers (`found`): the
+        evidence that is complete, and the evidence that still needs a check of its own (or
+        none)."""
+        complete: list[Evidence] = []
         direct: list[Evidence] = []
         for s in sorted(swept, key=lambda s: str(s.ex.ref)):  # a pod to the first that claims it
-            found = more.get(s.ex.ref)
+            named, listed = more.get(s.ex.ref, ((), None))
             extra: list[AttemptRecord] = []
-            if isinstance(found, Gap):
-                gaps.append(found)
-            elif found is not None:
-                extra = found
-                self._add_checks(self._candidates(extra))
+            if isinstance(listed, Gap):
+                gaps.append(listed)
+            elif listed is not None:
+                extra = listed
             # Pods no attempt claims send their execution to be looked up whole: a passed over
             # node's (not listed), or a child of a node listed directly (a `@dynamic` one's).
-            named = len(wanted[s.ex.ref][1]) if s.ex.ref in wanted else 0
-            if not s.direct and len(s.skipped) == named and not isinstance(found, Gap):
+            if not s.direct and len(s.skipped) == len(named) and not isinstance(listed, Gap):
                 self._swept_whole.add(s.ex.ref)
-            self._settle(s, extra, pods, disruptions, batched, direct)
-        return batched, direct
+            self._settle(s, extra, pods, disruptions, found, coverage, complete, direct)
+        return complete, direct
 
     def _node_attempts(
         self, ex: ExecutionRecord, nodes: list[SkippedNode]
@@ -517,11 +537,13 @@ class _Collect:
         more: list[AttemptRecord],
         pods: PodIndex,
         disruptions: DisruptionIndex,
-        batched: list[Evidence],
+        found: dict[AttemptRef, ObjectCheck],
+        coverage: Coverage | None,
+        complete: list[Evidence],
         direct: list[Evidence],
     ) -> None:
-        """The evidence of one swept execution's examined attempts: its sweep candidates, and
-        the attempts a signal or a disruption names."""
+        """The evidence of one swept execution's examined attempts: its sweep candidates (with
+        their batch's outputs.pb answer), and the attempts a signal or a disruption names."""
         ex, window, settings = s.ex, self.window, self.settings
         attempts = [*s.attempts, *more] if more else s.attempts
         # A candidate's execution attempts are those listed with it (re-runs of trials).
@@ -542,8 +564,14 @@ class _Collect:
             node = _node_of(attempts, att) if signal is not None else ()
             if every is None:
                 direct.append(Evidence(ex, att, signal, disruption, node, attempts))
-            else:
-                batched.append(Evidence(ex, att, signal, disruption, node, every))
+                continue
+            outputs = found.get(att.ref)
+            if outputs is None and needs_outputs_check(att):
+                # a passed-over node's: listed after the last batch was sent
+                direct.append(Evidence(ex, att, signal, disruption, node, every))
+                continue
+            absent = coverage is not None and coverage.absent(att.started_at, att.ended_at)
+            complete.append(Evidence(ex, att, signal, disruption, node, every, outputs, absent))
 
     # -- 3. signalled pods that no swept execution claimed: one by one ------------------------------
     def _unclaimed(
@@ -602,30 +630,29 @@ class _Collect:
             why = f"pod {hit.namespace}/{hit.pod}: {e.cause}"
             return Gap("admin", hit.at, end, why, failure=e.kind)
 
-    # -- 4. the remaining outputs.pb checks ---------------------------------------------------------
-    def _checked(self, batched: list[Evidence], direct: list[Evidence]) -> list[Evidence]:
-        """Every evidence with its outputs.pb check, where one is needed."""
+    # -- the batches' answers, and the checks of their own -----------------------------------------
+    def _flush(self) -> None:
+        """Send the batch of outputs.pb checks still waiting (the sweep has ended)."""
         with self._lock:
             last, self._batch = self._batch, []
         if last:
             self._send(last)
-        own = [e for e in direct if needs_outputs_check(e.attempt)]
-        heads = [self.pools.submit("s3", self.lookups.outputs, e.attempt) for e in own]
+
+    def _found(self) -> dict[AttemptRef, ObjectCheck]:
+        """Every batch's outputs.pb answers (a join)."""
         with self._lock:
             futures = list(self._checks)
         found: dict[AttemptRef, ObjectCheck] = {}
         for answers in self.pools.results(futures):
             found.update(answers)
+        return found
+
+    def _checked(self, direct: list[Evidence], coverage: Coverage | None) -> list[Evidence]:
+        """The evidence no batch checked, with a HEAD each where a check is needed."""
+        own = [e for e in direct if needs_outputs_check(e.attempt)]
+        heads = [self.pools.submit("s3", self.lookups.outputs, e.attempt) for e in own]
         checks = dict(zip(map(id, own), self.pools.results(heads), strict=True))
-        out = []
-        # Which attempts ran where Loki holds no task log: none, unless a shard is dark.
-        coverage = self.coverage if self.coverage.any_dark() else None
-        for e in batched:
-            outputs = found.get(e.attempt.ref) if needs_outputs_check(e.attempt) else None
-            out.append(self._final(e, outputs, coverage))
-        for e in direct:
-            out.append(self._final(e, checks.get(id(e)), coverage))
-        return out
+        return [self._final(e, checks.get(id(e)), coverage) for e in direct]
 
     @staticmethod
     def _final(e: Evidence, outputs: ObjectCheck | None, coverage: Coverage | None) -> Evidence:

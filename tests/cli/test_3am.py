@@ -64,8 +64,8 @@ def test_verbose_tells_the_tools_decisions_and_keeps_library_debug_for_vv(box, w
     # where the run's time went, one step after the other (the scale benchmark's --phases)
     assert re.search(
         r"(?m)^elastic-audit: timing: projects \d+\.\d s, sweep \d+\.\d s, "
-        r"signals \d+\.\d s, signals joined \d+\.\d s, "
-        r"unclaimed pods \d+\.\d s, outputs\.pb checks \d+\.\d s, verdicts \d+\.\d s, "
+        r"signals \d+\.\d s, outputs\.pb checks \d+\.\d s, signals joined \d+\.\d s, "
+        r"unclaimed pods \d+\.\d s, outputs\.pb HEADs \d+\.\d s, verdicts \d+\.\d s, "
         r"relaunches and report \d+\.\d s; \d+\.\d s in all, \d+\.\d CPU-seconds "
         r"\(\d+\.\d before the scan began\)$",
         err,
