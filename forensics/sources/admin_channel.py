@@ -149,11 +149,6 @@ def channel_credentials(platform: PlatformConfig) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials()
 
 
-def open_channel(platform: PlatformConfig) -> AdminChannel:
-    """Admin's channel (`AdminChannel`)."""
-    return AdminChannel(platform)
-
-
 class _Plain:
     """One RPC on the plain channel, as flytekit's OAuth2 interceptor makes it: the layers'
     metadata; on UNAUTHENTICATED or UNKNOWN the credentials refreshed and the call made once

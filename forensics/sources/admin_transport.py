@@ -95,7 +95,6 @@ try:
         AdminCalls,
         AdminChannel,
         FlytekitCalls,
-        open_channel,
     )
 finally:
     _FLYTEKIT_LOG.removeFilter(_hold_at_import)
@@ -329,7 +328,7 @@ class AdminTransport:
     """Admin's RPCs through flytekit's channel, one method per question, answering in records.
 
     flytekit's own client repeats every failed call `rpc_retries` (3) times at once, NOT_FOUND
-    and ALREADY_EXISTS included; the channel opened here has no such layer (`open_channel`; a
+    and ALREADY_EXISTS included; the channel opened here has no such layer (`AdminChannel`; a
     client a caller gives keeps its own), and this transport repeats UNAVAILABLE /
     RESOURCE_EXHAUSTED / DEADLINE_EXCEEDED only, with exponential backoff, at most `retries`
     times. Each call carries a `timeout` deadline and is counted in `calls` (by RPC,
@@ -363,7 +362,7 @@ class AdminTransport:
         self._channel: AdminChannel | None = None  # ours to close; a client given to `over` is not
         if client is None:
             try:  # flytekit's channel, with keepalive options Admin accepts (admin_channel.py)
-                self._channel = open_channel(self._platform)
+                self._channel = AdminChannel(self._platform)
             except Exception as e:  # bad endpoint / CA file: a configuration problem
                 raise ConfigError(f"Flyte Admin {self.endpoint}: {one_line(str(e))}") from None
         self._rpc = (

@@ -68,7 +68,7 @@ from forensics.sandbox.s3_server import S3Server
 from forensics.sandbox.stack import sandbox_env
 from forensics.scan import callplan
 from forensics.sources.admin import AdminClient
-from forensics.sources.admin_channel import open_channel
+from forensics.sources.admin_channel import AdminChannel
 from forensics.sources.storage import ObjectStore
 
 # Run as a script (`python tests/bench/...`): tests/ on sys.path for the test-only `support`.
@@ -315,7 +315,7 @@ def _layered_stub(
     """The bare stub's calls on flytekit's composed channel (`AdminChannel.composed`: its
     default-metadata and OAuth2 layers), where the scan's reads went before they went plain:
     against the bare stub's row, what those two layers cost a call."""
-    channel = open_channel(PlatformConfig(endpoint=address, insecure=True))
+    channel = AdminChannel(PlatformConfig(endpoint=address, insecure=True))
     try:
         return _stub_calls(admin_pb2_grpc.AdminServiceStub(channel.composed), executions, workers)
     finally:

@@ -20,7 +20,7 @@ from flytekit.clients.raw import RawSynchronousFlyteClient
 from flytekit.configuration import PlatformConfig
 from support.tls import self_signed
 
-from forensics.sources.admin_channel import ACCEPT, AdminCalls, open_channel
+from forensics.sources.admin_channel import ACCEPT, AdminCalls, AdminChannel
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +102,7 @@ def _same_calls(servicer: _Admin, platform: PlatformConfig, *, plain: bool) -> N
         flytekit.get_execution(ASKED)
     theirs, servicer.seen = servicer.seen, []
 
-    channel = open_channel(platform)
+    channel = AdminChannel(platform)
     try:
         assert (channel.plain is not None) is plain
         calls = AdminCalls(channel, 5.0)
@@ -151,7 +151,7 @@ def test_a_refusal_after_the_refresh_is_the_answer(admin) -> None:
     platform = PlatformConfig(
         endpoint=endpoint, insecure=True, auth_mode="ExternalCommand", command=_command("wrong")
     )
-    channel = open_channel(platform)
+    channel = AdminChannel(platform)
     try:
         with pytest.raises(grpc.RpcError) as info:
             AdminCalls(channel, 5.0).get_execution(ASKED)

@@ -40,7 +40,7 @@ from forensics.model import AttemptRef, ExecutionRecord, ExecutionRef
 from forensics.sandbox.admin_server import AdminFaults, AdminServer
 from forensics.sandbox.scenario import SandboxNode, Scenario
 from forensics.sources.admin import AdminClient, load_platform_config
-from forensics.sources.admin_channel import AdminCalls, open_channel
+from forensics.sources.admin_channel import AdminCalls, AdminChannel
 from forensics.sources.admin_filters import admin_filter, live_during
 from forensics.sources.admin_records import literal_text
 
@@ -97,7 +97,7 @@ def test_the_channel_is_flytekits_without_its_exception_wrapper(admin) -> None:
     # The transport reads gRPC's status itself: the channel it opens leaves flytekit's
     # exception wrapper (and its immediate retries) out, whatever rpc_retries says.
     server, _ = admin(Scenario(executions=[execution("a")]))
-    channel = open_channel(PlatformConfig(endpoint=server.endpoint, insecure=True, rpc_retries=3))
+    channel = AdminChannel(PlatformConfig(endpoint=server.endpoint, insecure=True, rpc_retries=3))
     ghost = identifier_pb2.WorkflowExecutionIdentifier(project=PROJECT, domain=DOMAIN, name="ghost")
     try:
         with pytest.raises(grpc.RpcError) as info:
