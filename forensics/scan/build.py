@@ -53,8 +53,7 @@ def build_report(collected: Collected, judged: Iterable[Judged | Cleared]) -> Re
     window = collected.window
     summary = Summary()
     for cleared in collected.cleared:  # signalled pods cleared before any attempt was found
-        summary.attempts_examined += 1
-        summary.clear(cleared)
+        _count(summary, cleared)
     summary.unparsed_lines = collected.unparsed
     summary.unparsed_example = collected.unparsed_example
     gaps = list(collected.gaps)
@@ -65,12 +64,11 @@ def build_report(collected: Collected, judged: Iterable[Judged | Cleared]) -> Re
     retried: list[datetime] = []
     for j in judged:
         if isinstance(j, Cleared):
-            summary.attempts_examined += 1
-            summary.clear(j)
+            _count(summary, j)
             continue
         e, decision = j.evidence, j.decision
         att, signal = e.attempt, e.signal
-        _count(summary, decision)
+        _count(summary, decision.outcome)
         if decision.outcome is Verdict.PENDING:
             assert signal is not None  # only a signalled attempt is pending
             pending.append(Pending(att.ref, att.phase, signal))
@@ -115,9 +113,9 @@ def build_report(collected: Collected, judged: Iterable[Judged | Cleared]) -> Re
     ).ordered()
 
 
-def _count(summary: Summary, decision: Decision) -> None:
+def _count(summary: Summary, outcome: Verdict | Cleared) -> None:
     summary.attempts_examined += 1
-    match decision.outcome:
+    match outcome:
         case Verdict.PENDING:
             summary.pending += 1
         case Cleared() as cleared:
@@ -127,4 +125,4 @@ def _count(summary: Summary, decision: Decision) -> None:
         case Verdict.SUSPECTED:
             summary.suspected += 1
         case _:
-            assert_never(decision.outcome)
+            assert_never(outcome)
