@@ -136,6 +136,8 @@ class _Signals(NamedTuple):
 
 
 Step = Callable[[str], None]
+# Per execution, the passed-over nodes the evidence points at and their attempts (or the gap).
+_PassedOver = dict[ExecutionRef, tuple[list[SkippedNode], list[AttemptRecord] | Gap]]
 
 
 def collect(
@@ -472,9 +474,7 @@ class _Collect:
                 pointed.append((*pd, pod))
         return pointed
 
-    def _passed_over(
-        self, swept: list[_Swept], pods: PodIndex
-    ) -> dict[ExecutionRef, tuple[list[SkippedNode], list[AttemptRecord] | Gap]]:
+    def _passed_over(self, swept: list[_Swept], pods: PodIndex) -> _PassedOver:
         """List the passed-over nodes the evidence points at: per execution, those nodes and
         their attempts (or the gap)."""
         wanted = {}
@@ -494,7 +494,7 @@ class _Collect:
     def _join(
         self,
         swept: list[_Swept],
-        more: dict[ExecutionRef, tuple[list[SkippedNode], list[AttemptRecord] | Gap]],
+        more: _PassedOver,
         pods: PodIndex,
         disruptions: DisruptionIndex,
         gaps: list[Gap],
